@@ -1,0 +1,61 @@
+import {Command, Errors} from '@oclif/core'
+
+import {ExitCode, NfdctlError} from '../lib/errors.js'
+
+/**
+ * The one base command: a root AbortSignal tied to SIGINT/SIGTERM, and the error → exit-code mapping that
+ * keeps exit codes identical with and without --json.
+ */
+export abstract class NfdctlCommand extends Command {
+  readonly #controller = new AbortController()
+  #onSignal?: (signal: NodeJS.Signals) => void
+
+  /** Aborted on SIGINT/SIGTERM. */
+  protected get signal(): AbortSignal {
+    return this.#controller.signal
+  }
+
+  /** True when progress can be drawn in place (a spinner); else plain lines. */
+  protected get interactive(): boolean {
+    return Boolean(process.stderr.isTTY) && !this.jsonEnabled()
+  }
+
+  override async init(): Promise<void> {
+    await super.init()
+    this.#onSignal = (signal) => this.#controller.abort(new Error(`received ${signal}`))
+    process.once('SIGINT', this.#onSignal)
+    process.once('SIGTERM', this.#onSignal)
+  }
+
+  override async finally(error: Error | undefined): Promise<unknown> {
+    if (this.#onSignal) {
+      process.off('SIGINT', this.#onSignal)
+      process.off('SIGTERM', this.#onSignal)
+    }
+    return super.finally(error)
+  }
+
+  override async catch(error: Error & {exitCode?: number; oclif?: {exit?: number}; showHelp?: boolean}): Promise<unknown> {
+    const exit = error.oclif?.exit ?? error.exitCode ?? ExitCode.failed
+    // Bad input gets one line, not the usage dump oclif appends to parse errors.
+    error.showHelp = false
+    if (this.jsonEnabled()) {
+      // --json reads exitCode; oclif's own parse errors only carry oclif.exit.
+      error.exitCode = exit
+      return super.catch(error instanceof NfdctlError ? error : new NfdctlError(oneLine(error), exit))
+    }
+    throw new Errors.CLIError(oneLine(error), {exit})
+  }
+}
+
+/** The error's message as one line: oclif's "Parsing --x" preamble and "See more help" trailer dropped. */
+function oneLine(error: Error): string {
+  const lines = (error.message || String(error)).split('\n').map((l) => l.trim()).filter((l) => l.length > 0 && !l.startsWith('See more help'))
+  const flag = /^Parsing (--\S+)/.exec(lines[0] ?? '')?.[1]
+  if (flag && lines.length > 1) {
+    lines.shift()
+    if (!lines[0].startsWith(flag)) lines[0] = `${flag}: ${lines[0]}`
+  }
+  const text = lines.join(' ')
+  return /Nonexistent flag|Unexpected argument|Missing required flag/.test(text) ? `${text} (see --help)` : text
+}

@@ -1,0 +1,22 @@
+import {Flags} from '@oclif/core'
+
+import {gcKindNames} from '../lib/gc/kinds.js'
+import {positiveNumber} from './kube-flags.js'
+
+/** Flags of a GC sweep (`gc once`; `gc run` reuses most of them). */
+export const sweepFlags = {
+  'allow-empty-nodes': Flags.boolean({description: 'delete even when the cluster lists no Nodes at all'}),
+  concurrency: Flags.integer({default: 16, description: 'deletions in flight at once'}),
+  'dry-run': Flags.boolean({description: 'report stale objects, delete nothing'}),
+  'fail-on-stale': Flags.boolean({description: 'with --dry-run: exit 3 when stale objects are found'}),
+  force: Flags.boolean({description: 'delete even above --max-delete-ratio'}),
+  'keep-unlabelled': Flags.boolean({description: 'keep NodeFeatures that have no nfd.node.kubernetes.io/node-name label'}),
+  kinds: Flags.string({description: `comma-separated kinds to collect (default: all): ${gcKindNames.join(', ')}`}),
+  'list-size': Flags.integer({default: 500, description: 'objects per list page; 0 lists all in one request'}),
+  'max-delete-ratio': Flags.custom<number>({
+    default: 0.5,
+    description: 'refuse to delete more than this share (0..1) of the scanned objects',
+    parse: positiveNumber('max-delete-ratio'),
+  })(),
+  timeout: Flags.string({default: '5m', description: 'give up after this long (e.g. 30s, 5m; 0 = no limit)'}),
+}

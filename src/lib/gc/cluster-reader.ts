@@ -1,0 +1,79 @@
+import {AbortedError, SafetyStopError, errorMessage} from '../errors.js'
+import {isStatus} from '../kube/api-error.js'
+import type {KubeClient} from '../kube/kube-client.js'
+import {listMetadata} from '../kube/metadata-list.js'
+import {describeResource, nodesResource} from '../kube/resource.js'
+import type {GcKind} from './kinds.js'
+import type {ClusterView, ObservedObject} from './sweep-planner.js'
+
+export type ReadEvent =
+  | {type: 'listing'; what: string; total: number; restarted: boolean}
+  | {type: 'listed'; what: string; total: number}
+  | {type: 'kind-skipped'; kind: string; reason: string}
+
+export interface ReadOptions {
+  readonly kinds: readonly GcKind[]
+  readonly listSize: number
+  readonly signal?: AbortSignal
+  readonly onEvent?: (event: ReadEvent) => void
+  /** Test seam for real-server races: runs after each page of a listing. */
+  readonly afterPage?: (what: string, page: number) => Promise<void>
+}
+
+export interface ClusterRead {
+  readonly view: ClusterView
+  readonly scanned: ReadonlyMap<GcKind, number>
+  readonly skipped: ReadonlyMap<GcKind, string>
+}
+
+/**
+ * Lists every object of the chosen kinds, then the Nodes. Objects first: an object whose Node is created
+ * while we read is then still matched, because that Node is in the later node list.
+ * Any failure to read a kind or the nodes aborts the read: a partial view must never be planned on.
+ */
+export async function readCluster(client: KubeClient, options: ReadOptions): Promise<ClusterRead> {
+  const objects: ObservedObject[] = []
+  const scanned = new Map<GcKind, number>()
+  const skipped = new Map<GcKind, string>()
+  for (const kind of options.kinds) {
+    let page = 0
+    try {
+      const list = await listMetadata(client, kind.resource, {
+        onPage: async ({restarted, total}) => {
+          options.onEvent?.({restarted, total, type: 'listing', what: kind.kind})
+          await options.afterPage?.(kind.kind, ++page)
+        },
+        pageSize: options.listSize,
+        signal: options.signal,
+      })
+      for (const meta of list.items) objects.push({kind, meta})
+      scanned.set(kind, list.items.length)
+      options.onEvent?.({total: list.items.length, type: 'listed', what: kind.kind})
+    } catch (error) {
+      if (error instanceof AbortedError) throw error
+      if (!isStatus(error, 'NotFound')) {
+        throw new SafetyStopError(`cannot list ${kind.kind} objects; nothing deleted: ${errorMessage(error)}`, {cause: error})
+      }
+      const reason = `${describeResource(kind.resource)} is not served (is the CRD ${kind.crd} installed?); skipped`
+      skipped.set(kind, reason)
+      options.onEvent?.({kind: kind.kind, reason, type: 'kind-skipped'})
+    }
+  }
+  let nodes: Set<string>
+  try {
+    const list = await listMetadata(client, nodesResource, {
+      onPage: ({restarted, total}) => options.onEvent?.({restarted, total, type: 'listing', what: 'Node'}),
+      pageSize: options.listSize,
+      signal: options.signal,
+    })
+    nodes = new Set(list.items.map((n) => n.name))
+    options.onEvent?.({total: nodes.size, type: 'listed', what: 'Node'})
+  } catch (error) {
+    if (error instanceof AbortedError) throw error
+    if (isStatus(error, 'Forbidden')) {
+      throw new SafetyStopError(`cannot list Nodes (${errorMessage(error)}); nothing deleted: grant "list" on nodes to this identity`, {cause: error})
+    }
+    throw new SafetyStopError(`cannot list Nodes; nothing deleted: ${errorMessage(error)}`, {cause: error})
+  }
+  return {scanned, skipped, view: {nodes, objects}}
+}

@@ -1,0 +1,48 @@
+import pLimit from 'p-limit'
+
+import {errorMessage} from '../errors.js'
+import {deleteWithUid} from '../kube/delete-object.js'
+import type {KubeClient} from '../kube/kube-client.js'
+import type {StaleObject} from './sweep-planner.js'
+
+export interface DeleteResult {
+  readonly object: StaleObject
+  readonly outcome: 'absent' | 'deleted' | 'failed' | 'replaced'
+  readonly error?: string
+}
+
+export interface DeleteOptions {
+  readonly concurrency: number
+  readonly signal?: AbortSignal
+  readonly onProgress?: (progress: {done: number; failed: number; total: number}) => void
+  readonly onResult?: (result: DeleteResult) => void
+}
+
+/**
+ * Deletes stale objects, at most `concurrency` at a time, each with its UID precondition. Never throws for
+ * one object: its failure is a result. Once the signal aborts, objects not yet started are reported failed.
+ */
+export async function deleteStale(client: KubeClient, stale: readonly StaleObject[], options: DeleteOptions): Promise<DeleteResult[]> {
+  const limit = pLimit(options.concurrency)
+  let done = 0
+  let failed = 0
+  const deleteOne = async (object: StaleObject): Promise<DeleteResult> => {
+    let result: DeleteResult
+    if (options.signal?.aborted) {
+      result = {error: 'cancelled before deletion', object, outcome: 'failed'}
+    } else {
+      try {
+        const outcome = await deleteWithUid(client, object.kind.resource, object.meta, options.signal)
+        result = {object, outcome}
+      } catch (error) {
+        result = {error: errorMessage(error), object, outcome: 'failed'}
+      }
+    }
+    done++
+    if (result.outcome === 'failed') failed++
+    options.onResult?.(result)
+    options.onProgress?.({done, failed, total: stale.length})
+    return result
+  }
+  return Promise.all(stale.map((object) => limit(() => deleteOne(object))))
+}

@@ -1,0 +1,79 @@
+import type {KubeClient} from '../kube/kube-client.js'
+import {readCluster, type ReadEvent} from './cluster-reader.js'
+import {deleteStale, type DeleteResult} from './deleter.js'
+import type {SweepOptions} from './sweep-options.js'
+import {planSweep, type StaleObject} from './sweep-planner.js'
+import type {KindSummary, ObjectResult, StaleObjectReport, SweepReport} from './sweep-report.js'
+
+export type SweepEvent =
+  | ReadEvent
+  | {type: 'planned'; stale: number; refused?: string}
+  | {type: 'deleting'; done: number; failed: number; total: number}
+
+export interface SweepHooks {
+  readonly onEvent?: (event: SweepEvent) => void
+  /** Test seam for real-server races: runs after each listed page. */
+  readonly afterPage?: (what: string, page: number) => Promise<void>
+}
+
+/** One garbage-collection pass: read, plan, and (unless refused or --dry-run) delete. */
+export async function sweepOnce(client: KubeClient, options: SweepOptions, hooks: SweepHooks = {}, signal?: AbortSignal): Promise<SweepReport> {
+  const started = performance.now()
+  const requestsBefore = client.stats.requests
+  const read = await readCluster(client, {afterPage: hooks.afterPage, kinds: options.kinds, listSize: options.listSize, onEvent: hooks.onEvent, signal})
+  const plan = planSweep(read.view, options)
+  const refused = plan.action === 'refuse' ? plan.reason : undefined
+  hooks.onEvent?.({refused, stale: plan.stale.length, type: 'planned'})
+
+  let results: DeleteResult[] = []
+  if (plan.action === 'delete' && !options.dryRun && plan.stale.length > 0) {
+    results = await deleteStale(client, plan.stale, {
+      concurrency: options.concurrency,
+      onProgress: (p) => hooks.onEvent?.({...p, type: 'deleting'}),
+      signal,
+    })
+  }
+
+  const kinds: KindSummary[] = options.kinds.map((k) => ({
+    deleted: 0,
+    failed: 0,
+    kind: k.kind,
+    scanned: read.scanned.get(k) ?? 0,
+    skipped: read.skipped.get(k),
+    stale: 0,
+  }))
+  const summaryOf = (kind: string): KindSummary => kinds.find((k) => k.kind === kind)!
+  const outcomeOf = new Map(results.map((r) => [r.object, r]))
+  const objects = plan.stale.map((object): StaleObjectReport => {
+    const summary = summaryOf(object.kind.kind)
+    summary.stale++
+    const result = outcomeOf.get(object)
+    const outcome: ObjectResult = refused !== undefined ? 'kept' : options.dryRun ? 'would-delete' : (result?.outcome ?? 'failed')
+    if (outcome === 'deleted') summary.deleted++
+    if (outcome === 'failed') summary.failed++
+    return reportOf(object, outcome, refused === undefined && !options.dryRun, result?.error)
+  })
+  return {
+    apiRequests: client.stats.requests - requestsBefore,
+    dryRun: options.dryRun,
+    durationMs: Math.round(performance.now() - started),
+    kinds,
+    nodes: read.view.nodes.size,
+    objects,
+    refused,
+  }
+}
+
+function reportOf(object: StaleObject, result: ObjectResult, deleting: boolean, error?: string): StaleObjectReport {
+  return {
+    action: deleting ? 'delete' : 'none',
+    error,
+    kind: object.kind.kind,
+    name: object.meta.name,
+    namespace: object.meta.namespace,
+    node: object.node,
+    reason: object.reason,
+    result,
+    uid: object.meta.uid,
+  }
+}

@@ -1,0 +1,186 @@
+import type {KubeConfig} from '@kubernetes/client-node'
+import http from 'node:http'
+import https from 'node:https'
+import {setTimeout as sleep} from 'node:timers/promises'
+
+import {AbortedError, ApiUnavailableError, errorMessage} from '../errors.js'
+import {KubeApiError} from './api-error.js'
+import {RateLimiter} from './rate-limiter.js'
+import {defaultRetryPolicy, retryDelayMs, type RetryPolicy} from './retry-policy.js'
+
+export interface KubeClientOptions {
+  readonly qps: number
+  readonly burst: number
+  /** Most requests in flight at once (keep-alive sockets). */
+  readonly maxConnections?: number
+  readonly requestTimeoutMs?: number
+  readonly retry?: RetryPolicy
+  readonly random?: () => number
+}
+
+export interface RequestOptions {
+  readonly query?: Record<string, boolean | number | string | undefined>
+  readonly accept?: string
+  readonly body?: unknown
+  readonly contentType?: string
+  readonly signal?: AbortSignal
+}
+
+export interface ClientStats {
+  requests: number
+  retries: number
+  readonly byMethod: Record<string, number>
+}
+
+interface Credentials {
+  readonly headers: Record<string, string>
+  readonly fetchedAt: number
+}
+
+/** Bearer tokens from exec plugins and projected service-account files rotate; re-read them this often. */
+const credentialsTtlMs = 60_000
+
+/**
+ * REST access to one API server: rate limited, retried with back-off on 429/5xx/connection errors, and
+ * counted. Speaks JSON over keep-alive HTTP(S) with the TLS material and credentials of a kubeconfig.
+ */
+export class KubeClient {
+  readonly stats: ClientStats = {byMethod: {}, requests: 0, retries: 0}
+  readonly server: URL
+  readonly #agent: http.Agent
+  readonly #limiter: RateLimiter
+  readonly #retry: RetryPolicy
+  readonly #random: () => number
+  readonly #timeoutMs: number
+  #credentials?: Credentials
+
+  /** Reads the TLS material and first credentials of the config's current context. */
+  static async open(config: KubeConfig, server: string, options: KubeClientOptions): Promise<KubeClient> {
+    const material: https.RequestOptions & {headers: Record<string, string>} = {headers: {}}
+    await config.applyToHTTPSOptions(material as never)
+    const tls: https.AgentOptions = {}
+    for (const key of ['ca', 'cert', 'key', 'pfx', 'passphrase', 'rejectUnauthorized', 'servername'] as const) {
+      if (material[key] !== undefined) (tls as Record<string, unknown>)[key] = material[key]
+    }
+    return new KubeClient(config, server, tls, {fetchedAt: Date.now(), headers: {...material.headers}}, options)
+  }
+
+  private constructor(
+    private readonly config: KubeConfig,
+    server: string,
+    tls: https.AgentOptions,
+    credentials: Credentials,
+    options: KubeClientOptions,
+  ) {
+    this.server = new URL(server)
+    this.#limiter = new RateLimiter(options.qps, options.burst)
+    this.#retry = options.retry ?? defaultRetryPolicy
+    this.#random = options.random ?? Math.random
+    this.#timeoutMs = options.requestTimeoutMs ?? 60_000
+    this.#credentials = credentials
+    // Our own keep-alive agent: the one applyToHTTPSOptions builds opens a connection per request.
+    const agentOptions = {keepAlive: true, maxSockets: options.maxConnections ?? 64, ...tls}
+    this.#agent = this.server.protocol === 'https:' ? new https.Agent(agentOptions) : new http.Agent(agentOptions)
+  }
+
+  /** Sends one request (with retries) and returns the parsed JSON body. */
+  async request<T>(method: string, path: string, options: RequestOptions = {}): Promise<T> {
+    const url = new URL(path, this.server)
+    for (const [k, v] of Object.entries(options.query ?? {})) if (v !== undefined && v !== '') url.searchParams.set(k, String(v))
+    let refreshedAuth = false
+    for (let attempt = 0; ; attempt++) {
+      await this.#limiter.acquire(options.signal).catch((error: unknown) => {
+        throw aborted(method, path, options.signal, error)
+      })
+      this.stats.requests++
+      this.stats.byMethod[method] = (this.stats.byMethod[method] ?? 0) + 1
+      let response: {status: number; body: string; retryAfter?: string}
+      try {
+        response = await this.#send(method, url, options, refreshedAuth && attempt > 0)
+      } catch (error) {
+        if (options.signal?.aborted) throw aborted(method, path, options.signal, error)
+        const delay = retryDelayMs(this.#retry, attempt, {kind: 'network'}, this.#random())
+        if (delay === undefined) {
+          throw new ApiUnavailableError(`${method} ${url.pathname} on ${this.server.origin} failed: ${describeNetworkError(error)}`, {cause: error})
+        }
+        await this.#backOff(delay, method, path, options.signal)
+        continue
+      }
+      if (response.status >= 200 && response.status < 300) {
+        return (response.body.length === 0 ? undefined : JSON.parse(response.body)) as T
+      }
+      const apiError = KubeApiError.fromResponse(method, url.pathname, response.status, response.body, response.retryAfter)
+      if (apiError.statusClass === 'Unauthorized' && !refreshedAuth) {
+        // An expired token: fetch fresh credentials once before giving up.
+        refreshedAuth = true
+        this.#credentials = undefined
+        continue
+      }
+      const delay = retryDelayMs(this.#retry, attempt, {kind: 'status', retryAfterSeconds: apiError.retryAfterSeconds, statusClass: apiError.statusClass}, this.#random())
+      if (delay === undefined) throw apiError
+      await this.#backOff(delay, method, path, options.signal)
+    }
+  }
+
+  /** Releases the keep-alive sockets. Idempotent. */
+  close(): void {
+    this.#agent.destroy()
+  }
+
+  async #backOff(delayMs: number, method: string, path: string, signal?: AbortSignal): Promise<void> {
+    this.stats.retries++
+    await sleep(delayMs, undefined, {signal}).catch((error: unknown) => {
+      throw aborted(method, path, signal, error)
+    })
+  }
+
+  async #headers(forceRefresh: boolean): Promise<Record<string, string>> {
+    if (forceRefresh || !this.#credentials || Date.now() - this.#credentials.fetchedAt > credentialsTtlMs) {
+      const options: {headers: Record<string, string>} = {headers: {}}
+      await this.config.applyToHTTPSOptions(options as never)
+      this.#credentials = {fetchedAt: Date.now(), headers: {...options.headers}}
+    }
+    return this.#credentials.headers
+  }
+
+  async #send(method: string, url: URL, options: RequestOptions, forceRefresh: boolean): Promise<{status: number; body: string; retryAfter?: string}> {
+    const headers: Record<string, string> = {
+      ...(await this.#headers(forceRefresh)),
+      Accept: options.accept ?? 'application/json',
+      'User-Agent': 'nfdctl',
+    }
+    let payload: string | undefined
+    if (options.body !== undefined) {
+      payload = JSON.stringify(options.body)
+      headers['Content-Type'] = options.contentType ?? 'application/json'
+      headers['Content-Length'] = String(Buffer.byteLength(payload))
+    }
+    const signal = options.signal ? AbortSignal.any([options.signal, AbortSignal.timeout(this.#timeoutMs)]) : AbortSignal.timeout(this.#timeoutMs)
+    const transport = url.protocol === 'https:' ? https : http
+    return new Promise((resolve, reject) => {
+      const req = transport.request(url, {agent: this.#agent, headers, method, signal}, (res) => {
+        const chunks: Buffer[] = []
+        res.on('data', (chunk: Buffer) => chunks.push(chunk))
+        res.on('error', reject)
+        res.on('end', () => {
+          const retryAfter = res.headers['retry-after']
+          resolve({body: Buffer.concat(chunks).toString('utf8'), retryAfter: Array.isArray(retryAfter) ? retryAfter[0] : retryAfter, status: res.statusCode ?? 0})
+        })
+      })
+      req.on('error', reject)
+      req.end(payload)
+    })
+  }
+}
+
+function aborted(method: string, path: string, signal: AbortSignal | undefined, cause: unknown): Error {
+  const reason: unknown = signal?.reason
+  if (reason instanceof Error && reason.name === 'TimeoutError') return new AbortedError(`timed out during ${method} ${path}`, {cause})
+  return new AbortedError(`cancelled during ${method} ${path}`, {cause})
+}
+
+function describeNetworkError(error: unknown): string {
+  const code = (error as {code?: string}).code
+  if (error instanceof Error && error.name === 'TimeoutError') return 'request timed out'
+  return code ? `${code} (${errorMessage(error)})` : errorMessage(error)
+}

@@ -1,0 +1,73 @@
+import {AbortedError, ApiUnavailableError} from '../errors.js'
+import {isStatus} from './api-error.js'
+import type {KubeClient} from './kube-client.js'
+import {collectionPath, describeResource, type ObjectMeta, type ResourceRef} from './resource.js'
+
+/** Ask for PartialObjectMetadataList, falling back to the full list where a server cannot convert. */
+export const metadataListAccept = 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json'
+
+export interface ListOptions {
+  readonly labelSelector?: string
+  readonly fieldSelector?: string
+  /** Page size (`limit`); 0 lists everything in one response. */
+  readonly pageSize: number
+  /** How often an expired continue token (410) may restart the list from scratch. */
+  readonly maxRestarts?: number
+  readonly signal?: AbortSignal
+  /** Called after each page with the running count; `restarted` is true on the first page of a restart. */
+  readonly onPage?: (page: {items: number; total: number; restarted: boolean; continueToken?: string}) => Promise<void> | void
+}
+
+export interface ListResult {
+  readonly items: ObjectMeta[]
+  /** The list's resourceVersion, constant across its pages. */
+  readonly resourceVersion: string
+  readonly pages: number
+  readonly restarts: number
+}
+
+interface MetadataList {
+  metadata?: {continue?: string; resourceVersion?: string}
+  items?: Array<{metadata?: ObjectMeta}>
+}
+
+/**
+ * Lists one resource's metadata page by page. An expired continue token (410 Gone) restarts the list
+ * from the beginning instead of accepting the server's inconsistent remainder: a GC must see a
+ * consistent snapshot or nothing.
+ */
+export async function listMetadata(client: KubeClient, ref: ResourceRef, options: ListOptions): Promise<ListResult> {
+  const maxRestarts = options.maxRestarts ?? 3
+  for (let restarts = 0; ; restarts++) {
+    const items: ObjectMeta[] = []
+    let continueToken: string | undefined
+    let resourceVersion = ''
+    let pages = 0
+    try {
+      do {
+        const page = await client.request<MetadataList>('GET', collectionPath(ref), {
+          accept: metadataListAccept,
+          query: {continue: continueToken, fieldSelector: options.fieldSelector, labelSelector: options.labelSelector, limit: options.pageSize || undefined},
+          signal: options.signal,
+        })
+        pages++
+        for (const item of page.items ?? []) if (item.metadata) items.push(toMeta(item.metadata))
+        continueToken = page.metadata?.continue || undefined
+        resourceVersion = page.metadata?.resourceVersion ?? resourceVersion
+        await options.onPage?.({continueToken, items: page.items?.length ?? 0, restarted: restarts > 0 && pages === 1, total: items.length})
+      } while (continueToken !== undefined)
+      return {items, pages, resourceVersion, restarts}
+    } catch (error) {
+      if (error instanceof AbortedError) throw error
+      if (!isStatus(error, 'Gone') || continueToken === undefined) throw error
+      if (restarts >= maxRestarts) {
+        throw new ApiUnavailableError(`listing ${describeResource(ref)}: continue token expired ${restarts + 1} times; try a larger --list-size`, {cause: error})
+      }
+    }
+  }
+}
+
+/** Keeps only the fields nfdctl uses, so a 5,000-node cache does not hold managedFields. */
+function toMeta(m: ObjectMeta): ObjectMeta {
+  return {creationTimestamp: m.creationTimestamp, labels: m.labels, name: m.name, namespace: m.namespace, resourceVersion: m.resourceVersion, uid: m.uid}
+}

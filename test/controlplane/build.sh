@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Builds kube-apiserver and etcd from the Go module proxy into a per-version cache outside the repo.
+# Idempotent: a version whose binaries are already cached is not rebuilt.
+#
+#   KUBE_VERSION   Kubernetes release to build (default v1.37.2)
+#   ETCD_VERSION   etcd server release (default v3.7.3)
+#   NFDCTL_CACHE   cache root (default ${XDG_CACHE_HOME:-$HOME/.cache}/nfdctl)
+set -euo pipefail
+
+KUBE_VERSION="${KUBE_VERSION:-v1.37.2}"
+ETCD_VERSION="${ETCD_VERSION:-v3.7.3}"
+CACHE="${NFDCTL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nfdctl}"
+BIN="$CACHE/controlplane/kube-$KUBE_VERSION-etcd-$ETCD_VERSION"
+
+# A dependency that wants a newer Go must fail loudly instead of fetching a toolchain.
+export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-buildvcs=false
+
+log() { printf 'controlplane: %s\n' "$*" >&2; }
+
+if ! command -v go >/dev/null; then
+  log "go is not installed; install Go >= 1.26 (it builds kube-apiserver and etcd for the tests)"
+  exit 2
+fi
+
+mkdir -p "$BIN"
+
+build_etcd() {
+  [[ -x "$BIN/etcd" ]] && return 0
+  local mod; mod="$(mktemp -d)"
+  log "building etcd $ETCD_VERSION (module dir $mod)"
+  (
+    cd "$mod"
+    go mod init nfdctl.local/etcd-build >/dev/null 2>&1
+    go get -tool "go.etcd.io/etcd/server/v3@$ETCD_VERSION"
+    go build -trimpath -ldflags "-s -w" -o "$BIN/etcd.tmp" go.etcd.io/etcd/server/v3
+  )
+  mv "$BIN/etcd.tmp" "$BIN/etcd"
+  rm -rf "$mod"
+}
+
+build_apiserver() {
+  [[ -x "$BIN/kube-apiserver" ]] && return 0
+  local mod minor v0; mod="$(mktemp -d)"
+  minor="$(cut -d. -f2 <<<"$KUBE_VERSION")"
+  v0="v0.${KUBE_VERSION#v1.}"
+  log "building kube-apiserver $KUBE_VERSION (module dir $mod)"
+  (
+    cd "$mod"
+    go mod init nfdctl.local/apiserver-build >/dev/null 2>&1
+    # Kubernetes' own go.mod (served by the proxy) names every staging module in its
+    # ./staging replace lines; each is published as v0.Y.Z, so replace them all with that.
+    local gomod
+    gomod="$(go mod download -json "k8s.io/kubernetes@$KUBE_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')"
+    [[ -f "$gomod" ]] || { log "could not download k8s.io/kubernetes@$KUBE_VERSION go.mod"; exit 1; }
+    local staging
+    staging="$(grep -oE 'k8s\.io/[a-z0-9-]+ => \./staging' "$gomod" | awk '{print $1}' | sort -u)"
+    for m in $staging; do go mod edit "-replace=$m=$m@$v0"; done
+    log "replaced $(wc -w <<<"$staging") staging modules with $v0"
+    go get -tool "k8s.io/kubernetes/cmd/kube-apiserver@$KUBE_VERSION"
+    go build -trimpath -tags grpcnotrace \
+      -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=$KUBE_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor" \
+      -o "$BIN/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver
+  )
+  mv "$BIN/kube-apiserver.tmp" "$BIN/kube-apiserver"
+  rm -rf "$mod"
+}
+
+start=$(date +%s)
+build_etcd
+build_apiserver
+log "binaries ready in $BIN ($(( $(date +%s) - start ))s)"
+echo "$BIN"
