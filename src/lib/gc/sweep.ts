@@ -34,13 +34,14 @@ export async function sweepOnce(client: KubeClient, options: SweepOptions, hooks
     })
   }
 
+  // Key order is the order --json and -o yaml print.
   const kinds: KindSummary[] = options.kinds.map((k) => ({
-    deleted: 0,
-    failed: 0,
     kind: k.kind,
     scanned: read.scanned.get(k) ?? 0,
-    skipped: read.skipped.get(k),
     stale: 0,
+    deleted: 0,
+    failed: 0,
+    skipped: read.skipped.get(k),
   }))
   const summaryOf = (kind: string): KindSummary => kinds.find((k) => k.kind === kind)!
   const outcomeOf = new Map(results.map((r) => [r.object, r]))
@@ -54,26 +55,26 @@ export async function sweepOnce(client: KubeClient, options: SweepOptions, hooks
     return reportOf(object, outcome, refused === undefined && !options.dryRun, result?.error)
   })
   return {
-    apiRequests: client.stats.requests - requestsBefore,
     dryRun: options.dryRun,
-    durationMs: Math.round(performance.now() - started),
-    kinds,
-    nodes: read.view.nodes.size,
-    objects,
     refused,
+    nodes: read.view.nodes.size,
+    kinds,
+    objects,
+    durationMs: Math.round(performance.now() - started),
+    apiRequests: client.stats.requests - requestsBefore,
   }
 }
 
 function reportOf(object: StaleObject, result: ObjectResult, deleting: boolean, error?: string): StaleObjectReport {
   return {
-    action: deleting ? 'delete' : 'none',
-    error,
     kind: object.kind.kind,
-    name: object.meta.name,
     namespace: object.meta.namespace,
+    name: object.meta.name,
+    uid: object.meta.uid,
     node: object.node,
     reason: object.reason,
+    action: deleting ? 'delete' : 'none',
     result,
-    uid: object.meta.uid,
+    error,
   }
 }

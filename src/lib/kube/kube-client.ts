@@ -94,9 +94,9 @@ export class KubeClient {
       })
       this.stats.requests++
       this.stats.byMethod[method] = (this.stats.byMethod[method] ?? 0) + 1
-      let response: {status: number; body: string; retryAfter?: string}
+      let response: Awaited<ReturnType<KubeClient['send']>>
       try {
-        response = await this.#send(method, url, options, refreshedAuth && attempt > 0)
+        response = await this.send(method, url, options, refreshedAuth && attempt > 0)
       } catch (error) {
         if (options.signal?.aborted) throw aborted(method, path, options.signal, error)
         const delay = retryDelayMs(this.#retry, attempt, {kind: 'network'}, this.#random())
@@ -107,7 +107,9 @@ export class KubeClient {
         continue
       }
       if (response.status >= 200 && response.status < 300) {
-        return (response.body.length === 0 ? undefined : JSON.parse(response.body)) as T
+        // /readyz and friends answer text/plain.
+        const isJson = response.contentType.includes('json')
+        return (response.body.length === 0 ? undefined : isJson ? JSON.parse(response.body) : response.body) as T
       }
       const apiError = KubeApiError.fromResponse(method, url.pathname, response.status, response.body, response.retryAfter)
       if (apiError.statusClass === 'Unauthorized' && !refreshedAuth) {
@@ -143,7 +145,7 @@ export class KubeClient {
     return this.#credentials.headers
   }
 
-  async #send(method: string, url: URL, options: RequestOptions, forceRefresh: boolean): Promise<{status: number; body: string; retryAfter?: string}> {
+  private async send(method: string, url: URL, options: RequestOptions, forceRefresh: boolean): Promise<{status: number; body: string; contentType: string; retryAfter?: string}> {
     const headers: Record<string, string> = {
       ...(await this.#headers(forceRefresh)),
       Accept: options.accept ?? 'application/json',
@@ -164,7 +166,7 @@ export class KubeClient {
         res.on('error', reject)
         res.on('end', () => {
           const retryAfter = res.headers['retry-after']
-          resolve({body: Buffer.concat(chunks).toString('utf8'), retryAfter: Array.isArray(retryAfter) ? retryAfter[0] : retryAfter, status: res.statusCode ?? 0})
+          resolve({body: Buffer.concat(chunks).toString('utf8'), contentType: res.headers['content-type'] ?? '', retryAfter: Array.isArray(retryAfter) ? retryAfter[0] : retryAfter, status: res.statusCode ?? 0})
         })
       })
       req.on('error', reject)

@@ -1,0 +1,240 @@
+import {spawn, type ChildProcess} from 'node:child_process'
+import {closeSync, openSync} from 'node:fs'
+import {mkdir, readFile, writeFile} from 'node:fs/promises'
+import {createServer} from 'node:net'
+import {join} from 'node:path'
+import {setTimeout as sleep} from 'node:timers/promises'
+
+import {openCluster} from '../../src/lib/kube/connect.js'
+import type {KubeClient} from '../../src/lib/kube/kube-client.js'
+import {waitFor} from '../support/wait.js'
+import {createCertificates, mintClientCertificate} from './certs.js'
+import {applyCrds, readCrds} from './crds.js'
+import {crdDir} from './paths.js'
+
+export interface ControlPlaneOptions {
+  /** Working directory: certificates, etcd data, logs, kubeconfigs, state.json. */
+  readonly dir: string
+  /** Directory holding kube-apiserver and etcd (test/controlplane/build.sh prints it). */
+  readonly binDir: string
+  /** Leave the processes running when this process exits (npm run cluster:up). */
+  readonly detached?: boolean
+  readonly apiserverFlags?: readonly string[]
+  readonly log?: (line: string) => void
+}
+
+interface State {
+  readonly pids: {etcd: number; apiserver: number}
+  readonly server: string
+  readonly etcdUrl: string
+  readonly ports: {apiserver: number; etcdClient: number; etcdPeer: number}
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer()
+    server.once('error', reject)
+    server.listen(0, '127.0.0.1', () => {
+      const {port} = server.address() as {port: number}
+      server.close(() => resolve(port))
+    })
+  })
+}
+
+/**
+ * A real etcd + kube-apiserver on loopback, started the way envtest does: generated CA and serving cert,
+ * client-certificate admin in system:masters, RBAC on, CRDs from deploy/crds applied and Established.
+ */
+export class ControlPlane {
+  readonly kubeconfig: string
+  readonly #children: ChildProcess[] = []
+  #stopped = false
+
+  private constructor(
+    readonly options: ControlPlaneOptions,
+    readonly state: State,
+  ) {
+    this.kubeconfig = join(options.dir, 'kubeconfig')
+  }
+
+  get server(): string {
+    return this.state.server
+  }
+
+  get etcdUrl(): string {
+    return this.state.etcdUrl
+  }
+
+  static async start(options: ControlPlaneOptions): Promise<ControlPlane> {
+    const log = options.log ?? (() => {})
+    const started = Date.now()
+    await mkdir(options.dir, {recursive: true})
+    await createCertificates(options.dir)
+    const ports = {apiserver: await freePort(), etcdClient: await freePort(), etcdPeer: await freePort()}
+    const etcdUrl = `http://127.0.0.1:${ports.etcdClient}`
+    const server = `https://127.0.0.1:${ports.apiserver}`
+    const children: ChildProcess[] = []
+    const etcd = launch(options, 'etcd', [
+      `--data-dir=${join(options.dir, 'etcd-data')}`,
+      `--listen-client-urls=${etcdUrl}`,
+      `--advertise-client-urls=${etcdUrl}`,
+      `--listen-peer-urls=http://127.0.0.1:${ports.etcdPeer}`,
+      `--initial-advertise-peer-urls=http://127.0.0.1:${ports.etcdPeer}`,
+      `--initial-cluster=default=http://127.0.0.1:${ports.etcdPeer}`,
+      '--unsafe-no-fsync=true',
+      '--log-level=warn',
+    ])
+    children.push(etcd)
+    await waitFor('etcd /health', async () => (await fetch(`${etcdUrl}/health`)).ok, {timeoutMs: 30_000})
+    const apiserver = launch(options, 'kube-apiserver', apiserverArgs(options, ports, etcdUrl))
+    children.push(apiserver)
+    const state: State = {etcdUrl, pids: {apiserver: apiserver.pid!, etcd: etcd.pid!}, ports, server}
+    const plane = new ControlPlane(options, state)
+    plane.#children.push(...children)
+    try {
+      await plane.#writeKubeconfig(plane.kubeconfig, 'admin', join(options.dir, 'admin.crt'), join(options.dir, 'admin.key'))
+      await writeFile(join(options.dir, 'state.json'), JSON.stringify(state, null, 2))
+      const client = await plane.client()
+      try {
+        await plane.#waitReady(client, apiserver)
+        await applyCrds(client, await readCrds(crdDir))
+      } finally {
+        client.close()
+      }
+    } catch (error) {
+      await plane.stop()
+      throw error
+    }
+    log(`control plane: ready at ${server} in ${((Date.now() - started) / 1000).toFixed(1)}s`)
+    return plane
+  }
+
+  /** Stops processes started by an earlier `start({detached: true})`, from its state.json. */
+  static async stopDetached(dir: string): Promise<boolean> {
+    let state: State
+    try {
+      state = JSON.parse(await readFile(join(dir, 'state.json'), 'utf8')) as State
+    } catch {
+      return false
+    }
+    await terminate(state.pids.apiserver)
+    await terminate(state.pids.etcd)
+    return true
+  }
+
+  /** An admin client (system:masters) with generous limits for seeding. */
+  async client(kubeconfig = this.kubeconfig): Promise<KubeClient> {
+    const {client} = await openCluster({kubeconfig}, {burst: 2000, maxConnections: 64, qps: 2000})
+    return client
+  }
+
+  /** Mints a client certificate for `user` in `groups` and writes a kubeconfig for it; returns its path. */
+  async kubeconfigFor(user: string, groups: readonly string[] = []): Promise<string> {
+    const {cert, key} = await mintClientCertificate(this.options.dir, user, groups)
+    const path = join(this.options.dir, `kubeconfig-${user.replaceAll(':', '_')}`)
+    await this.#writeKubeconfig(path, user, cert, key)
+    return path
+  }
+
+  /** Compacts etcd up to `revision` through its JSON gateway (expires older continue tokens). */
+  async compactEtcd(revision: string): Promise<void> {
+    const res = await fetch(`${this.etcdUrl}/v3/kv/compaction`, {body: JSON.stringify({physical: true, revision}), method: 'POST'})
+    if (!res.ok) throw new Error(`etcd compaction at ${revision} failed: ${res.status} ${await res.text()}`)
+  }
+
+  /** The current etcd revision. */
+  async etcdRevision(): Promise<string> {
+    const res = await fetch(`${this.etcdUrl}/v3/kv/range`, {body: JSON.stringify({key: Buffer.from('/').toString('base64')}), method: 'POST'})
+    const body = (await res.json()) as {header: {revision: string}}
+    return body.header.revision
+  }
+
+  /** Stops kube-apiserver, then etcd. Idempotent. */
+  async stop(): Promise<void> {
+    if (this.#stopped) return
+    this.#stopped = true
+    for (const child of [...this.#children].reverse()) await terminate(child.pid, child)
+  }
+
+  async #waitReady(client: KubeClient, apiserver: ChildProcess): Promise<void> {
+    await waitFor('kube-apiserver /readyz', async () => {
+      if (apiserver.exitCode !== null) throw new Error(`kube-apiserver exited with ${apiserver.exitCode}; see ${join(this.options.dir, 'kube-apiserver.log')}`)
+      await client.request('GET', '/readyz')
+      return true
+    }, {intervalMs: 250, timeoutMs: 90_000})
+    await waitFor('namespace default', async () => {
+      await client.request('GET', '/api/v1/namespaces/default')
+      return true
+    }, {timeoutMs: 30_000})
+  }
+
+  async #writeKubeconfig(path: string, user: string, cert: string, key: string): Promise<void> {
+    const b64 = async (file: string): Promise<string> => (await readFile(file)).toString('base64')
+    const kubeconfig = {
+      apiVersion: 'v1',
+      clusters: [{cluster: {'certificate-authority-data': await b64(join(this.options.dir, 'ca.crt')), server: this.state.server}, name: 'nfdctl-local'}],
+      contexts: [{context: {cluster: 'nfdctl-local', user}, name: `${user}@nfdctl-local`}],
+      'current-context': `${user}@nfdctl-local`,
+      kind: 'Config',
+      users: [{name: user, user: {'client-certificate-data': await b64(cert), 'client-key-data': await b64(key)}}],
+    }
+    await writeFile(path, JSON.stringify(kubeconfig, null, 2), {mode: 0o600})
+  }
+}
+
+function apiserverArgs(options: ControlPlaneOptions, ports: State['ports'], etcdUrl: string): string[] {
+  const file = (name: string): string => join(options.dir, name)
+  return [
+    `--etcd-servers=${etcdUrl}`,
+    `--secure-port=${ports.apiserver}`,
+    '--bind-address=127.0.0.1',
+    // No default route on test machines: advertise loopback, and let nothing write the kubernetes Endpoints.
+    '--advertise-address=127.0.0.1',
+    '--endpoint-reconciler-type=none',
+    `--tls-cert-file=${file('apiserver.crt')}`,
+    `--tls-private-key-file=${file('apiserver.key')}`,
+    `--client-ca-file=${file('ca.crt')}`,
+    `--service-account-key-file=${file('sa.pub')}`,
+    `--service-account-signing-key-file=${file('sa.key')}`,
+    `--service-account-issuer=https://127.0.0.1:${ports.apiserver}/`,
+    '--service-cluster-ip-range=10.0.0.0/24',
+    '--authorization-mode=Node,RBAC',
+    '--disable-admission-plugins=ServiceAccount',
+    '--allow-privileged=true',
+    `--cert-dir=${file('apiserver-certs')}`,
+    ...(options.apiserverFlags ?? []),
+  ]
+}
+
+function launch(options: ControlPlaneOptions, binary: string, args: string[]): ChildProcess {
+  const logFd = openSync(join(options.dir, `${binary}.log`), 'a')
+  const child = spawn(join(options.binDir, binary), args, {
+    detached: options.detached ?? false,
+    stdio: ['ignore', logFd, logFd],
+  })
+  closeSync(logFd)
+  if (options.detached) {
+    child.unref()
+  } else {
+    // Never leave an apiserver behind when the test process dies.
+    process.once('exit', () => child.kill('SIGKILL'))
+  }
+  return child
+}
+
+async function terminate(pid: number | undefined, child?: ChildProcess): Promise<void> {
+  if (pid === undefined) return
+  const alive = (): boolean => {
+    if (child) return child.exitCode === null && child.signalCode === null
+    try {
+      process.kill(pid, 0)
+      return true
+    } catch {
+      return false
+    }
+  }
+  if (!alive()) return
+  process.kill(pid, 'SIGTERM')
+  for (let i = 0; i < 100 && alive(); i++) await sleep(100)
+  if (alive()) process.kill(pid, 'SIGKILL')
+}
