@@ -48,7 +48,8 @@ export function planSweep(view: ClusterView, options: PlanOptions): SweepPlan {
   if (view.nodes.size === 0 && !options.allowEmptyNodes) {
     return {action: 'refuse', reason: `the cluster lists no Nodes, so all ${stale.length} objects look stale; nothing deleted (pass --allow-empty-nodes if the cluster really has no nodes)`, stale}
   }
-  if (!options.force && stale.length > options.maxDeleteRatio * view.objects.length) {
+  // Divide rather than multiply: 29/100 rounds to the same double as 0.29, 0.29 * 100 does not give 29.
+  if (!options.force && stale.length / view.objects.length > options.maxDeleteRatio) {
     const percent = Math.round((100 * stale.length) / view.objects.length)
     return {
       action: 'refuse',

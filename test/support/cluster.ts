@@ -1,0 +1,55 @@
+import {mkdtemp, rm} from 'node:fs/promises'
+import {tmpdir} from 'node:os'
+import {join} from 'node:path'
+
+import type {KubeClient} from '../../src/lib/kube/kube-client.js'
+import {ControlPlane} from '../controlplane/control-plane.js'
+import {ensureBinaries} from '../controlplane/paths.js'
+import {missingPrerequisite} from './prerequisites.js'
+
+const log = (line: string): void => {
+  process.stderr.write(`      ${line}\n`)
+}
+
+let binaries: Promise<string> | undefined
+const planes: Array<{plane: ControlPlane; dir: string}> = []
+let shared: Promise<ControlPlane> | undefined
+
+async function binDir(context: Mocha.Context): Promise<string> {
+  binaries ??= ensureBinaries(log)
+  try {
+    return await binaries
+  } catch (error) {
+    return missingPrerequisite(context, `kube-apiserver and etcd could not be built: ${(error as Error).message.split('\n').slice(-3).join(' ')}`)
+  }
+}
+
+/** Starts a private control plane (its own etcd) with extra kube-apiserver flags; stopped after the run. */
+export async function startControlPlane(context: Mocha.Context, apiserverFlags: readonly string[] = []): Promise<ControlPlane> {
+  const bin = await binDir(context)
+  const dir = await mkdtemp(join(tmpdir(), 'nfdctl-cp-'))
+  const plane = await ControlPlane.start({apiserverFlags, binDir: bin, dir, log})
+  planes.push({dir, plane})
+  return plane
+}
+
+/** The control plane shared by the integration suites: started once, on first use. */
+export async function sharedControlPlane(context: Mocha.Context): Promise<ControlPlane> {
+  context.timeout(40 * 60_000) // a cold build of kube-apiserver on 2 cores
+  await binDir(context)
+  shared ??= startControlPlane(context)
+  return shared
+}
+
+/** An admin client on the shared control plane; close it in after(). */
+export async function adminClient(context: Mocha.Context): Promise<{plane: ControlPlane; client: KubeClient}> {
+  const plane = await sharedControlPlane(context)
+  return {client: await plane.client(), plane}
+}
+
+export async function stopAllControlPlanes(): Promise<void> {
+  for (const {dir, plane} of planes.splice(0)) {
+    await plane.stop()
+    await rm(dir, {force: true, recursive: true})
+  }
+}
