@@ -42,7 +42,9 @@ export abstract class NfdctlCommand extends Command {
     if (this.jsonEnabled()) {
       // --json reads exitCode; oclif's own parse errors only carry oclif.exit.
       error.exitCode = exit
-      return super.catch(error instanceof NfdctlError ? error : new NfdctlError(oneLine(error), exit))
+      if (!(error instanceof NfdctlError)) return super.catch(new NfdctlError(oneLine(error), exit))
+      error.message = oneLine(error) // oclif prefixes "Parsing --flag" to errors thrown by flag parsers
+      return super.catch(error)
     }
     throw new Errors.CLIError(oneLine(error), {exit})
   }

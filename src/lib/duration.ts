@@ -14,8 +14,10 @@ export function parseDurationMs(text: string): number | undefined {
 }
 
 export function formatDurationMs(ms: number): string {
-  if (ms < 1000) return `${Math.round(ms)}ms`
-  if (ms < 60_000) return `${(ms / 1000).toFixed(ms < 10_000 ? 2 : 1)}s`
-  const minutes = Math.floor(ms / 60_000)
-  return `${minutes}m${Math.round((ms % 60_000) / 1000)}s`
+  // Round first at each unit's precision, so 59.99s prints as 1m0s rather than 60.0s.
+  if (Math.round(ms) < 1000) return `${Math.round(ms)}ms`
+  if (ms < 9995) return `${(ms / 1000).toFixed(2)}s`
+  if (ms < 59_950) return `${(ms / 1000).toFixed(1)}s`
+  const seconds = Math.round(ms / 1000)
+  return `${Math.floor(seconds / 60)}m${seconds % 60}s`
 }

@@ -43,7 +43,7 @@ export class KubeApiError extends NfdctlError {
     readonly retryAfterSeconds?: number,
     readonly reason?: string,
   ) {
-    super(`${method} ${path}: ${code} ${reason ?? ''}${serverMessage ? `: ${serverMessage}` : ''}`.replace(/  +/g, ' '), ExitCode.failed)
+    super(`${method} ${path}: ${[String(code), reason].filter(Boolean).join(' ')}${serverMessage ? `: ${serverMessage}` : ''}`, ExitCode.failed)
     this.statusClass = classifyStatus(code)
   }
 

@@ -1,5 +1,6 @@
 import {KubeConfig} from '@kubernetes/client-node'
 import {existsSync} from 'node:fs'
+import {isIPv6} from 'node:net'
 import {homedir} from 'node:os'
 import {delimiter, join} from 'node:path'
 
@@ -51,8 +52,10 @@ export function resolveKubeConfig(source: KubeConfigSource = {}): ResolvedKubeCo
     origin = `kubeconfig ${file}`
   } else if (env.KUBERNETES_SERVICE_HOST && existsSync((source.serviceAccountRoot ?? '') + serviceAccountToken)) {
     if (source.context !== undefined) throw new ConfigError('--context needs a kubeconfig; in-cluster configuration has no contexts')
+    const server = inClusterServer(env)
     config.loadFromCluster(source.serviceAccountRoot)
-    const server = config.getCurrentCluster()?.server ?? ''
+    // loadFromCluster reads process.env itself; the server comes from the environment we were given.
+    config.clusters = config.clusters.map((c) => ({...c, server}))
     return {config, origin: 'in-cluster service account', server}
   } else {
     throw new ConfigError('no Kubernetes configuration found; pass --kubeconfig, set KUBECONFIG, or create ~/.kube/config')
@@ -74,18 +77,30 @@ export function resolveKubeConfig(source: KubeConfigSource = {}): ResolvedKubeCo
   return {config, origin: `${origin} (context ${context})`, server}
 }
 
+function inClusterServer(env: NodeJS.ProcessEnv): string {
+  const host = env.KUBERNETES_SERVICE_HOST!
+  const port = env.KUBERNETES_SERVICE_PORT
+  if (!port) throw new ConfigError('in-cluster configuration: KUBERNETES_SERVICE_HOST is set but KUBERNETES_SERVICE_PORT is not')
+  return `https://${isIPv6(host) ? `[${host}]` : host}:${port}`
+}
+
+/**
+ * Loads the files in order with kubectl's merge rules: the first file to set current-context, or to
+ * define a cluster, user or context of a given name, wins; later duplicates are ignored.
+ */
 function load(config: KubeConfig, files: string[]): void {
   for (const [i, file] of files.entries()) {
+    const next = i === 0 ? config : new KubeConfig()
     try {
-      if (i === 0) {
-        config.loadFromFile(file)
-      } else {
-        const more = new KubeConfig()
-        more.loadFromFile(file)
-        config.mergeConfig(more)
-      }
+      next.loadFromFile(file)
     } catch (error) {
       throw new ConfigError(`kubeconfig ${file} cannot be read: ${errorMessage(error).split('\n')[0]}`, {cause: error})
     }
+    if (i === 0) continue
+    const has = (list: ReadonlyArray<{name: string}>, name: string): boolean => list.some((x) => x.name === name)
+    for (const cluster of next.clusters) if (!has(config.clusters, cluster.name)) config.addCluster(cluster)
+    for (const user of next.users) if (!has(config.users, user.name)) config.addUser(user)
+    for (const context of next.contexts) if (!has(config.contexts, context.name)) config.addContext(context)
+    if (!config.getCurrentContext() && next.getCurrentContext()) config.setCurrentContext(next.getCurrentContext())
   }
 }

@@ -1,0 +1,115 @@
+// npm run bench:gc -- --nodes 5000 --stale 2000 [--concurrency 32] [--qps 1000] [--list-size 500]
+//
+// Seeds a private real control plane with <nodes> Nodes, each with a NodeFeature and a
+// NodeResourceTopology, plus <stale> objects of vanished nodes (half NodeFeatures, half topologies);
+// runs the built CLI's `gc once`; then re-seeds the same stale objects and deletes them with plain
+// concurrent DELETEs through the same client and settings: the ceiling. Budget: gc once >= 50% of it.
+import {spawn} from 'node:child_process'
+import {mkdtemp, readFile, rm} from 'node:fs/promises'
+import {tmpdir} from 'node:os'
+import {join} from 'node:path'
+import {parseArgs} from 'node:util'
+
+import type {SweepReport} from '../src/lib/gc/sweep-report.js'
+import {openCluster} from '../src/lib/kube/connect.js'
+import {ControlPlane} from '../test/controlplane/control-plane.js'
+import {ensureBinaries, repoRoot} from '../test/controlplane/paths.js'
+import {createNode, createNodeFeature, createTopology, ensureNamespace, inParallel, nodeFeaturePath, topologyPath} from '../test/support/seed.js'
+
+const {values} = parseArgs({
+  options: {
+    concurrency: {default: '32', type: 'string'},
+    'list-size': {default: '500', type: 'string'},
+    nodes: {default: '5000', type: 'string'},
+    qps: {default: '1000', type: 'string'},
+    stale: {default: '2000', type: 'string'},
+  },
+})
+const nodes = Number(values.nodes)
+const stale = Number(values.stale)
+const concurrency = Number(values.concurrency)
+const qps = Number(values.qps)
+if (![nodes, stale, concurrency, qps].every((n) => Number.isInteger(n) && n > 0) || stale % 2 !== 0) {
+  process.stderr.write('bench:gc: --nodes, --stale (even), --concurrency and --qps must be positive whole numbers\n')
+  process.exit(2)
+}
+const log = (line: string): void => {
+  process.stderr.write(line + '\n')
+}
+
+const dir = await mkdtemp(join(tmpdir(), 'nfdctl-bench-'))
+const plane = await ControlPlane.start({binDir: await ensureBinaries(log), dir, log})
+try {
+  const seeder = await plane.client()
+  await ensureNamespace(seeder, 'nfd')
+  const seedStarted = performance.now()
+  const liveNames = [...Array(nodes).keys()].map((i) => `node-${i}`)
+  const goneNames = [...Array(stale / 2).keys()].map((i) => `gone-${i}`)
+  await inParallel(liveNames, 64, async (node) => {
+    await createNode(seeder, node)
+    await createNodeFeature(seeder, 'nfd', node, node)
+    await createTopology(seeder, node)
+  })
+  const seedStale = (): Promise<unknown> =>
+    inParallel(goneNames, 64, async (node) => {
+      await createNodeFeature(seeder, 'nfd', node, node)
+      await createTopology(seeder, node)
+    })
+  await seedStale()
+  const seeded = 2 * nodes + nodes + stale
+  log(`seeded ${seeded} objects in ${((performance.now() - seedStarted) / 1000).toFixed(1)}s`)
+  seeder.close()
+
+  // The real CLI, as an operator runs it.
+  const rssFile = join(dir, 'rss')
+  const args = ['--require', join(repoRoot, 'bench/report-max-rss.cjs'), join(repoRoot, 'bin/run.js'), 'gc', 'once', '--json', '--kubeconfig', plane.kubeconfig,
+    '--concurrency', String(concurrency), '--qps', String(qps), '--burst', String(qps), '--list-size', values['list-size']!]
+  const started = performance.now()
+  const {code, stdout} = await run(process.execPath, args, {NFDCTL_BENCH_RSS_FILE: rssFile})
+  const gcSeconds = (performance.now() - started) / 1000
+  if (code !== 0) throw new Error(`gc once exited ${code}: ${stdout.slice(0, 500)}`)
+  const report = JSON.parse(stdout) as SweepReport
+  const deleted = report.kinds.reduce((n, k) => n + k.deleted, 0)
+  if (deleted !== stale) throw new Error(`gc once deleted ${deleted} objects, expected ${stale}`)
+  const peakRss = Number(await readFile(rssFile, 'utf8'))
+
+  // The ceiling: the same objects again, deleted by plain concurrent DELETEs through the same client.
+  const reseeder = await plane.client()
+  await seedStale()
+  reseeder.close()
+  const {client} = await openCluster({kubeconfig: plane.kubeconfig}, {burst: qps, maxConnections: concurrency, qps})
+  const paths = goneNames.flatMap((n) => [nodeFeaturePath('nfd', n), topologyPath(n)])
+  const ceilingStarted = performance.now()
+  await inParallel(paths, concurrency, (path) => client.request('DELETE', path))
+  const ceilingSeconds = (performance.now() - ceilingStarted) / 1000
+  client.close()
+
+  const gcRate = deleted / gcSeconds
+  const ceilingRate = stale / ceilingSeconds
+  const ratio = gcRate / ceilingRate
+  const row = (name: string, value: string, budget = ''): string => `${name.padEnd(34)} ${value.padEnd(16)} ${budget}`
+  process.stdout.write([
+    `gc once: ${nodes} nodes, ${2 * nodes} live objects, ${stale} stale; concurrency ${concurrency}, qps ${qps}, list-size ${values['list-size']}`,
+    row('wall time (whole process)', `${gcSeconds.toFixed(2)} s`),
+    row('objects deleted per second', gcRate.toFixed(0)),
+    row('API requests', String(report.apiRequests), `(${Math.ceil((2 * nodes + stale) / Number(values['list-size']))}+ lists, ${stale} deletes)`),
+    row('peak RSS', `${(peakRss / 1024 / 1024).toFixed(0)} MB`),
+    row('ceiling: plain concurrent DELETEs', `${ceilingRate.toFixed(0)} /s`, `(${stale} deletes in ${ceilingSeconds.toFixed(2)} s)`),
+    row('gc once / ceiling', `${(100 * ratio).toFixed(0)}%`, `budget >= 50%: ${ratio >= 0.5 ? 'PASS' : 'FAIL'}`),
+    '',
+  ].join('\n'))
+  process.exitCode = ratio >= 0.5 ? 0 : 1
+} finally {
+  await plane.stop()
+  await rm(dir, {force: true, recursive: true})
+}
+
+function run(command: string, args: string[], env: Record<string, string>): Promise<{code: number | null; stdout: string}> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, {env: {...process.env, ...env}, stdio: ['ignore', 'pipe', 'inherit']})
+    let stdout = ''
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()))
+    child.on('error', reject)
+    child.on('close', (code) => resolve({code, stdout}))
+  })
+}

@@ -1,0 +1,54 @@
+// npm run demo: build (done by the npm script), start the local control plane, seed Nodes and NFD objects
+// (some of them stale), then show `gc once --dry-run`, `gc once`, and a clean second sweep.
+import {spawnSync} from 'node:child_process'
+import {rm} from 'node:fs/promises'
+import {join} from 'node:path'
+
+import {ControlPlane} from '../test/controlplane/control-plane.js'
+import {ensureBinaries, repoRoot} from '../test/controlplane/paths.js'
+import {createNode, createNodeFeature, createTopology, ensureNamespace, inParallel} from '../test/support/seed.js'
+
+const say = (line: string): void => {
+  process.stdout.write(`\n\u001B[1m# ${line}\u001B[0m\n`)
+}
+
+const dir = join(repoRoot, '.cluster')
+await ControlPlane.stopDetached(dir)
+await rm(dir, {force: true, recursive: true})
+say('starting etcd + kube-apiserver (built from the Go module proxy on first use)')
+const plane = await ControlPlane.start({binDir: await ensureBinaries((l) => process.stderr.write(l + '\n')), detached: true, dir, log: (l) => process.stdout.write(l + '\n')})
+const client = await plane.client()
+
+say('seeding 8 Nodes, each with a NodeFeature and a NodeResourceTopology, plus objects of 3 vanished nodes')
+await ensureNamespace(client, 'node-feature-discovery')
+await ensureNamespace(client, 'gpu-operator')
+const live = [...Array(8).keys()].map((i) => `worker-${i + 1}`)
+await inParallel(live, 8, async (node) => {
+  await createNode(client, node)
+  await createNodeFeature(client, 'node-feature-discovery', node, node)
+  await createTopology(client, node)
+})
+for (const gone of ['worker-9', 'worker-10']) {
+  await createNodeFeature(client, 'node-feature-discovery', gone, gone)
+  await createTopology(client, gone)
+}
+await createNodeFeature(client, 'gpu-operator', 'nvidia-features-for-worker-11', 'worker-11')
+await createNodeFeature(client, 'gpu-operator', 'nvidia-features-for-worker-1', 'worker-1')
+await createNodeFeature(client, 'gpu-operator', 'hand-made-features', undefined)
+client.close()
+
+const nfdctl = (...args: string[]): number => {
+  process.stdout.write(`\n$ nfdctl ${args.join(' ')}\n`)
+  const result = spawnSync(process.execPath, [join(repoRoot, 'bin/run.js'), ...args, '--kubeconfig', plane.kubeconfig], {stdio: 'inherit'})
+  return result.status ?? 1
+}
+
+say('what would be collected (nothing is deleted)')
+nfdctl('gc', 'once', '--dry-run')
+say('collect')
+const code = nfdctl('gc', 'once')
+say('a second sweep finds nothing')
+nfdctl('gc', 'once', '-o', 'yaml')
+
+say(`the control plane keeps running: KUBECONFIG=${plane.kubeconfig}; stop it with npm run cluster:down`)
+process.exitCode = code
