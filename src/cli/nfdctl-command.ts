@@ -17,7 +17,8 @@ export abstract class NfdctlCommand extends Command {
 
   /** True when progress can be drawn in place (a spinner); else plain lines. */
   protected get interactive(): boolean {
-    return Boolean(process.stderr.isTTY) && !this.jsonEnabled()
+    // A pseudo-terminal with no size (script(1), some CI runners) sends ora into a redraw loop.
+    return Boolean(process.stderr.isTTY) && (process.stderr.columns ?? 0) > 0 && !this.jsonEnabled()
   }
 
   override async init(): Promise<void> {
