@@ -1,9 +1,10 @@
+import {Credentials} from './credentials.js'
 import {KubeClient, type KubeClientOptions} from './kube-client.js'
 import {resolveKubeConfig, type KubeConfigSource} from './kubeconfig.js'
 
-/** Resolves the kubeconfig and opens a client on its current context. */
+/** Resolves the kubeconfig, loads its credentials and opens a client on its current context. */
 export async function openCluster(source: KubeConfigSource, options: KubeClientOptions): Promise<{client: KubeClient; origin: string}> {
   const resolved = resolveKubeConfig(source)
-  const client = await KubeClient.open(resolved.config, resolved.server, options)
+  const client = new KubeClient(resolved.server, await Credentials.load(resolved), options)
   return {client, origin: resolved.origin}
 }

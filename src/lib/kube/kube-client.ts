@@ -1,10 +1,10 @@
-import type {KubeConfig} from '@kubernetes/client-node'
 import http from 'node:http'
 import https from 'node:https'
 import {setTimeout as sleep} from 'node:timers/promises'
 
 import {AbortedError, ApiUnavailableError, errorMessage} from '../errors.js'
 import {KubeApiError} from './api-error.js'
+import type {Credentials} from './credentials.js'
 import {RateLimiter} from './rate-limiter.js'
 import {defaultRetryPolicy, retryDelayMs, type RetryPolicy} from './retry-policy.js'
 
@@ -32,14 +32,6 @@ export interface ClientStats {
   readonly byMethod: Record<string, number>
 }
 
-interface Credentials {
-  readonly headers: Record<string, string>
-  readonly fetchedAt: number
-}
-
-/** Bearer tokens from exec plugins and projected service-account files rotate; re-read them this often. */
-const credentialsTtlMs = 60_000
-
 /**
  * REST access to one API server: rate limited, retried with back-off on 429/5xx/connection errors, and
  * counted. Speaks JSON over keep-alive HTTP(S) with the TLS material and credentials of a kubeconfig.
@@ -52,24 +44,10 @@ export class KubeClient {
   readonly #retry: RetryPolicy
   readonly #random: () => number
   readonly #timeoutMs: number
-  #credentials?: Credentials
 
-  /** Reads the TLS material and first credentials of the config's current context. */
-  static async open(config: KubeConfig, server: string, options: KubeClientOptions): Promise<KubeClient> {
-    const material: https.RequestOptions & {headers: Record<string, string>} = {headers: {}}
-    await config.applyToHTTPSOptions(material as never)
-    const tls: https.AgentOptions = {}
-    for (const key of ['ca', 'cert', 'key', 'pfx', 'passphrase', 'rejectUnauthorized', 'servername'] as const) {
-      if (material[key] !== undefined) (tls as Record<string, unknown>)[key] = material[key]
-    }
-    return new KubeClient(config, server, tls, {fetchedAt: Date.now(), headers: {...material.headers}}, options)
-  }
-
-  private constructor(
-    private readonly config: KubeConfig,
+  constructor(
     server: string,
-    tls: https.AgentOptions,
-    credentials: Credentials,
+    private readonly credentials: Credentials,
     options: KubeClientOptions,
   ) {
     this.server = new URL(server)
@@ -77,8 +55,7 @@ export class KubeClient {
     this.#retry = options.retry ?? defaultRetryPolicy
     this.#random = options.random ?? Math.random
     this.#timeoutMs = options.requestTimeoutMs ?? 60_000
-    this.#credentials = credentials
-    // Our own keep-alive agent: the one applyToHTTPSOptions builds opens a connection per request.
+    const tls = Object.fromEntries(Object.entries(credentials.tls).filter(([, v]) => v !== undefined))
     const agentOptions = {keepAlive: true, maxSockets: options.maxConnections ?? 64, ...tls}
     this.#agent = this.server.protocol === 'https:' ? new https.Agent(agentOptions) : new http.Agent(agentOptions)
   }
@@ -88,6 +65,7 @@ export class KubeClient {
     const url = new URL(path, this.server)
     for (const [k, v] of Object.entries(options.query ?? {})) if (v !== undefined && v !== '') url.searchParams.set(k, String(v))
     let refreshedAuth = false
+    let refreshNext = false
     for (let attempt = 0; ; attempt++) {
       await this.#limiter.acquire(options.signal).catch((error: unknown) => {
         throw aborted(method, path, options.signal, error)
@@ -96,7 +74,8 @@ export class KubeClient {
       this.stats.byMethod[method] = (this.stats.byMethod[method] ?? 0) + 1
       let response: Awaited<ReturnType<KubeClient['send']>>
       try {
-        response = await this.send(method, url, options, refreshedAuth && attempt > 0)
+        response = await this.send(method, url, options, refreshNext)
+        refreshNext = false
       } catch (error) {
         if (options.signal?.aborted) throw aborted(method, path, options.signal, error)
         const delay = retryDelayMs(this.#retry, attempt, {kind: 'network'}, this.#random())
@@ -115,7 +94,7 @@ export class KubeClient {
       if (apiError.statusClass === 'Unauthorized' && !refreshedAuth) {
         // An expired token: fetch fresh credentials once before giving up.
         refreshedAuth = true
-        this.#credentials = undefined
+        refreshNext = true
         continue
       }
       const delay = retryDelayMs(this.#retry, attempt, {kind: 'status', retryAfterSeconds: apiError.retryAfterSeconds, statusClass: apiError.statusClass}, this.#random())
@@ -136,18 +115,9 @@ export class KubeClient {
     })
   }
 
-  async #headers(forceRefresh: boolean): Promise<Record<string, string>> {
-    if (forceRefresh || !this.#credentials || Date.now() - this.#credentials.fetchedAt > credentialsTtlMs) {
-      const options: {headers: Record<string, string>} = {headers: {}}
-      await this.config.applyToHTTPSOptions(options as never)
-      this.#credentials = {fetchedAt: Date.now(), headers: {...options.headers}}
-    }
-    return this.#credentials.headers
-  }
-
   private async send(method: string, url: URL, options: RequestOptions, forceRefresh: boolean): Promise<{status: number; body: string; contentType: string; retryAfter?: string}> {
     const headers: Record<string, string> = {
-      ...(await this.#headers(forceRefresh)),
+      ...(await this.credentials.headers(forceRefresh)),
       Accept: options.accept ?? 'application/json',
       'User-Agent': 'nfdctl',
     }

@@ -84,7 +84,7 @@ describe('resolveKubeConfig', () => {
       const resolved = resolve({kubeconfig: path})
       expect(resolved.server).to.equal('https://dev.example:6443')
       expect(resolved.origin).to.equal(`kubeconfig ${path} (context dev)`)
-      expect(resolved.config.getCurrentContext()).to.equal('dev')
+      expect(resolved.context).to.equal('dev')
     })
 
     it('wins over KUBECONFIG and ~/.kube/config', () => {
@@ -150,7 +150,7 @@ describe('resolveKubeConfig', () => {
       const resolved = resolve({context: 'prod', kubeconfig: path})
       expect(resolved.server).to.equal('https://prod:6443')
       expect(resolved.origin).to.equal(`kubeconfig ${path} (context prod)`)
-      expect(resolved.config.getCurrentContext()).to.equal('prod')
+      expect(resolved.context).to.equal('prod')
     })
 
     it('fails with a ConfigError listing the available contexts for an unknown one', () => {
@@ -168,7 +168,7 @@ describe('resolveKubeConfig', () => {
       const resolved = resolve({context: 'two', env})
       expect(resolved.server).to.equal('https://two:2')
       expect(resolved.origin).to.include('from KUBECONFIG')
-      expect(resolved.config.getContexts().map((c) => c.name)).to.deep.equal(['one', 'two'])
+      expect(resolved.contexts).to.deep.equal(['one', 'two'])
       expect(resolve({env}).server).to.equal('https://one:1')
     })
 
@@ -263,7 +263,7 @@ describe('resolveKubeConfig', () => {
     it('is used when nothing else is configured and says so in the origin', () => {
       const resolved = resolve({env, serviceAccountRoot: saRoot})
       expect(resolved.origin).to.equal('in-cluster service account')
-      expect(resolved.config.getCurrentCluster()?.caFile).to.equal(`${saRoot}/var/run/secrets/kubernetes.io/serviceaccount/ca.crt`)
+      expect(resolved.cluster.caFile).to.equal(`${saRoot}/var/run/secrets/kubernetes.io/serviceaccount/ca.crt`)
     })
 
     it('builds the server URL from KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT of the given env', () => {
