@@ -19,6 +19,9 @@ export function sweepProgress(progress: Progress): (event: SweepEvent) => void {
         progress.warn(`${event.kind}: ${event.reason}`)
         break
       }
+      case 'list-failed': {
+        break
+      }
       case 'planned': {
         if (event.refused === undefined) progress.step(`found ${event.stale} stale objects`)
         break

@@ -10,12 +10,18 @@ export type ReadEvent =
   | {type: 'listing'; what: string; total: number; restarted: boolean}
   | {type: 'listed'; what: string; total: number}
   | {type: 'kind-skipped'; kind: string; reason: string}
+  | {type: 'list-failed'; what: string}
 
 export interface ReadOptions {
   readonly kinds: readonly GcKind[]
   readonly listSize: number
   readonly signal?: AbortSignal
   readonly onEvent?: (event: ReadEvent) => void
+  /**
+   * Where Nodes come from: a live cache (gc run), read after the objects are listed; default: a fresh
+   * paginated list (gc once).
+   */
+  readonly nodes?: () => ReadonlySet<string>
   /** Test seam for real-server races: runs after each page of a listing. */
   readonly afterPage?: (what: string, page: number) => Promise<void>
 }
@@ -52,6 +58,7 @@ export async function readCluster(client: KubeClient, options: ReadOptions): Pro
     } catch (error) {
       if (error instanceof AbortedError) throw error
       if (!isStatus(error, 'NotFound')) {
+        options.onEvent?.({type: 'list-failed', what: kind.kind})
         throw new SafetyStopError(`cannot list ${kind.kind} objects; nothing deleted: ${errorMessage(error)}`, {cause: error})
       }
       const reason = `${describeResource(kind.resource)} is not served (is the CRD ${kind.crd} installed?); skipped`
@@ -59,6 +66,7 @@ export async function readCluster(client: KubeClient, options: ReadOptions): Pro
       options.onEvent?.({kind: kind.kind, reason, type: 'kind-skipped'})
     }
   }
+  if (options.nodes) return {scanned, skipped, view: {nodes: new Set(options.nodes()), objects}}
   let nodes: Set<string>
   try {
     const list = await listMetadata(client, nodesResource, {
@@ -70,6 +78,7 @@ export async function readCluster(client: KubeClient, options: ReadOptions): Pro
     options.onEvent?.({total: nodes.size, type: 'listed', what: 'Node'})
   } catch (error) {
     if (error instanceof AbortedError) throw error
+    options.onEvent?.({type: 'list-failed', what: 'Node'})
     if (isStatus(error, 'Forbidden')) {
       throw new SafetyStopError(`cannot list Nodes (${errorMessage(error)}); nothing deleted: grant "list" on nodes to this identity`, {cause: error})
     }

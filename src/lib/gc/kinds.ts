@@ -11,11 +11,14 @@ export interface GcKind {
   readonly crd: string
   /** The node an object belongs to; undefined when the object does not say. */
   readonly nodeOf: (object: ObjectMeta) => string | undefined
+  /** How to find the objects of given nodes without a full list: a label selector, or the object name. */
+  readonly byNodes: {readonly labelSelector: (nodes: readonly string[]) => string} | 'name'
 }
 
 export const gcKinds: readonly GcKind[] = [
   {
     crd: 'nodefeatures.nfd.k8s-sigs.io',
+    byNodes: {labelSelector: (nodes) => `${nodeNameLabel} in (${nodes.join(',')})`},
     kind: 'NodeFeature',
     // An empty label value names no node, exactly like a missing one.
     nodeOf: (o) => o.labels?.[nodeNameLabel] || undefined,
@@ -23,6 +26,7 @@ export const gcKinds: readonly GcKind[] = [
   },
   {
     crd: 'noderesourcetopologies.topology.node.k8s.io',
+    byNodes: 'name',
     kind: 'NodeResourceTopology',
     nodeOf: (o) => o.name,
     resource: {group: 'topology.node.k8s.io', namespaced: false, plural: 'noderesourcetopologies', version: 'v1alpha2'},

@@ -26,6 +26,8 @@ const tokenFileTtlMs = 60_000
  */
 export class Credentials {
   #cached?: {headers: Record<string, string>; until: number}
+  #inFlight?: Promise<Record<string, string>>
+  #pendingExecStatus?: NonNullable<ExecCredential['status']>
 
   private constructor(
     private readonly config: ResolvedKubeConfig,
@@ -58,6 +60,7 @@ export class Credentials {
         tls.cert = Buffer.from(status.clientCertificateData)
         tls.key = Buffer.from(status.clientKeyData)
       }
+      credentials.#pendingExecStatus = status // the first request uses this run's token
     }
     return credentials
   }
@@ -65,11 +68,20 @@ export class Credentials {
   /** Headers for the next request; `refresh` forces new credentials (after a 401). */
   async headers(refresh = false): Promise<Record<string, string>> {
     if (!refresh && this.#cached && Date.now() < this.#cached.until) return this.#cached.headers
+    // Parallel requests share one refresh: an exec plugin runs once, not once per request.
+    this.#inFlight ??= this.#fetchHeaders(refresh).finally(() => (this.#inFlight = undefined))
+    return this.#inFlight
+  }
+
+  async #fetchHeaders(refresh: boolean): Promise<Record<string, string>> {
     const {user} = this.config
     const headers: Record<string, string> = {}
     let until = Number.POSITIVE_INFINITY
     if (user.exec) {
-      const status = await this.#runExec()
+      const pending = this.#pendingExecStatus
+      this.#pendingExecStatus = undefined
+      const fresh = pending && (!pending.expirationTimestamp || Date.parse(pending.expirationTimestamp) - 10_000 > Date.now())
+      const status = !refresh && fresh ? pending : await this.#runExec()
       if (status.token) headers.Authorization = `Bearer ${status.token}`
       // Renew a little before the plugin's expiry.
       if (status.expirationTimestamp) until = Date.parse(status.expirationTimestamp) - 10_000

@@ -1,5 +1,6 @@
 import http from 'node:http'
 import https from 'node:https'
+import {createInterface} from 'node:readline'
 import {setTimeout as sleep} from 'node:timers/promises'
 
 import {AbortedError, ApiUnavailableError, errorMessage} from '../errors.js'
@@ -103,6 +104,33 @@ export class KubeClient {
     }
   }
 
+  /**
+   * Opens a watch; resolves once the server accepted it (200) with the stream of its events, parsed, until
+   * the server ends it. A non-2xx answer throws KubeApiError; no retries here: the informer owns
+   * reconnects, so it can log state changes.
+   */
+  async openWatch(path: string, options: {query?: RequestOptions['query']; accept?: string; signal?: AbortSignal; timeoutMs: number}): Promise<AsyncGenerator<unknown>> {
+    const url = new URL(path, this.server)
+    for (const [k, v] of Object.entries(options.query ?? {})) if (v !== undefined && v !== '') url.searchParams.set(k, String(v))
+    await this.#limiter.acquire(options.signal)
+    this.stats.requests++
+    this.stats.byMethod.WATCH = (this.stats.byMethod.WATCH ?? 0) + 1
+    const headers = {...(await this.credentials.headers()), Accept: options.accept ?? 'application/json', 'User-Agent': 'nfdctl'}
+    const signal = options.signal ? AbortSignal.any([options.signal, AbortSignal.timeout(options.timeoutMs)]) : AbortSignal.timeout(options.timeoutMs)
+    const transport = url.protocol === 'https:' ? https : http
+    const response = await new Promise<http.IncomingMessage>((resolve, reject) => {
+      const req = transport.request(url, {agent: this.#agent, headers, method: 'GET', signal}, resolve)
+      req.on('error', reject)
+      req.end()
+    })
+    if (response.statusCode !== 200) {
+      const chunks: Buffer[] = []
+      for await (const chunk of response) chunks.push(chunk as Buffer)
+      throw KubeApiError.fromResponse('GET', url.pathname, response.statusCode ?? 0, Buffer.concat(chunks).toString('utf8'), response.headers['retry-after'] as string | undefined)
+    }
+    return events(response)
+  }
+
   /** Releases the keep-alive sockets. Idempotent. */
   close(): void {
     this.#agent.destroy()
@@ -142,6 +170,16 @@ export class KubeClient {
       req.on('error', reject)
       req.end(payload)
     })
+  }
+}
+
+async function* events(response: http.IncomingMessage): AsyncGenerator<unknown> {
+  const lines = createInterface({crlfDelay: Number.POSITIVE_INFINITY, input: response})
+  try {
+    for await (const line of lines) if (line.trim() !== '') yield JSON.parse(line) as unknown
+  } finally {
+    lines.close()
+    response.destroy()
   }
 }
 

@@ -47,6 +47,8 @@ export interface UserEntry {
   readonly password?: string
   readonly exec?: ExecConfig
   readonly impersonate?: string
+  /** A legacy auth-provider name: refused when the chosen context uses this user. */
+  readonly authProvider?: string
 }
 
 export interface ResolvedKubeConfig {
@@ -111,6 +113,9 @@ export function resolveKubeConfig(source: KubeConfigSource = {}): ResolvedKubeCo
   const cluster = merged.clusters.find((c) => c.name === context.value.cluster)?.value
   if (!cluster?.server) throw new ConfigError(`context "${contextName}" in ${origin} names no cluster with a server`)
   const user = merged.users.find((u) => u.name === context.value.user)?.value ?? {}
+  if (user.authProvider) {
+    throw new ConfigError(`${origin}: user "${context.value.user}" uses the removed auth-provider ${user.authProvider}; switch it to an exec credential plugin`)
+  }
   return {cluster, context: contextName, contexts, origin: `${origin} (context ${contextName})`, server: cluster.server, user}
 }
 
@@ -169,11 +174,10 @@ function readKubeconfig(file: string): Merged {
     contexts: list('contexts', 'context').map(({body, name}) => ({name, value: {cluster: str(body.cluster) ?? '', user: str(body.user) ?? ''}})),
     currentContext: str((doc as Raw)['current-context']),
     users: list('users', 'user').map(({body, name}) => {
-      if (body['auth-provider'] !== undefined) {
-        const provider = ((body['auth-provider'] as Raw).name as string | undefined) ?? 'unknown'
-        throw new ConfigError(`kubeconfig ${file}: user "${name}" uses the removed auth-provider "${provider}"; switch it to an exec credential plugin`)
-      }
+      const provider = body['auth-provider'] as Raw | null | undefined
       const exec = body.exec as Raw | undefined
+      // kubectl resolves a command given as a path (it has a separator) against the kubeconfig's directory.
+      const command = typeof exec?.command === 'string' && exec.command.includes('/') ? path(exec.command)! : exec?.command
       return {
         name,
         value: {
@@ -181,8 +185,9 @@ function readKubeconfig(file: string): Merged {
           clientCertificateData: str(body['client-certificate-data']),
           clientKey: path(body['client-key']),
           clientKeyData: str(body['client-key-data']),
-          exec: exec && typeof exec.command === 'string'
-            ? {apiVersion: str(exec.apiVersion), args: exec.args as string[] | undefined, command: exec.command, env: exec.env as ExecConfig['env']}
+          authProvider: provider === undefined ? undefined : `"${(provider?.name as string | undefined) ?? 'unnamed'}" (in ${file})`,
+          exec: exec && typeof command === 'string'
+            ? {apiVersion: str(exec.apiVersion), args: exec.args as string[] | undefined, command, env: exec.env as ExecConfig['env']}
             : undefined,
           impersonate: str(body.as),
           password: str(body.password),

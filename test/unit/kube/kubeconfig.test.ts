@@ -283,3 +283,217 @@ describe('resolveKubeConfig', () => {
     })
   })
 })
+
+describe('resolveKubeConfig: file contents', () => {
+  let root: string
+  let emptyHome: string
+  let noServiceAccount: string
+  let dir: string
+
+  before(() => {
+    root = mkdtempSync(join(tmpdir(), 'nfdctl-kubeconfig-contents-'))
+    emptyHome = mkdtempSync(join(root, 'home-'))
+    noServiceAccount = mkdtempSync(join(root, 'sa-'))
+  })
+
+  after(() => {
+    rmSync(root, {force: true, recursive: true})
+  })
+
+  beforeEach(() => {
+    dir = mkdtempSync(join(root, 'case-'))
+  })
+
+  function write(name: string, text: string): string {
+    const path = join(dir, name)
+    mkdirSync(join(path, '..'), {recursive: true})
+    writeFileSync(path, text)
+    return path
+  }
+
+  function resolve(path: string, context?: string): ReturnType<typeof resolveKubeConfig> {
+    return resolveKubeConfig({context, env: {}, home: emptyHome, kubeconfig: path, serviceAccountRoot: noServiceAccount})
+  }
+
+  /** Two contexts: "good" (user "good", token auth) and "old" (user "old", with the given user body). */
+  function twoUsers(oldUser: string[]): string {
+    return [
+      'apiVersion: v1',
+      'kind: Config',
+      'clusters:',
+      '- name: c',
+      '  cluster: {server: "https://k8s.example:6443"}',
+      'users:',
+      '- name: good',
+      '  user: {token: good-token}',
+      '- name: old',
+      '  user:',
+      ...oldUser.map((line) => `    ${line}`),
+      'contexts:',
+      '- name: good',
+      '  context: {cluster: c, user: good}',
+      '- name: old',
+      '  context: {cluster: c, user: old}',
+      'current-context: good',
+      '',
+    ].join('\n')
+  }
+
+  describe('malformed documents', () => {
+    it('reports an empty file as having no current context', () => {
+      const path = write('empty.yaml', '')
+      const error = configErrorFrom(() => resolve(path))
+      expect(error.message).to.include(`kubeconfig ${path} has no current context`)
+      expect(error.message).to.include('available: none')
+    })
+
+    it('reports a file holding only a comment as having no current context', () => {
+      const path = write('comment.yaml', '# nothing here yet\n')
+      expect(configErrorFrom(() => resolve(path)).message).to.include('has no current context')
+    })
+
+    it('fails with a ConfigError for a YAML list at the top level', () => {
+      const path = write('list.yaml', '- name: c\n  cluster: {server: "https://x:1"}\n')
+      const error = configErrorFrom(() => resolve(path))
+      expect(error.message).to.include(path)
+      expect(error.message).to.include('not a kubeconfig mapping')
+    })
+
+    it('fails with a ConfigError for a scalar at the top level', () => {
+      const path = write('scalar.yaml', 'just a string\n')
+      expect(configErrorFrom(() => resolve(path)).message).to.include('not a kubeconfig mapping')
+    })
+
+    it('fails with a ConfigError when users is not a list', () => {
+      const path = write('users-map.yaml', 'users: {u: {token: t}}\n')
+      const error = configErrorFrom(() => resolve(path))
+      expect(error.message).to.include('"users" must be a list')
+    })
+
+    it('fails with a ConfigError naming the entry without a name', () => {
+      const path = write('nameless.yaml', 'clusters:\n- cluster: {server: "https://x:1"}\n')
+      expect(configErrorFrom(() => resolve(path)).message).to.include('clusters[0] has no name')
+    })
+
+    it('fails with a ConfigError when the context names no cluster with a server', () => {
+      const path = write('no-server.yaml', 'clusters:\n- name: c\n  cluster: {}\ncontexts:\n- name: x\n  context: {cluster: c, user: u}\ncurrent-context: x\n')
+      const error = configErrorFrom(() => resolve(path))
+      expect(error.message).to.include('context "x"')
+      expect(error.message).to.include('names no cluster with a server')
+    })
+  })
+
+  describe('cluster and user fields', () => {
+    it('reads insecure-skip-tls-verify, tls-server-name, CA data, as, basic auth and exec', () => {
+      const path = write(
+        'full.yaml',
+        [
+          'clusters:',
+          '- name: c',
+          '  cluster:',
+          '    server: https://k8s.example:6443',
+          '    insecure-skip-tls-verify: true',
+          '    tls-server-name: api.internal',
+          '    certificate-authority-data: Q0E=',
+          'users:',
+          '- name: u',
+          '  user:',
+          '    username: admin',
+          '    password: s3cret',
+          '    as: someone',
+          '    exec:',
+          '      apiVersion: client.authentication.k8s.io/v1beta1',
+          '      command: kubectl-oidc_login',
+          '      args: [get-token, --issuer=https://issuer]',
+          '      env:',
+          '      - {name: FOO, value: bar}',
+          'contexts:',
+          '- name: x',
+          '  context: {cluster: c, user: u}',
+          'current-context: x',
+          '',
+        ].join('\n'),
+      )
+      const {cluster, user} = resolve(path)
+      expect(cluster).to.include({caData: 'Q0E=', insecureSkipTlsVerify: true, server: 'https://k8s.example:6443', tlsServerName: 'api.internal'})
+      expect(user).to.include({impersonate: 'someone', password: 's3cret', username: 'admin'})
+      // A bare command is looked up on PATH, so it stays as written.
+      expect(user.exec).to.deep.equal({
+        apiVersion: 'client.authentication.k8s.io/v1beta1',
+        args: ['get-token', '--issuer=https://issuer'],
+        command: 'kubectl-oidc_login',
+        env: [{name: 'FOO', value: 'bar'}],
+      })
+    })
+
+    it('does not skip TLS verification unless insecure-skip-tls-verify is true', () => {
+      const path = write('secure.yaml', 'clusters:\n- name: c\n  cluster: {server: "https://x:1"}\ncontexts:\n- name: x\n  context: {cluster: c}\ncurrent-context: x\n')
+      expect(resolve(path).cluster.insecureSkipTlsVerify).to.equal(false)
+    })
+
+    it('resolves relative file paths against the directory of the kubeconfig and keeps absolute ones', () => {
+      const absoluteKey = join(root, 'elsewhere', 'client.key')
+      const path = write(
+        'conf/kubeconfig',
+        [
+          'clusters:',
+          '- name: c',
+          '  cluster: {server: "https://x:1", certificate-authority: ../pki/ca.crt}',
+          'users:',
+          '- name: u',
+          '  user:',
+          '    client-certificate: certs/client.crt',
+          `    client-key: ${absoluteKey}`,
+          '    tokenFile: ./token',
+          'contexts:',
+          '- name: x',
+          '  context: {cluster: c, user: u}',
+          'current-context: x',
+          '',
+        ].join('\n'),
+      )
+      const {cluster, user} = resolve(path)
+      expect(cluster.caFile).to.equal(join(dir, 'pki/ca.crt'))
+      expect(user.clientCertificate).to.equal(join(dir, 'conf/certs/client.crt'))
+      expect(user.clientKey).to.equal(absoluteKey)
+      expect(user.tokenFile).to.equal(join(dir, 'conf/token'))
+    })
+
+    // Bug: client-go (GetAuthInfoFileReferences) resolves an exec command containing a path separator against the
+    // kubeconfig's directory; readKubeconfig keeps "./bin/get-token", which then depends on nfdctl's working directory.
+    it('resolves a relative exec command with a path separator against the directory of the kubeconfig, as kubectl does', () => {
+      const path = write(
+        'conf/kubeconfig',
+        'clusters:\n- name: c\n  cluster: {server: "https://x:1"}\nusers:\n- name: u\n  user:\n    exec: {command: ./bin/get-token}\ncontexts:\n- name: x\n  context: {cluster: c, user: u}\ncurrent-context: x\n',
+      )
+      expect(resolve(path).user.exec?.command).to.equal(join(dir, 'conf/bin/get-token'))
+    })
+  })
+
+  describe('auth-provider', () => {
+    it('fails with a ConfigError pointing to exec credential plugins for auth-provider gcp', () => {
+      const path = write('gcp.yaml', twoUsers(['auth-provider: {name: gcp, config: {cmd-path: /usr/bin/gcloud}}']))
+      const error = configErrorFrom(() => resolve(path, 'old'))
+      expect(error.message).to.include('exec credential plugin')
+      expect(error.message).to.include('"gcp"')
+      expect(error.message).to.include('"old"')
+      expect(error.message).to.include(path)
+    })
+
+    // Bug: readKubeconfig throws for an auth-provider on any user of the file, while kubectl only fails when the
+    // selected context uses that user; one stale entry makes every context of the kubeconfig unusable.
+    it('does not fail for a context whose user does not use the auth-provider', () => {
+      const path = write('gcp-unused.yaml', twoUsers(['auth-provider: {name: gcp}']))
+      const resolved = resolve(path)
+      expect(resolved.context).to.equal('good')
+      expect(resolved.user.token).to.equal('good-token')
+    })
+
+    // Bug: `auth-provider:` with no value parses to null; `(null as Raw).name` throws a TypeError, not a ConfigError.
+    it('fails with a ConfigError, not a TypeError, for an auth-provider without a value', () => {
+      const path = write('null-provider.yaml', twoUsers(['auth-provider:', 'token: t']))
+      const error = configErrorFrom(() => resolve(path, 'old'))
+      expect(error.message).to.include('exec credential plugin')
+    })
+  })
+})

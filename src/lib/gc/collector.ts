@@ -1,0 +1,239 @@
+import {errorMessage} from '../errors.js'
+import {MetadataInformer} from '../kube/informer.js'
+import type {KubeClient} from '../kube/kube-client.js'
+import {nodesResource} from '../kube/resource.js'
+import {noopLogger, type Logger} from '../observe/logger.js'
+import {readCluster} from './cluster-reader.js'
+import {deleteStale} from './deleter.js'
+import type {GcKind} from './kinds.js'
+import type {GcMetrics} from './metrics.js'
+import {findObjectsOfNodes} from './node-objects.js'
+import {batchDeadlineMs, forgetStale, observeStale, type StaleSightings} from './stale-tracker.js'
+import {planSweep, type PlanOptions, type StaleObject} from './sweep-planner.js'
+
+export interface CollectorOptions {
+  readonly client: KubeClient
+  readonly kinds: readonly GcKind[]
+  readonly plan: PlanOptions
+  readonly listSize: number
+  readonly concurrency: number
+  readonly intervalMs: number
+  /** An object is deleted only once seen stale twice, at least this far apart. */
+  readonly graceMs: number
+  readonly logger?: Logger
+  readonly metrics?: GcMetrics
+  /** More node deletions than this in one batch run a full sweep instead of per-node lookups. */
+  readonly massDeletionThreshold?: number
+  readonly batchQuietMs?: number
+  readonly batchMaxWaitMs?: number
+}
+
+type Job = {type: 'nodes'; names: string[]} | {type: 'sweep'; why: string}
+
+/**
+ * `gc run`'s engine: a Node informer, a periodic full sweep, and a reaction to Node deletions (coalesced:
+ * a burst becomes one batch, a mass scale-down one sweep). Work is serialised, so sweeps and reactions
+ * never race each other. Objects are deleted only after two stale sightings --grace-period apart.
+ */
+export class Collector {
+  readonly #informer: MetadataInformer
+  readonly #log: Logger
+  readonly #controller = new AbortController()
+  #sightings: StaleSightings = new Map()
+  #queue: Promise<void> = Promise.resolve()
+  #sweepQueued = false
+  #lastSweepOk = false
+  #stopped = false
+  #intervalTimer?: NodeJS.Timeout
+  #recheckTimer?: NodeJS.Timeout
+  #batch?: {names: Set<string>; firstAt: number; lastAt: number; timer: NodeJS.Timeout}
+
+  constructor(readonly options: CollectorOptions) {
+    if (!(options.intervalMs > 0)) throw new RangeError(`Expected intervalMs to be > 0, got ${options.intervalMs}`)
+    if (!(options.graceMs >= 0)) throw new RangeError(`Expected graceMs to be >= 0, got ${options.graceMs}`)
+    this.#log = options.logger ?? noopLogger
+    this.#informer = new MetadataInformer({
+      client: options.client,
+      logger: this.#log,
+      onDeleted: (node) => this.#nodeDeleted(node.name),
+      pageSize: options.listSize,
+      resource: nodesResource,
+    })
+  }
+
+  /** Node cache synced and the last sweep completed without errors. */
+  get ready(): boolean {
+    return this.#informer.synced && this.#lastSweepOk
+  }
+
+  get nodeCount(): number {
+    return this.#informer.cache.size
+  }
+
+  /** Syncs the node cache and runs the first sweep; resolves when that sweep is done. */
+  async start(signal: AbortSignal): Promise<void> {
+    signal.addEventListener('abort', () => void this.stop(), {once: true})
+    await this.#informer.start(this.#controller.signal)
+    this.#log.info({nodes: this.#informer.cache.size}, 'node cache synced')
+    await this.#enqueue({type: 'sweep', why: 'start'})
+  }
+
+  /** Stops timers and the watch, abandons in-flight requests, and waits for the current job. Idempotent. */
+  async stop(): Promise<void> {
+    if (this.#stopped) return
+    this.#stopped = true
+    clearTimeout(this.#intervalTimer)
+    clearTimeout(this.#recheckTimer)
+    if (this.#batch) clearTimeout(this.#batch.timer)
+    this.#controller.abort(new Error('collector stopped'))
+    await this.#informer.stop()
+    await this.#queue
+  }
+
+  #nodeDeleted(name: string): void {
+    if (this.#stopped) return
+    const now = Date.now()
+    const batch = this.#batch ?? {firstAt: now, lastAt: now, names: new Set<string>(), timer: undefined as unknown as NodeJS.Timeout}
+    batch.names.add(name)
+    batch.lastAt = now
+    clearTimeout(batch.timer)
+    // One timer, re-armed per event for the batch deadline: no polling.
+    const deadline = batchDeadlineMs(batch.firstAt, batch.lastAt, this.options.batchQuietMs ?? 100, this.options.batchMaxWaitMs ?? 1000)
+    batch.timer = setTimeout(() => this.#flushBatch(), Math.max(0, deadline - now))
+    this.#batch = batch
+  }
+
+  #flushBatch(): void {
+    const names = [...(this.#batch?.names ?? [])]
+    this.#batch = undefined
+    if (names.length === 0) return
+    if (names.length > (this.options.massDeletionThreshold ?? 20)) {
+      this.#log.info({nodes: names.length}, 'many nodes deleted at once; one sweep instead of per-node lookups')
+      void this.#enqueue({type: 'sweep', why: 'mass node deletion'})
+    } else {
+      void this.#enqueue({names, type: 'nodes'})
+    }
+  }
+
+  #enqueue(job: Job): Promise<void> {
+    if (job.type === 'sweep') {
+      if (this.#sweepQueued) return this.#queue
+      this.#sweepQueued = true
+    }
+    this.#queue = this.#queue.then(async () => {
+      if (this.#stopped) return
+      if (job.type === 'sweep') {
+        this.#sweepQueued = false
+        await this.#sweep(job.why)
+      } else {
+        await this.#collectNodes(job.names)
+      }
+    })
+    return this.#queue
+  }
+
+  async #sweep(why: string): Promise<void> {
+    clearTimeout(this.#intervalTimer)
+    const started = Date.now()
+    const end = this.options.metrics?.sweepDuration.startTimer()
+    try {
+      if (!this.#informer.connected) throw new Error('the node watch is not connected, so the node cache may be stale')
+      const read = await readCluster(this.options.client, {
+        kinds: this.options.kinds,
+        listSize: this.options.listSize,
+        nodes: () => new Set(this.#informer.cache.keys()),
+        onEvent: (e) => {
+          if (e.type === 'list-failed') this.options.metrics?.listErrors.inc({resource: e.what})
+        },
+        signal: this.#controller.signal,
+      })
+      const plan = planSweep(read.view, this.options.plan)
+      for (const kind of this.options.kinds) this.options.metrics?.staleFound.set({kind: kind.kind}, plan.stale.filter((s) => s.kind === kind).length)
+      for (const [kind, reason] of read.skipped) this.#log.warn({kind: kind.kind}, reason)
+      if (plan.action === 'refuse') {
+        this.options.metrics?.sweepsRefused.inc()
+        this.#log.warn({stale: plan.stale.length}, plan.reason)
+        this.#lastSweepOk = false
+        return
+      }
+      const observation = observeStale(this.#sightings, plan.stale, Date.now(), this.options.graceMs, 'all')
+      this.#sightings = observation.sightings
+      const {deleted, failed} = await this.#deleteDue(observation.due)
+      this.#armRecheck()
+      this.#lastSweepOk = failed === 0
+      if (failed === 0) this.options.metrics?.lastSuccessfulSweep.set(Date.now() / 1000)
+      this.#log.info({
+        deleted, durationMs: Date.now() - started, failed, nodes: read.view.nodes.size, pending: this.#sightings.size,
+        scanned: read.view.objects.length, stale: plan.stale.length, trigger: why,
+      }, 'sweep done')
+    } catch (error) {
+      this.#lastSweepOk = false
+      if (!this.#stopped) this.#log.error({err: errorMessage(error), trigger: why}, 'sweep failed; nothing deleted')
+    } finally {
+      end?.()
+      if (!this.#stopped) {
+        this.#intervalTimer = setTimeout(() => void this.#enqueue({type: 'sweep', why: 'interval'}), Math.max(0, started + this.options.intervalMs - Date.now()))
+      }
+    }
+  }
+
+  async #collectNodes(names: string[]): Promise<void> {
+    const gone = names.filter((n) => !this.#informer.cache.has(n))
+    try {
+      const objects = await findObjectsOfNodes(this.options.client, this.options.kinds, gone, this.options.listSize, this.#controller.signal)
+      const stale = objects.flatMap((o): StaleObject[] => {
+        const node = o.kind.nodeOf(o.meta)
+        return node !== undefined && gone.includes(node) && !this.#informer.cache.has(node) ? [{...o, node, reason: 'node-gone'}] : []
+      })
+      const observation = observeStale(this.#sightings, stale, Date.now(), this.options.graceMs, 'seen')
+      this.#sightings = observation.sightings
+      const {deleted, failed} = await this.#deleteDue(observation.due)
+      this.#armRecheck()
+      this.#log.info({deleted, failed, found: stale.length, nodes: gone}, 'collected objects of deleted nodes')
+    } catch (error) {
+      if (!this.#stopped) this.#log.warn({err: errorMessage(error), nodes: gone}, 'could not collect objects of deleted nodes; the next sweep will')
+    }
+  }
+
+  async #deleteDue(due: readonly StaleObject[]): Promise<{deleted: number; failed: number}> {
+    // The cache is live: a node that came back since the object was seen saves its objects.
+    const back = due.filter((s) => s.node !== undefined && this.#informer.cache.has(s.node))
+    this.#sightings = forgetStale(this.#sightings, back.map((s) => s.meta.uid))
+    const doomed = due.filter((s) => !back.includes(s))
+    if (doomed.length === 0) return {deleted: 0, failed: 0}
+    const results = await deleteStale(this.options.client, doomed, {concurrency: this.options.concurrency, signal: this.#controller.signal})
+    let deleted = 0
+    let failed = 0
+    for (const {error, object, outcome} of results) {
+      const fields = {kind: object.kind.kind, name: object.meta.name, namespace: object.meta.namespace, node: object.node, reason: object.reason, uid: object.meta.uid}
+      if (outcome === 'deleted') {
+        deleted++
+        this.options.metrics?.deleted.inc({kind: object.kind.kind})
+        this.#log.info(fields, 'deleted stale object')
+      } else if (outcome === 'failed') {
+        failed++
+        this.options.metrics?.deleteFailures.inc({kind: object.kind.kind})
+        if (!this.#stopped) this.#log.warn({...fields, err: error}, 'could not delete stale object; will retry')
+      } else {
+        this.#log.debug({...fields, outcome}, outcome === 'absent' ? 'stale object already gone' : 'object was re-created; kept')
+      }
+    }
+    // Failed deletions stay in the sightings and are retried by the next sweep.
+    this.#sightings = forgetStale(this.#sightings, results.filter((r) => r.outcome !== 'failed').map((r) => r.object.meta.uid))
+    return {deleted, failed}
+  }
+
+  #armRecheck(): void {
+    clearTimeout(this.#recheckTimer)
+    const now = Date.now()
+    let next: number | undefined
+    for (const {firstSeenMs} of this.#sightings.values()) {
+      const due = firstSeenMs + this.options.graceMs
+      // Already-due entries are failed deletions: the interval sweep retries them, no hot loop.
+      if (due > now) next = next === undefined ? due : Math.min(next, due)
+    }
+    if (next === undefined || this.#stopped || this.options.graceMs === 0) return
+    // The second sighting: a sweep once the earliest pending object has waited out the grace period.
+    this.#recheckTimer = setTimeout(() => void this.#enqueue({type: 'sweep', why: 'grace period elapsed'}), Math.max(0, next - Date.now()))
+  }
+}

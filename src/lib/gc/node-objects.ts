@@ -1,0 +1,48 @@
+import {isStatus} from '../kube/api-error.js'
+import {metadataWatchAccept} from '../kube/informer.js'
+import type {KubeClient} from '../kube/kube-client.js'
+import {listMetadata} from '../kube/metadata-list.js'
+import {objectPath, type ObjectMeta} from '../kube/resource.js'
+import type {GcKind} from './kinds.js'
+import type {ObservedObject} from './sweep-planner.js'
+
+/** Label selectors stay well under URL limits with this many node names each. */
+const namesPerSelector = 50
+
+/**
+ * The objects that belong to the given nodes, without a cluster-wide list: a set-based label selector
+ * (`node-name in (a,b,…)`) for labelled kinds, a metadata GET per name for kinds named after the node.
+ * A kind whose CRD is not installed yields nothing.
+ */
+export async function findObjectsOfNodes(client: KubeClient, kinds: readonly GcKind[], nodes: readonly string[], pageSize: number, signal?: AbortSignal): Promise<ObservedObject[]> {
+  const found: ObservedObject[] = []
+  for (const kind of kinds) {
+    const strategy = kind.byNodes
+    try {
+      if (strategy === 'name') {
+        for (const name of nodes) {
+          const meta = await getMetadata(client, objectPath(kind.resource, name), signal)
+          if (meta) found.push({kind, meta})
+        }
+      } else {
+        for (let i = 0; i < nodes.length; i += namesPerSelector) {
+          const list = await listMetadata(client, kind.resource, {labelSelector: strategy.labelSelector(nodes.slice(i, i + namesPerSelector)), pageSize, signal})
+          for (const meta of list.items) found.push({kind, meta})
+        }
+      }
+    } catch (error) {
+      if (!isStatus(error, 'NotFound')) throw error
+    }
+  }
+  return found
+}
+
+async function getMetadata(client: KubeClient, path: string, signal?: AbortSignal): Promise<ObjectMeta | undefined> {
+  try {
+    const object = await client.request<{metadata: ObjectMeta}>('GET', path, {accept: metadataWatchAccept, signal})
+    return object.metadata
+  } catch (error) {
+    if (isStatus(error, 'NotFound')) return undefined
+    throw error
+  }
+}

@@ -1,0 +1,49 @@
+/**
+ * The informer's life as one state value instead of loose flags (see STYLE.md). Pure transitions: the
+ * informer loop asks what to do next, and time, randomness and I/O stay outside.
+ */
+export type InformerState =
+  | {readonly phase: 'listing'; readonly failures: number}
+  | {readonly phase: 'watching'; readonly resourceVersion: string}
+  | {readonly phase: 'waiting'; readonly failures: number; readonly resourceVersion?: string}
+  | {readonly phase: 'stopped'}
+
+/** How a list or watch ended. `gone`: 410, the resourceVersion is too old; `closed`: normal end of a watch. */
+export type Ending = 'closed' | 'failed' | 'gone'
+
+export const initialInformerState: InformerState = {failures: 0, phase: 'listing'}
+
+export function afterList(state: InformerState, result: {ok: true; resourceVersion: string} | {ok: false}): InformerState {
+  if (state.phase !== 'listing') return state // stop() always wins
+  if (result.ok) return {phase: 'watching', resourceVersion: result.resourceVersion}
+  return {failures: state.failures + 1, phase: 'waiting'}
+}
+
+export function afterWatch(state: InformerState, ending: Ending, lastResourceVersion: string): InformerState {
+  if (state.phase !== 'watching') return state
+  if (ending === 'closed') return {phase: 'watching', resourceVersion: lastResourceVersion} // re-watch, no back-off
+  if (ending === 'gone') return {failures: 0, phase: 'listing'} // relist, diff, emit deletes
+  return {failures: 1, phase: 'waiting', resourceVersion: lastResourceVersion} // back off, resume from where we were
+}
+
+/** After the back-off: resume the watch where it was, or list again when there is nothing to resume from. */
+export function afterWait(state: InformerState): InformerState {
+  if (state.phase !== 'waiting') return state
+  return state.resourceVersion === undefined ? {failures: state.failures, phase: 'listing'} : {phase: 'watching', resourceVersion: state.resourceVersion}
+}
+
+/** A watch that fails right after resuming counts as another failure, so back-off keeps growing. */
+export function failuresOf(state: InformerState): number {
+  return state.phase === 'listing' || state.phase === 'waiting' ? state.failures : 0
+}
+
+/** Back-off before the next attempt: 1 s doubling to 30 s, with ±20 % jitter. */
+export function reconnectDelayMs(failures: number, random: number, baseMs = 1000, maxMs = 30_000): number {
+  const ceiling = Math.min(maxMs, baseMs * 2 ** Math.max(0, failures - 1))
+  return Math.round(ceiling * (0.8 + 0.4 * random))
+}
+
+/** Objects present before a relist and absent after it: deletions the watch missed (tombstones). */
+export function vanished<T>(before: ReadonlyMap<string, T>, after: ReadonlyMap<string, T>): T[] {
+  return [...before].filter(([key]) => !after.has(key)).map(([, value]) => value)
+}

@@ -1,0 +1,175 @@
+import {setTimeout as sleep} from 'node:timers/promises'
+
+import {AbortedError, errorMessage} from '../errors.js'
+import {noopLogger, type Logger} from '../observe/logger.js'
+import {isStatus} from './api-error.js'
+import {afterList, afterWait, afterWatch, failuresOf, initialInformerState, reconnectDelayMs, vanished, type Ending, type InformerState} from './informer-state.js'
+import type {KubeClient} from './kube-client.js'
+import {listMetadata} from './metadata-list.js'
+import {collectionPath, describeResource, type ObjectMeta, type ResourceRef} from './resource.js'
+
+export const metadataWatchAccept = 'application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json'
+
+export interface InformerOptions {
+  readonly client: KubeClient
+  readonly resource: ResourceRef
+  readonly pageSize: number
+  readonly logger?: Logger
+  /** A deletion seen on the watch, or found by diffing a relist (a missed deletion). */
+  readonly onDeleted?: (object: ObjectMeta) => void
+  readonly onConnectionChange?: (connected: boolean) => void
+  readonly random?: () => number
+  /** Server-side watch timeout; the watch is then resumed from the last resourceVersion. */
+  readonly watchTimeoutSeconds?: number
+  readonly reconnectBaseMs?: number
+}
+
+interface WatchEvent {
+  type: 'ADDED' | 'BOOKMARK' | 'DELETED' | 'ERROR' | 'MODIFIED'
+  object: {metadata?: ObjectMeta; code?: number; reason?: string; message?: string}
+}
+
+/**
+ * A metadata-only list+watch cache of one resource that never gives up: 410 relists and emits the
+ * deletions it missed, any other failure reconnects with back-off from the last resourceVersion, and
+ * connection changes are reported once per change, not once per attempt.
+ */
+export class MetadataInformer {
+  readonly cache = new Map<string, ObjectMeta>()
+  #state: InformerState = initialInformerState
+  #synced = false
+  #connected?: boolean
+  #controller?: AbortController
+  #loop?: Promise<void>
+  readonly #log: Logger
+
+  constructor(readonly options: InformerOptions) {
+    this.#log = options.logger ?? noopLogger
+  }
+
+  /** True once the first list has filled the cache. */
+  get synced(): boolean {
+    return this.#synced
+  }
+
+  /** True while the cache is being kept current (the last list or watch succeeded). */
+  get connected(): boolean {
+    return this.#connected === true
+  }
+
+  get phase(): InformerState['phase'] {
+    return this.#state.phase
+  }
+
+  /** Starts listing and watching; resolves once the cache is synced (retrying the first list until it is). */
+  async start(signal: AbortSignal): Promise<void> {
+    if (this.#loop) throw new Error('informer already started')
+    const controller = new AbortController()
+    this.#controller = controller
+    signal.addEventListener('abort', () => controller.abort(signal.reason), {once: true})
+    let resolveSynced!: () => void
+    const synced = new Promise<void>((resolve) => (resolveSynced = resolve))
+    this.#loop = this.#run(controller.signal, resolveSynced)
+    await Promise.race([synced, this.#loop])
+    if (controller.signal.aborted) throw new AbortedError(`stopped before ${describeResource(this.options.resource)} was synced`)
+  }
+
+  /** Stops watching and waits for the loop to end. Idempotent; safe before start. */
+  async stop(): Promise<void> {
+    this.#controller?.abort(new Error('informer stopped'))
+    this.#state = {phase: 'stopped'}
+    await this.#loop
+  }
+
+  async #run(signal: AbortSignal, resolveSynced: () => void): Promise<void> {
+    let lastResourceVersion = ''
+    while (!signal.aborted && this.#state.phase !== 'stopped') {
+      const state = this.#state
+      if (state.phase === 'listing') {
+        try {
+          const list = await listMetadata(this.options.client, this.options.resource, {pageSize: this.options.pageSize, signal})
+          const fresh = new Map(list.items.map((o) => [key(o), o]))
+          const missed = this.#synced ? vanished(this.cache, fresh) : []
+          this.cache.clear()
+          for (const [k, o] of fresh) this.cache.set(k, o)
+          lastResourceVersion = list.resourceVersion
+          this.#state = afterList(this.#state, {ok: true, resourceVersion: list.resourceVersion})
+          this.#setConnected(true)
+          if (!this.#synced) {
+            this.#synced = true
+            resolveSynced()
+          }
+          for (const object of missed) this.options.onDeleted?.(object)
+        } catch (error) {
+          if (signal.aborted) break
+          this.#setConnected(false, error)
+          this.#state = afterList(this.#state, {ok: false})
+        }
+      } else if (state.phase === 'watching') {
+        const ending = await this.#watch(state.resourceVersion, signal, (rv) => (lastResourceVersion = rv))
+        if (signal.aborted) break
+        this.#state = afterWatch(this.#state, ending, lastResourceVersion || state.resourceVersion)
+      } else if (state.phase === 'waiting') {
+        const delay = reconnectDelayMs(failuresOf(state), (this.options.random ?? Math.random)(), this.options.reconnectBaseMs)
+        try {
+          await sleep(delay, undefined, {signal})
+        } catch {
+          break
+        }
+        this.#state = afterWait(this.#state)
+      }
+    }
+  }
+
+  async #watch(resourceVersion: string, signal: AbortSignal, seen: (rv: string) => void): Promise<Ending> {
+    const timeoutSeconds = this.options.watchTimeoutSeconds ?? 240 + Math.floor(120 * (this.options.random ?? Math.random)())
+    try {
+      const events = await this.options.client.openWatch(collectionPath(this.options.resource), {
+        accept: metadataWatchAccept,
+        query: {allowWatchBookmarks: true, resourceVersion, timeoutSeconds, watch: true},
+        signal,
+        timeoutMs: (timeoutSeconds + 30) * 1000,
+      })
+      this.#setConnected(true)
+      for await (const raw of events) {
+        const event = raw as WatchEvent
+        if (event.type === 'ERROR') {
+          // A 410 inside a 200 stream: our resourceVersion is older than the watch cache keeps.
+          if (event.object.code === 410) return 'gone'
+          this.#log.warn({code: event.object.code, err: event.object.message}, 'watch error event')
+          return 'failed'
+        }
+        const meta = event.object.metadata
+        if (!meta) continue
+        if (meta.resourceVersion) seen(meta.resourceVersion)
+        if (event.type === 'BOOKMARK') continue
+        if (event.type === 'DELETED') {
+          this.cache.delete(key(meta))
+          this.options.onDeleted?.(meta)
+        } else {
+          this.cache.set(key(meta), {labels: meta.labels, name: meta.name, namespace: meta.namespace, resourceVersion: meta.resourceVersion, uid: meta.uid})
+        }
+      }
+      return 'closed'
+    } catch (error) {
+      if (signal.aborted) return 'closed'
+      if (isStatus(error, 'Gone')) return 'gone'
+      this.#setConnected(false, error)
+      return 'failed'
+    }
+  }
+
+  #setConnected(connected: boolean, error?: unknown): void {
+    if (this.#connected === connected) return
+    const before = this.#connected
+    this.#connected = connected
+    const resource = describeResource(this.options.resource)
+    if (connected && before === false) this.#log.info({resource}, 'watch reconnected')
+    if (!connected) this.#log.warn({err: errorMessage(error), resource}, 'watch connection lost; retrying with back-off')
+    this.options.onConnectionChange?.(connected)
+  }
+}
+
+function key(o: ObjectMeta): string {
+  return o.namespace ? `${o.namespace}/${o.name}` : o.name
+}

@@ -1,0 +1,163 @@
+import {setTimeout as sleep} from 'node:timers/promises'
+
+import {errorMessage} from '../errors.js'
+import {noopLogger, type Logger} from '../observe/logger.js'
+import {isStatus} from './api-error.js'
+import type {KubeClient} from './kube-client.js'
+import {decideLease, microTime, type LeaseRecord} from './lease-decision.js'
+
+export interface LeaderElectorOptions {
+  readonly client: KubeClient
+  readonly namespace: string
+  readonly name: string
+  readonly identity: string
+  readonly leaseDurationMs: number
+  readonly renewDeadlineMs: number
+  readonly retryPeriodMs: number
+  readonly logger?: Logger
+  /** Called when this replica becomes leader; the work it starts must stop when `signal` aborts. */
+  readonly onStartedLeading: (signal: AbortSignal) => Promise<void> | void
+  /** Called when leadership is lost or given up; awaited before the lease is released. */
+  readonly onStoppedLeading: () => Promise<void> | void
+}
+
+interface Lease {
+  apiVersion: 'coordination.k8s.io/v1'
+  kind: 'Lease'
+  metadata: {name: string; namespace: string; resourceVersion?: string}
+  spec: LeaseRecord & {acquireTime?: string; renewTime?: string}
+}
+
+type ElectorState = {phase: 'candidate' | 'idle' | 'stopped'} | {phase: 'leading'; controller: AbortController; renewedAtMs: number}
+
+/**
+ * Leader election on a coordination.k8s.io Lease, with client-go's semantics: acquire when the holder has not
+ * renewed for a lease duration (on our clock), renew every retry period, step down when renewals fail for
+ * the renew deadline, and release the lease on stop so a standby takes over at once.
+ */
+export class LeaderElector {
+  #state: ElectorState = {phase: 'idle'}
+  #observed?: {record: string; atMs: number}
+  #lease?: Lease
+  #loop?: Promise<void>
+  readonly #controller = new AbortController()
+  readonly #log: Logger
+
+  constructor(readonly options: LeaderElectorOptions) {
+    if (!(options.leaseDurationMs > options.renewDeadlineMs)) throw new RangeError('Expected the lease duration to be longer than the renew deadline')
+    if (!(options.renewDeadlineMs > options.retryPeriodMs)) throw new RangeError('Expected the renew deadline to be longer than the retry period')
+    this.#log = options.logger ?? noopLogger
+  }
+
+  get isLeader(): boolean {
+    return this.#state.phase === 'leading'
+  }
+
+  /** Starts campaigning in the background; resolves at once (readiness does not wait for leadership). */
+  start(signal: AbortSignal): void {
+    if (this.#loop) throw new Error('elector already started')
+    signal.addEventListener('abort', () => void this.stop(), {once: true})
+    this.#state = {phase: 'candidate'}
+    this.#loop = this.#run()
+  }
+
+  /** Stops leading (awaiting onStoppedLeading), releases a held lease, ends the loop. Idempotent. */
+  async stop(): Promise<void> {
+    if (this.#state.phase === 'stopped') return this.#loop
+    const wasLeading = this.#state.phase === 'leading'
+    if (this.#state.phase === 'leading') this.#state.controller.abort()
+    this.#state = {phase: 'stopped'}
+    this.#controller.abort()
+    await this.#loop
+    if (wasLeading) {
+      await this.options.onStoppedLeading()
+      await this.#release()
+    }
+  }
+
+  async #run(): Promise<void> {
+    const signal = this.#controller.signal
+    while (!signal.aborted) {
+      const state = this.#state
+      if (state.phase === 'leading') {
+        const renewed = await this.#tryAcquireOrRenew()
+        if (signal.aborted) break
+        if (renewed) {
+          state.renewedAtMs = Date.now()
+        } else if (Date.now() - state.renewedAtMs >= this.options.renewDeadlineMs) {
+          this.#log.warn({identity: this.options.identity, lease: this.options.name}, 'could not renew the leader lease in time; stepping down')
+          state.controller.abort()
+          this.#state = {phase: 'candidate'}
+          await this.options.onStoppedLeading()
+        }
+      } else if (state.phase === 'candidate') {
+        if (await this.#tryAcquireOrRenew()) {
+          if (signal.aborted) break
+          const controller = new AbortController()
+          this.#state = {controller, phase: 'leading', renewedAtMs: Date.now()}
+          this.#log.info({identity: this.options.identity, lease: `${this.options.namespace}/${this.options.name}`}, 'became leader')
+          void Promise.resolve(this.options.onStartedLeading(controller.signal)).catch((error: unknown) => {
+            this.#log.error({err: errorMessage(error)}, 'leader work failed')
+          })
+        }
+      }
+      try {
+        await sleep(this.options.retryPeriodMs, undefined, {signal})
+      } catch {
+        break
+      }
+    }
+  }
+
+  /** One round: read the lease, and create, take over or renew it when we may. True when we hold it after. */
+  async #tryAcquireOrRenew(): Promise<boolean> {
+    const {client, identity, namespace, name} = this.options
+    const path = `/apis/coordination.k8s.io/v1/namespaces/${namespace}/leases`
+    const now = Date.now()
+    try {
+      let lease: Lease | undefined
+      try {
+        lease = await client.request<Lease>('GET', `${path}/${name}`, {signal: this.#controller.signal})
+      } catch (error) {
+        if (!isStatus(error, 'NotFound')) throw error
+      }
+      const recordKey = JSON.stringify(lease?.spec ?? null)
+      if (this.#observed?.record !== recordKey) this.#observed = {atMs: now, record: recordKey}
+      const decision = decideLease(lease?.spec, this.#observed.atMs, identity, now)
+      if (decision === 'wait') return false
+      const spec = {
+        acquireTime: decision === 'renew' ? lease!.spec.acquireTime : microTime(now),
+        holderIdentity: identity,
+        leaseDurationSeconds: Math.ceil(this.options.leaseDurationMs / 1000),
+        leaseTransitions: (lease?.spec.leaseTransitions ?? 0) + (decision === 'acquire' ? 1 : 0),
+        renewTime: microTime(now),
+      }
+      const body: Lease = {apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: {name, namespace, resourceVersion: lease?.metadata.resourceVersion}, spec}
+      // resourceVersion makes the update conditional: two candidates racing for an expired lease cannot both win.
+      this.#lease = decision === 'create'
+        ? await client.request<Lease>('POST', path, {body, signal: this.#controller.signal})
+        : await client.request<Lease>('PUT', `${path}/${name}`, {body, signal: this.#controller.signal})
+      this.#observed = {atMs: now, record: JSON.stringify(this.#lease.spec)}
+      return true
+    } catch (error) {
+      if (!this.#controller.signal.aborted && !isStatus(error, 'Conflict') && !isStatus(error, 'Conflict')) {
+        this.#log.debug({err: errorMessage(error)}, 'leader lease round failed')
+      }
+      return false
+    }
+  }
+
+  /** Gives the lease up so a standby need not wait for it to expire. */
+  async #release(): Promise<void> {
+    const lease = this.#lease
+    if (!lease) return
+    const {client, namespace, name} = this.options
+    const body: Lease = {...lease, spec: {...lease.spec, holderIdentity: '', leaseDurationSeconds: 1, renewTime: microTime(Date.now())}}
+    try {
+      await client.request('PUT', `/apis/coordination.k8s.io/v1/namespaces/${namespace}/leases/${name}`, {body})
+      this.#log.info({identity: this.options.identity}, 'released the leader lease')
+    } catch (error) {
+      this.#log.warn({err: errorMessage(error)}, 'could not release the leader lease; a standby takes over when it expires')
+    }
+  }
+}
