@@ -3,12 +3,10 @@ import {Flags} from '@oclif/core'
 import {gcKindNames} from '../lib/gc/kinds.js'
 import {positiveNumber} from './kube-flags.js'
 
-/** Flags of a GC sweep (`gc once`; `gc run` reuses most of them). */
-export const sweepFlags = {
+/** What to collect and how hard: shared by `gc once` and `gc run`. */
+export const collectFlags = {
   'allow-empty-nodes': Flags.boolean({description: 'delete even when the cluster lists no Nodes at all'}),
   concurrency: Flags.integer({default: 16, description: 'deletions in flight at once'}),
-  'dry-run': Flags.boolean({description: 'report stale objects, delete nothing'}),
-  'fail-on-stale': Flags.boolean({description: 'with --dry-run: exit 3 when stale objects are found'}),
   force: Flags.boolean({description: 'delete even above --max-delete-ratio'}),
   'keep-unlabelled': Flags.boolean({description: 'keep NodeFeatures that have no nfd.node.kubernetes.io/node-name label'}),
   kinds: Flags.string({description: `comma-separated kinds to collect (default: all): ${gcKindNames.join(', ')}`}),
@@ -18,5 +16,12 @@ export const sweepFlags = {
     description: 'refuse to delete more than this share (0..1) of the scanned objects',
     parse: positiveNumber('max-delete-ratio'),
   })(),
+}
+
+/** Flags of a one-shot sweep (`gc once`). */
+export const sweepFlags = {
+  ...collectFlags,
+  'dry-run': Flags.boolean({description: 'report stale objects, delete nothing'}),
+  'fail-on-stale': Flags.boolean({description: 'with --dry-run: exit 3 when stale objects are found'}),
   timeout: Flags.string({default: '5m', description: 'give up after this long (e.g. 30s, 5m; 0 = no limit)'}),
 }

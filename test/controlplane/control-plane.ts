@@ -149,6 +149,22 @@ export class ControlPlane {
     return body.header.revision
   }
 
+  /** Stops kube-apiserver (SIGTERM) and starts it again on the same port and etcd; resolves when ready. */
+  async restartApiserver(downtimeMs = 0): Promise<void> {
+    const old = this.#children.find((c) => c.spawnargs[0].endsWith('kube-apiserver'))!
+    await terminate(old.pid, old)
+    this.#children.splice(this.#children.indexOf(old), 1)
+    await sleep(downtimeMs)
+    const apiserver = launch(this.options, 'kube-apiserver', apiserverArgs(this.options, this.state.ports, this.etcdUrl))
+    this.#children.push(apiserver)
+    const client = await this.client()
+    try {
+      await this.#waitReady(client, apiserver)
+    } finally {
+      client.close()
+    }
+  }
+
   /** Stops kube-apiserver, then etcd. Idempotent. */
   async stop(): Promise<void> {
     if (this.#stopped) return
@@ -217,7 +233,9 @@ function launch(options: ControlPlaneOptions, binary: string, args: string[]): C
     child.unref()
   } else {
     // Never leave an apiserver behind when the test process dies.
-    process.once('exit', () => child.kill('SIGKILL'))
+    const killOnExit = (): void => void child.kill('SIGKILL')
+    process.once('exit', killOnExit)
+    child.once('exit', () => process.off('exit', killOnExit))
   }
   return child
 }

@@ -66,6 +66,14 @@ export class Collector {
     return this.#informer.synced && this.#lastSweepOk
   }
 
+  /** For /readyz: ready, or what is missing. */
+  status(): {ready: boolean; reason: string} {
+    if (!this.#informer.synced) return {ready: false, reason: 'node cache not synced yet'}
+    if (!this.#informer.connected) return {ready: false, reason: 'node watch disconnected; reconnecting'}
+    if (!this.#lastSweepOk) return {ready: false, reason: 'the last sweep failed or was refused (see the logs)'}
+    return {ready: true, reason: 'ok'}
+  }
+
   get nodeCount(): number {
     return this.#informer.cache.size
   }

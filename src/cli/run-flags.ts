@@ -1,0 +1,16 @@
+import {Flags} from '@oclif/core'
+
+/** Flags of the long-running collector (`gc run`) beyond what it collects. */
+export const runFlags = {
+  'grace-period': Flags.string({default: '30s', description: 'delete an object only after it was seen stale twice this far apart (0 = at once)'}),
+  interval: Flags.string({default: '1h', description: 'time between full sweeps (node deletions are handled at once)'}),
+  'leader-elect': Flags.boolean({description: 'run as one of several replicas; only the holder of a Lease deletes', helpGroup: 'LEADER ELECTION'}),
+  'leader-elect-lease-duration': Flags.string({default: '15s', description: 'how long a standby waits after the last renewal before taking over', helpGroup: 'LEADER ELECTION'}),
+  'leader-elect-lease-name': Flags.string({default: 'nfdctl-gc', description: 'name of the coordination.k8s.io Lease', helpGroup: 'LEADER ELECTION'}),
+  'leader-elect-namespace': Flags.string({description: 'namespace of the Lease (default: $POD_NAMESPACE, the service account namespace, or default)', helpGroup: 'LEADER ELECTION'}),
+  'leader-elect-renew-deadline': Flags.string({default: '10s', description: 'the leader steps down when it could not renew for this long', helpGroup: 'LEADER ELECTION'}),
+  'leader-elect-retry-period': Flags.string({default: '2s', description: 'time between attempts to acquire or renew', helpGroup: 'LEADER ELECTION'}),
+  'log-format': Flags.string({description: 'json or text (default: json unless stdout is a terminal)', helpGroup: 'OBSERVABILITY'}),
+  'log-level': Flags.string({default: 'info', description: 'debug, info, warn or error', helpGroup: 'OBSERVABILITY'}),
+  'metrics-port': Flags.integer({default: 8080, description: 'port of /metrics, /healthz and /readyz (0 disables)', helpGroup: 'OBSERVABILITY'}),
+}
