@@ -1,0 +1,210 @@
+import {expect} from 'chai'
+import {readFile} from 'node:fs/promises'
+import {fileURLToPath} from 'node:url'
+import {parseAllDocuments} from 'yaml'
+
+import {isStatus} from '../../src/lib/kube/api-error.js'
+import type {KubeClient} from '../../src/lib/kube/kube-client.js'
+import type {ControlPlane} from '../controlplane/control-plane.js'
+import {adminClient, startControlPlane} from '../support/cluster.js'
+import {GcProcess} from '../support/gc-process.js'
+import {createNode, createNodeFeature, createTopology, ensureNamespace, exists, inParallel, nodeFeaturePath, resetCluster, topologyPath} from '../support/seed.js'
+import {waitFor} from '../support/wait.js'
+
+const leaseFlags = ['--leader-elect', '--leader-elect-namespace', 'gc-ha', '--leader-elect-lease-duration', '3s', '--leader-elect-renew-deadline', '2s', '--leader-elect-retry-period', '250ms']
+
+async function seedNodes(client: KubeClient, names: string[]): Promise<void> {
+  await inParallel(names, 16, async (node) => {
+    await createNode(client, node)
+    await createNodeFeature(client, 'nfd', node, node)
+    await createTopology(client, node)
+  })
+}
+
+async function gone(client: KubeClient, paths: string[], withinMs: number, what: string): Promise<void> {
+  await waitFor(what, async () => (await Promise.all(paths.map((p) => exists(client, p)))).every((e) => !e), {intervalMs: 20, timeoutMs: withinMs})
+}
+
+describe('gc run: leader election with two replicas', function () {
+  this.timeout(90_000)
+  let plane: ControlPlane
+  let client: KubeClient
+  const running: GcProcess[] = []
+
+  before(async function () {
+    ;({client, plane} = await adminClient(this))
+    await ensureNamespace(client, 'nfd')
+    await ensureNamespace(client, 'gc-ha')
+  })
+
+  beforeEach(async () => {
+    await resetCluster(client)
+    try {
+      await client.request('DELETE', '/apis/coordination.k8s.io/v1/namespaces/gc-ha/leases/nfdctl-gc')
+    } catch (error) {
+      if (!isStatus(error, 'NotFound')) throw error
+    }
+  })
+
+  afterEach(async () => {
+    await Promise.all(running.splice(0).map((gc) => gc.stop('SIGKILL')))
+  })
+
+  after(() => client?.close())
+
+  const start = async (): Promise<GcProcess> => {
+    const gc = await GcProcess.start(['--kubeconfig', plane.kubeconfig, '--interval', '1s', '--grace-period', '0', ...leaseFlags])
+    running.push(gc)
+    return gc
+  }
+  const leaderOf = async (replicas: GcProcess[]): Promise<{leader: GcProcess; standby: GcProcess}> => {
+    const leader = await waitFor('one leader', async () => {
+      const leaders = replicas.filter((r) => r.logs.some((l) => l.msg === 'became leader'))
+      return leaders.length === 1 ? leaders[0] : undefined
+    }, {timeoutMs: 15_000})
+    return {leader, standby: replicas.find((r) => r !== leader)!}
+  }
+
+  it('exactly one replica deletes; killing it hands over to the other', async function () {
+    await seedNodes(client, ['h1', 'h2', 'h3'])
+    const replicas = [await start(), await start()]
+    const {leader, standby} = await leaderOf(replicas)
+
+    await createNodeFeature(client, 'nfd', 'gone-1', 'gone-1')
+    await createTopology(client, 'gone-1')
+    await gone(client, [nodeFeaturePath('nfd', 'gone-1'), topologyPath('gone-1')], 5000, 'stale objects collected by the leader')
+    expect(leader.count((l) => l.msg === 'deleted stale object')).to.equal(2)
+    expect(standby.count((l) => l.msg === 'deleted stale object')).to.equal(0)
+    expect(await standby.metric('nfd_gc_leader')).to.equal(0)
+    expect(await leader.metric('nfd_gc_leader')).to.equal(1)
+    expect((await standby.get('/readyz')).body).to.contain('standing by')
+
+    // A crash, not a clean stop: the lease is not released, so the standby waits for it to expire (3 s).
+    const killedAt = Date.now()
+    await leader.stop('SIGKILL')
+    await standby.waitForLog('takeover', (l) => l.msg === 'became leader', 10_000)
+    const takeoverMs = Date.now() - killedAt
+    expect(takeoverMs).to.be.within(2000, 8000)
+
+    await createNodeFeature(client, 'nfd', 'gone-2', 'gone-2')
+    await gone(client, [nodeFeaturePath('nfd', 'gone-2')], 5000, 'stale object collected by the new leader')
+    expect(standby.count((l) => l.msg === 'deleted stale object' && l.name === 'gone-2')).to.equal(1)
+  })
+
+  it('a leader stopped with SIGTERM releases the lease, so the standby takes over at once', async function () {
+    await seedNodes(client, ['r1'])
+    const replicas = [await start(), await start()]
+    const {leader, standby} = await leaderOf(replicas)
+
+    const stoppedAt = Date.now()
+    expect(await leader.stop('SIGTERM')).to.equal(0)
+    expect(leader.logs.map((l) => l.msg)).to.include('released the leader lease')
+    await standby.waitForLog('takeover', (l) => l.msg === 'became leader', 10_000)
+    expect(Date.now() - stoppedAt, 'takeover without waiting for the 3 s lease to expire').to.be.lessThan(2500)
+    const lease = await client.request<{spec: {holderIdentity: string; leaseTransitions: number}}>('GET', '/apis/coordination.k8s.io/v1/namespaces/gc-ha/leases/nfdctl-gc')
+    expect(lease.spec.holderIdentity).to.match(/_[0-9a-f]{8}$/)
+    expect(lease.spec.leaseTransitions).to.equal(1)
+  })
+})
+
+describe('gc run: the RBAC in deploy/ is enough, and no broader', function () {
+  this.timeout(60_000)
+  let plane: ControlPlane
+  let client: KubeClient
+  let gc: GcProcess | undefined
+
+  before(async function () {
+    ;({client, plane} = await adminClient(this))
+    await resetCluster(client)
+    await ensureNamespace(client, 'nfd')
+    await ensureNamespace(client, 'node-feature-discovery')
+  })
+
+  after(async () => {
+    await gc?.stop('SIGKILL')
+    client?.close()
+  })
+
+  it('runs with leader election as an identity bound to exactly deploy/gc/rbac.yaml', async function () {
+    const docs = parseAllDocuments(await readFile(fileURLToPath(new URL('../../deploy/gc/rbac.yaml', import.meta.url)), 'utf8')).map((d) => d.toJS() as {kind: string; metadata: {name: string}; rules?: unknown[]})
+    const clusterRole = docs.find((d) => d.kind === 'ClusterRole')!
+    const role = docs.find((d) => d.kind === 'Role')!
+    // No broader than needed: exactly these verbs, and nothing cluster-wide beyond them.
+    expect(clusterRole.rules).to.deep.equal([
+      {apiGroups: [''], resources: ['nodes'], verbs: ['list', 'watch']},
+      {apiGroups: ['nfd.k8s-sigs.io'], resources: ['nodefeatures'], verbs: ['list', 'delete']},
+      {apiGroups: ['topology.node.k8s.io'], resources: ['noderesourcetopologies'], verbs: ['get', 'list', 'delete']},
+    ])
+    expect(role.rules).to.deep.equal([{apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['get', 'create', 'update']}])
+
+    // Bind the same rules to a client-certificate user, with the same binding kinds and namespace.
+    const user = 'nfdctl-gc-deployed'
+    const rbac = '/apis/rbac.authorization.k8s.io/v1'
+    const subject = [{apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: user}]
+    await upsert(client, `${rbac}/clusterroles`, {...clusterRole, metadata: {name: 'test-nfdctl-gc'}})
+    await upsert(client, `${rbac}/clusterrolebindings`, {apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRoleBinding', metadata: {name: 'test-nfdctl-gc'}, roleRef: {apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'test-nfdctl-gc'}, subjects: subject})
+    await upsert(client, `${rbac}/namespaces/node-feature-discovery/roles`, {...role, metadata: {name: 'test-nfdctl-gc-le', namespace: 'node-feature-discovery'}})
+    await upsert(client, `${rbac}/namespaces/node-feature-discovery/rolebindings`, {apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'RoleBinding', metadata: {name: 'test-nfdctl-gc-le', namespace: 'node-feature-discovery'}, roleRef: {apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'test-nfdctl-gc-le'}, subjects: subject})
+    const kubeconfig = await plane.kubeconfigFor(user)
+
+    await seedNodes(client, ['d1', 'd2'])
+    await createNodeFeature(client, 'nfd', 'swept', 'swept')
+    gc = await GcProcess.start(['--kubeconfig', kubeconfig, '--interval', '1h', '--grace-period', '0', '--leader-elect', '--leader-elect-namespace', 'node-feature-discovery'])
+    await gc.waitForLog('leadership', (l) => l.msg === 'became leader')
+    await gone(client, [nodeFeaturePath('nfd', 'swept')], 10_000, 'sweep as the deployed identity')
+    // A node deletion exercises the targeted path (label-selected list, topology GET by name).
+    await client.request('DELETE', '/api/v1/nodes/d2')
+    await gone(client, [nodeFeaturePath('nfd', 'd2'), topologyPath('d2')], 5000, 'per-node collection as the deployed identity')
+    expect(gc.logs.filter((l) => l.level === 'warn' || l.level === 'error'), gc.transcript()).to.deep.equal([])
+    expect((await gc.get('/readyz')).status).to.equal(200)
+  })
+})
+
+describe('gc run: kube-apiserver restarted mid-run (etcd kept)', function () {
+  this.timeout(120_000)
+  let plane: ControlPlane
+  let client: KubeClient
+  let gc: GcProcess | undefined
+
+  before(async function () {
+    plane = await startControlPlane(this)
+    client = await plane.client()
+    await ensureNamespace(client, 'nfd')
+  })
+
+  after(async () => {
+    await gc?.stop('SIGKILL')
+    client?.close()
+    await plane?.stop()
+  })
+
+  it('recovers, logs the outage once, and converges', async function () {
+    await seedNodes(client, ['a1', 'a2', 'a3'])
+    gc = await GcProcess.start(['--kubeconfig', plane.kubeconfig, '--interval', '2s', '--grace-period', '0'])
+    await gc.waitForLog('first sweep', (l) => l.msg === 'sweep done')
+
+    await plane.restartApiserver(3000)
+    await gc.waitForLog('reconnect', (l) => l.msg === 'watch reconnected', 30_000)
+
+    // Changes after the restart: a deleted node, and a stale object for a node that never existed.
+    client.close()
+    client = await plane.client()
+    await client.request('DELETE', '/api/v1/nodes/a3')
+    await createNodeFeature(client, 'nfd', 'after-restart', 'nowhere')
+    await gone(client, [nodeFeaturePath('nfd', 'a3'), topologyPath('a3'), nodeFeaturePath('nfd', 'after-restart')], 10_000, 'convergence after the restart')
+    expect(await exists(client, nodeFeaturePath('nfd', 'a1'))).to.equal(true)
+    // State changes are logged, not every retry.
+    expect(gc.count((l) => l.msg === 'watch connection lost; retrying with back-off')).to.equal(1)
+    expect(gc.count((l) => l.msg === 'watch reconnected')).to.equal(1)
+    await waitFor('ready again', async () => (await gc!.get('/readyz')).status === 200, {timeoutMs: 10_000})
+  })
+})
+
+async function upsert(client: KubeClient, collection: string, body: {metadata: {name: string; namespace?: string}; [key: string]: unknown}): Promise<void> {
+  try {
+    await client.request('POST', collection, {body})
+  } catch (error) {
+    if (!isStatus(error, 'Conflict')) throw error
+    await client.request('PUT', `${collection}/${body.metadata.name}`, {body})
+  }
+}
