@@ -87,6 +87,8 @@ describe('gc run against a real kube-apiserver', function () {
     const doomed = all.slice(0, 200)
     await inParallel(doomed, 32, (n) => client.request('DELETE', `/api/v1/nodes/${n}`))
     await gone(doomed.flatMap((n) => [nodeFeaturePath('nfd', n), topologyPath(n)]), 20_000, 'objects of 200 deleted nodes')
+    const deletedLines = (): number => gc.count((l) => l.msg === 'deleted stale object')
+    await waitFor('400 deletion log lines', async () => deletedLines() === 400, {timeoutMs: 5000})
 
     const sweeps = gc.logs.filter((l) => l.msg === 'sweep done' && l.trigger === 'mass node deletion')
     const perNode = gc.logs.filter((l) => l.msg === 'collected objects of deleted nodes').flatMap((l) => l.nodes as string[])

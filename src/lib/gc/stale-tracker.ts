@@ -22,12 +22,14 @@ export function observeStale(sightings: StaleSightings, stale: readonly StaleObj
     const earlier = sightings.get(object.meta.uid)
     next.set(object.meta.uid, {firstSeenMs: earlier?.firstSeenMs ?? nowMs, object})
   }
+  // Only what was seen now can be due: an earlier sighting alone is never a second observation.
+  const seenNow = new Set(stale.map((s) => s.meta.uid))
   const due: StaleObject[] = []
   let nextDueMs: number | undefined
   for (const {firstSeenMs, object} of next.values()) {
     const dueAt = firstSeenMs + graceMs
-    if (dueAt <= nowMs) due.push(object)
-    else nextDueMs = nextDueMs === undefined ? dueAt : Math.min(nextDueMs, dueAt)
+    if (dueAt <= nowMs && seenNow.has(object.meta.uid)) due.push(object)
+    else if (dueAt > nowMs) nextDueMs = nextDueMs === undefined ? dueAt : Math.min(nextDueMs, dueAt)
   }
   return {due, nextDueMs, sightings: next}
 }

@@ -4,7 +4,8 @@
  */
 export type InformerState =
   | {readonly phase: 'listing'; readonly failures: number}
-  | {readonly phase: 'watching'; readonly resourceVersion: string}
+  /** `failures`: attempts that failed in a row before this watch; reset once a watch is open. */
+  | {readonly phase: 'watching'; readonly resourceVersion: string; readonly failures: number}
   | {readonly phase: 'waiting'; readonly failures: number; readonly resourceVersion?: string}
   | {readonly phase: 'stopped'}
 
@@ -15,26 +16,31 @@ export const initialInformerState: InformerState = {failures: 0, phase: 'listing
 
 export function afterList(state: InformerState, result: {ok: true; resourceVersion: string} | {ok: false}): InformerState {
   if (state.phase !== 'listing') return state // stop() always wins
-  if (result.ok) return {phase: 'watching', resourceVersion: result.resourceVersion}
+  if (result.ok) return {failures: 0, phase: 'watching', resourceVersion: result.resourceVersion}
   return {failures: state.failures + 1, phase: 'waiting'}
 }
 
 export function afterWatch(state: InformerState, ending: Ending, lastResourceVersion: string): InformerState {
   if (state.phase !== 'watching') return state
-  if (ending === 'closed') return {phase: 'watching', resourceVersion: lastResourceVersion} // re-watch, no back-off
+  if (ending === 'closed') return {failures: 0, phase: 'watching', resourceVersion: lastResourceVersion} // re-watch, no back-off
   if (ending === 'gone') return {failures: 0, phase: 'listing'} // relist, diff, emit deletes
-  return {failures: 1, phase: 'waiting', resourceVersion: lastResourceVersion} // back off, resume from where we were
+  return {failures: state.failures + 1, phase: 'waiting', resourceVersion: lastResourceVersion} // back off longer each time
+}
+
+/** The server accepted the watch: the connection works again, so back-off starts over. */
+export function watchOpened(state: InformerState): InformerState {
+  return state.phase === 'watching' ? {...state, failures: 0} : state
 }
 
 /** After the back-off: resume the watch where it was, or list again when there is nothing to resume from. */
 export function afterWait(state: InformerState): InformerState {
   if (state.phase !== 'waiting') return state
-  return state.resourceVersion === undefined ? {failures: state.failures, phase: 'listing'} : {phase: 'watching', resourceVersion: state.resourceVersion}
+  return state.resourceVersion === undefined ? {failures: state.failures, phase: 'listing'} : {failures: state.failures, phase: 'watching', resourceVersion: state.resourceVersion}
 }
 
 /** A watch that fails right after resuming counts as another failure, so back-off keeps growing. */
 export function failuresOf(state: InformerState): number {
-  return state.phase === 'listing' || state.phase === 'waiting' ? state.failures : 0
+  return state.phase === 'stopped' ? 0 : state.failures
 }
 
 /** Back-off before the next attempt: 1 s doubling to 30 s, with ±20 % jitter. */

@@ -3,7 +3,7 @@ import {setTimeout as sleep} from 'node:timers/promises'
 import {AbortedError, errorMessage} from '../errors.js'
 import {noopLogger, type Logger} from '../observe/logger.js'
 import {isStatus} from './api-error.js'
-import {afterList, afterWait, afterWatch, failuresOf, initialInformerState, reconnectDelayMs, vanished, type Ending, type InformerState} from './informer-state.js'
+import {afterList, afterWait, afterWatch, failuresOf, initialInformerState, watchOpened, reconnectDelayMs, vanished, type Ending, type InformerState} from './informer-state.js'
 import type {KubeClient} from './kube-client.js'
 import {listMetadata} from './metadata-list.js'
 import {collectionPath, describeResource, type ObjectMeta, type ResourceRef} from './resource.js'
@@ -130,6 +130,7 @@ export class MetadataInformer {
         signal,
         timeoutMs: (timeoutSeconds + 30) * 1000,
       })
+      this.#state = watchOpened(this.#state)
       this.#setConnected(true)
       for await (const raw of events) {
         const event = raw as WatchEvent
