@@ -233,15 +233,18 @@ export class Collector {
 
   #armRecheck(): void {
     clearTimeout(this.#recheckTimer)
+    if (this.#stopped || this.options.graceMs === 0) return
     const now = Date.now()
     let next: number | undefined
     for (const {firstSeenMs} of this.#sightings.values()) {
-      const due = firstSeenMs + this.options.graceMs
-      // Already-due entries are failed deletions: the interval sweep retries them, no hot loop.
-      if (due > now) next = next === undefined ? due : Math.min(next, due)
+      // Past due but not yet confirmed (seen once, or its deletion failed): look again one grace period
+      // from now, never in a hot loop.
+      const dueAt = firstSeenMs + this.options.graceMs
+      const due = dueAt > now ? dueAt : now + Math.max(this.options.graceMs, 1000)
+      next = next === undefined ? due : Math.min(next, due)
     }
-    if (next === undefined || this.#stopped || this.options.graceMs === 0) return
+    if (next === undefined) return
     // The second sighting: a sweep once the earliest pending object has waited out the grace period.
-    this.#recheckTimer = setTimeout(() => void this.#enqueue({type: 'sweep', why: 'grace period elapsed'}), Math.max(0, next - Date.now()))
+    this.#recheckTimer = setTimeout(() => void this.#enqueue({type: 'sweep', why: 'grace period elapsed'}), Math.max(0, next - now))
   }
 }

@@ -8,12 +8,13 @@ import {
   initialInformerState,
   reconnectDelayMs,
   vanished,
+  watchOpened,
   type Ending,
   type InformerState,
 } from '../../../src/lib/kube/informer-state.js'
 
 const listing = (failures: number): InformerState => ({failures, phase: 'listing'})
-const watching = (resourceVersion: string): InformerState => ({phase: 'watching', resourceVersion})
+const watching = (resourceVersion: string, failures: number): InformerState => ({failures, phase: 'watching', resourceVersion})
 const waiting = (failures: number, resourceVersion?: string): InformerState =>
   resourceVersion === undefined ? {failures, phase: 'waiting'} : {failures, phase: 'waiting', resourceVersion}
 const stopped: InformerState = {phase: 'stopped'}
@@ -25,8 +26,8 @@ describe('informer state', () => {
 
   describe('afterList', () => {
     const cases: Array<[title: string, from: InformerState, result: Parameters<typeof afterList>[1], expected: InformerState]> = [
-      ['success from a fresh list: watch from the list rv', listing(0), {ok: true, resourceVersion: '100'}, watching('100')],
-      ['success after failures: failures are forgotten', listing(4), {ok: true, resourceVersion: '7'}, watching('7')],
+      ['success from a fresh list: watch from the list rv', listing(0), {ok: true, resourceVersion: '100'}, watching('100', 0)],
+      ['success after failures: failures are forgotten', listing(4), {ok: true, resourceVersion: '7'}, watching('7', 0)],
       ['failure from a fresh list: wait, 1 failure', listing(0), {ok: false}, waiting(1)],
       ['failure after 2 failures: wait, 3 failures', listing(2), {ok: false}, waiting(3)],
     ]
@@ -43,7 +44,8 @@ describe('informer state', () => {
 
     describe('is ignored unless listing', () => {
       const others: Array<[title: string, from: InformerState]> = [
-        ['watching', watching('5')],
+        ['watching', watching('5', 0)],
+        ['watching after failures', watching('5', 3)],
         ['waiting', waiting(2, '5')],
         ['waiting without rv', waiting(1)],
         ['stopped', stopped],
@@ -59,14 +61,17 @@ describe('informer state', () => {
   })
 
   describe('afterWatch', () => {
-    const cases: Array<[title: string, ending: Ending, lastRv: string, expected: InformerState]> = [
-      ['closed: watch again from the last rv, no back-off', 'closed', '120', watching('120')],
-      ['gone (410): relist with failures reset', 'gone', '120', listing(0)],
-      ['failed: wait with the last rv kept', 'failed', '120', waiting(1, '120')],
+    const cases: Array<[title: string, from: InformerState, ending: Ending, lastRv: string, expected: InformerState]> = [
+      ['closed: watch again from the last rv, no back-off', watching('100', 0), 'closed', '120', watching('120', 0)],
+      ['closed after failures: watch again, failures reset', watching('100', 3), 'closed', '120', watching('120', 0)],
+      ['gone (410): relist with failures reset', watching('100', 0), 'gone', '120', listing(0)],
+      ['gone (410) after failures: relist with failures reset', watching('100', 4), 'gone', '120', listing(0)],
+      ['failed: wait with the last rv kept, 1 failure', watching('100', 0), 'failed', '120', waiting(1, '120')],
+      ['failed right after resuming from 2 failures: wait, 3 failures', watching('100', 2), 'failed', '120', waiting(3, '120')],
     ]
-    for (const [title, ending, lastRv, expected] of cases) {
+    for (const [title, from, ending, lastRv, expected] of cases) {
       it(title, () => {
-        expect(afterWatch(watching('100'), ending, lastRv)).to.deep.equal(expected)
+        expect(afterWatch(from, ending, lastRv)).to.deep.equal(expected)
       })
     }
 
@@ -88,8 +93,8 @@ describe('informer state', () => {
 
   describe('afterWait', () => {
     const cases: Array<[title: string, from: InformerState, expected: InformerState]> = [
-      ['rv known: resume watching from it', waiting(1, '42'), watching('42')],
-      ['rv known after many failures: resume watching', waiting(6, '42'), watching('42')],
+      ['rv known: resume watching from it, failures kept', waiting(1, '42'), watching('42', 1)],
+      ['rv known after many failures: resume watching, failures kept', waiting(6, '42'), watching('42', 6)],
       ['no rv: list again, failures kept', waiting(1), listing(1)],
       ['no rv after 3 failures: list, failures 3', waiting(3), listing(3)],
     ]
@@ -102,12 +107,47 @@ describe('informer state', () => {
     describe('is ignored unless waiting', () => {
       const others: Array<[title: string, from: InformerState]> = [
         ['listing', listing(2)],
-        ['watching', watching('3')],
+        ['watching', watching('3', 0)],
+        ['watching after failures', watching('3', 2)],
         ['stopped', stopped],
       ]
       for (const [title, from] of others) {
         it(`${title}: unchanged`, () => {
           expect(afterWait(from)).to.equal(from)
+        })
+      }
+    })
+  })
+
+  describe('watchOpened', () => {
+    const cases: Array<[title: string, from: InformerState, expected: InformerState]> = [
+      ['watching after failures: failures reset, rv kept', watching('42', 3), watching('42', 0)],
+      ['watching after 1 failure: failures reset', watching('7', 1), watching('7', 0)],
+      ['watching with no failures: stays the same', watching('42', 0), watching('42', 0)],
+    ]
+    for (const [title, from, expected] of cases) {
+      it(title, () => {
+        expect(watchOpened(from)).to.deep.equal(expected)
+      })
+    }
+
+    it('does not modify the state passed in', () => {
+      const from = watching('42', 3)
+      watchOpened(from)
+      expect(from).to.deep.equal(watching('42', 3))
+    })
+
+    describe('is ignored unless watching', () => {
+      const others: Array<[title: string, from: InformerState]> = [
+        ['listing', listing(0)],
+        ['listing after failures', listing(2)],
+        ['waiting', waiting(2, '5')],
+        ['waiting without rv', waiting(1)],
+        ['stopped', stopped],
+      ]
+      for (const [title, from] of others) {
+        it(`${title}: unchanged`, () => {
+          expect(watchOpened(from)).to.equal(from)
         })
       }
     })
@@ -119,7 +159,8 @@ describe('informer state', () => {
       ['listing 3', listing(3), 3],
       ['waiting 1', waiting(1), 1],
       ['waiting 5 with rv', waiting(5, '8'), 5],
-      ['watching', watching('8'), 0],
+      ['watching', watching('8', 0), 0],
+      ['watching, resumed after 3 failures', watching('8', 3), 3],
       ['stopped', stopped, 0],
     ]
     for (const [title, state, failures] of cases) {
@@ -239,7 +280,7 @@ describe('informer state', () => {
     it('list ok → watch failed → wait → watch gone → list → watching', () => {
       let state: InformerState = initialInformerState
       state = afterList(state, {ok: true, resourceVersion: '10'})
-      expect(state).to.deep.equal(watching('10'))
+      expect(state).to.deep.equal(watching('10', 0))
       expect(failuresOf(state)).to.equal(0)
 
       state = afterWatch(state, 'failed', '15')
@@ -247,16 +288,19 @@ describe('informer state', () => {
       expect(reconnectDelayMs(failuresOf(state), 0.5)).to.equal(1000)
 
       state = afterWait(state)
-      expect(state).to.deep.equal(watching('15'))
+      expect(state).to.deep.equal(watching('15', 1))
+
+      state = watchOpened(state)
+      expect(state).to.deep.equal(watching('15', 0))
 
       state = afterWatch(state, 'gone', '15')
       expect(state).to.deep.equal(listing(0))
 
       state = afterList(state, {ok: true, resourceVersion: '20'})
-      expect(state).to.deep.equal(watching('20'))
+      expect(state).to.deep.equal(watching('20', 0))
 
       state = afterWatch(state, 'closed', '27')
-      expect(state).to.deep.equal(watching('27'))
+      expect(state).to.deep.equal(watching('27', 0))
     })
 
     it('a list that keeps failing backs off 1 s, 2 s, 4 s, then recovers', () => {
@@ -271,7 +315,7 @@ describe('informer state', () => {
       }
       expect(delays).to.deep.equal([1000, 2000, 4000])
       state = afterList(state, {ok: true, resourceVersion: '3'})
-      expect(state).to.deep.equal(watching('3'))
+      expect(state).to.deep.equal(watching('3', 0))
       expect(failuresOf(state)).to.equal(0)
     })
 
@@ -280,6 +324,7 @@ describe('informer state', () => {
       state = afterList(state, {ok: true, resourceVersion: '1'})
       state = afterWatch(state, 'closed', '2')
       state = afterWait(state)
+      state = watchOpened(state)
       state = afterList(state, {ok: false})
       expect(state).to.deep.equal(stopped)
     })
@@ -287,16 +332,64 @@ describe('informer state', () => {
     // failuresOf's contract: "A watch that fails right after resuming counts as another failure, so back-off keeps
     // growing." With the API server down, every resumed watch fails at once; the back-off must grow, not stay at 1 s.
     it('a watch that fails again right after resuming backs off longer each time', () => {
-      let state: InformerState = watching('10')
+      let state: InformerState = watching('10', 0)
       const delays: number[] = []
       for (let i = 0; i < 3; i++) {
         state = afterWatch(state, 'failed', '10')
         expect(state.phase).to.equal('waiting')
         delays.push(reconnectDelayMs(failuresOf(state), 0.5))
         state = afterWait(state)
-        expect(state).to.deep.equal(watching('10'))
+        expect(state).to.deep.equal(watching('10', i + 1))
       }
       expect(delays).to.deep.equal([1000, 2000, 4000])
+    })
+
+    // Once the server accepts a watch again (watchOpened), the connection works: the next failure starts over at 1 s.
+    it('a watch that opens between failures starts the back-off over at 1 s', () => {
+      let state: InformerState = watching('10', 0)
+      const delays: number[] = []
+      for (let i = 0; i < 3; i++) {
+        state = watchOpened(state)
+        expect(state).to.deep.equal(watching('10', 0))
+        state = afterWatch(state, 'failed', '10')
+        expect(state).to.deep.equal(waiting(1, '10'))
+        delays.push(reconnectDelayMs(failuresOf(state), 0.5))
+        state = afterWait(state)
+        expect(state).to.deep.equal(watching('10', 1))
+      }
+      expect(delays).to.deep.equal([1000, 1000, 1000])
+    })
+
+    it('failures grow until a watch opens, then start over', () => {
+      let state: InformerState = watching('10', 0)
+      const delays: number[] = []
+      const fail = () => {
+        state = afterWatch(state, 'failed', '10')
+        delays.push(reconnectDelayMs(failuresOf(state), 0.5))
+        state = afterWait(state)
+      }
+      fail()
+      fail()
+      fail()
+      expect(state).to.deep.equal(watching('10', 3))
+      state = watchOpened(state)
+      expect(failuresOf(state)).to.equal(0)
+      fail()
+      fail()
+      expect(delays).to.deep.equal([1000, 2000, 4000, 1000, 2000])
+    })
+
+    it('a list that succeeds after failing resets the count: the next failed watch waits 1 s', () => {
+      let state: InformerState = initialInformerState
+      state = afterList(state, {ok: false})
+      expect(state).to.deep.equal(waiting(1))
+      state = afterWait(state)
+      expect(state).to.deep.equal(listing(1))
+      state = afterList(state, {ok: true, resourceVersion: '5'})
+      expect(state).to.deep.equal(watching('5', 0))
+      state = afterWatch(state, 'failed', '6')
+      expect(state).to.deep.equal(waiting(1, '6'))
+      expect(reconnectDelayMs(failuresOf(state), 0.5)).to.equal(1000)
     })
   })
 })
