@@ -1,0 +1,97 @@
+// npm run bench:devices -- [--cycles 100] [--scans 20]
+//
+// 1. Time to scan every char and block device from /sys (SysfsScanner.scanAll), over --scans runs.
+// 2. uevent parse throughput (parseUevent over realistic kernel datagrams).
+// 3. uevent-to-output latency of the built `devices list --watch -o json`: a real loop device is created
+//    and removed through /dev/loop-control --cycles times; each is timed from the ioctl until the CLI's
+//    line for it arrives on the pipe. Needs root. Prints each figure next to its budget.
+import {mkdtempSync, rmSync, writeFileSync} from 'node:fs'
+import {tmpdir} from 'node:os'
+import {join} from 'node:path'
+import {parseArgs} from 'node:util'
+
+import {SysfsScanner} from '../src/lib/devices/sysfs-scanner.js'
+import {parseUevent} from '../src/lib/devices/uevent.js'
+import {CliProcess} from '../test/support/cli-process.js'
+import {addLoopDevice, canUseLoopControl, removeLoopDevice} from '../test/support/loop-devices.js'
+import {repoRoot} from '../test/controlplane/paths.js'
+
+const {values} = parseArgs({options: {cycles: {default: '100', type: 'string'}, scans: {default: '20', type: 'string'}}})
+const cycles = Number(values.cycles)
+const scans = Number(values.scans)
+if (!Number.isInteger(cycles) || cycles < 1 || !Number.isInteger(scans) || scans < 1) {
+  process.stderr.write('bench:devices: --cycles and --scans must be positive whole numbers\n')
+  process.exit(2)
+}
+
+const percentile = (sorted: number[], p: number): number => sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]
+const row = (name: string, value: string, budget: string, ok: boolean): string => `${name.padEnd(44)} ${value.padEnd(16)} ${budget} ${ok ? 'PASS' : 'FAIL'}`
+const lines: string[] = []
+let allOk = true
+const report = (name: string, value: string, budget: string, ok: boolean): void => {
+  allOk &&= ok
+  lines.push(row(name, value, budget, ok))
+}
+
+// 1. Scan.
+const scanner = new SysfsScanner({})
+const scanTimes: number[] = []
+let count = 0
+for (let i = 0; i < scans; i++) {
+  const started = performance.now()
+  count = (await scanner.scanAll()).length
+  scanTimes.push(performance.now() - started)
+}
+scanTimes.sort((a, b) => a - b)
+report(`scan all devices (${count} devices), p50`, `${percentile(scanTimes, 50).toFixed(1)} ms`, 'budget <= 100 ms:', percentile(scanTimes, 50) <= 100)
+
+// 2. Parse throughput.
+const samples = [
+  ['add@/devices/virtual/block/loop200', 'ACTION=add', 'DEVPATH=/devices/virtual/block/loop200', 'SUBSYSTEM=block', 'MAJOR=7', 'MINOR=200', 'DEVNAME=loop200', 'DEVTYPE=disk', 'DISKSEQ=31', 'SEQNUM=830'],
+  ['add@/devices/pci0000:00/0000:00:14.0/usb1/1-1/1-1:1.0/ttyUSB0/tty/ttyUSB0', 'ACTION=add', 'DEVPATH=/devices/pci0000:00/0000:00:14.0/usb1/1-1/1-1:1.0/ttyUSB0/tty/ttyUSB0', 'SUBSYSTEM=tty', 'MAJOR=188', 'MINOR=0', 'DEVNAME=ttyUSB0', 'SEQNUM=4242'],
+  ['remove@/devices/virtual/bdi/7:200', 'ACTION=remove', 'DEVPATH=/devices/virtual/bdi/7:200', 'SUBSYSTEM=bdi', 'SEQNUM=831'],
+].map((parts) => Buffer.from(parts.join('\0') + '\0'))
+const total = 300_000
+const parseStarted = performance.now()
+let parsed = 0
+for (let i = 0; i < total; i++) if (parseUevent(samples[i % samples.length])) parsed++
+const perSecond = parsed / ((performance.now() - parseStarted) / 1000)
+report('uevent parse throughput', `${Math.round(perSecond).toLocaleString('en')} /s`, 'budget >= 100,000 /s:', perSecond >= 100_000)
+
+// 3. Latency through the real CLI.
+if (!canUseLoopControl()) {
+  lines.push('uevent-to-output latency: skipped, /dev/loop-control is not usable (run as root)')
+  allOk = false
+} else {
+  const dir = mkdtempSync(join(tmpdir(), 'nfdctl-bench-devices-'))
+  const classFile = join(dir, 'classes.yaml')
+  writeFileSync(classFile, 'apiVersion: devices.nfdctl.io/v1alpha1\nkind: DeviceClass\nmetadata: {name: bench-loops}\nspec:\n  match: [{subsystem: block, devName: "loop2[0-9][0-9]"}]\n---\napiVersion: devices.nfdctl.io/v1alpha1\nkind: DeviceClass\nmetadata: {name: null-device}\nspec:\n  match: [{subsystem: mem, devName: "null"}]\n')
+  const watch = new CliProcess(['devices', 'list', '--class-file', classFile, '--watch', '-o', 'json'], join(repoRoot, 'bin/run.js'))
+  const index = 200 + Math.floor(Math.random() * 50)
+  try {
+    await watch.waitForLine<{event: string; devNode: string}>('the initial list', (d) => d.event === 'present' && d.devNode === '/dev/null', 20_000)
+    const add: number[] = []
+    const remove: number[] = []
+    for (let i = 0; i < cycles; i++) {
+      for (const [action, list, act] of [['add', add, addLoopDevice], ['remove', remove, removeLoopDevice]] as const) {
+        const started = performance.now()
+        act(index)
+        const line = await watch.waitForLine<{event: string; devName: string}>(`${action} ${i}`, (d) => d.event === action && d.devName === `loop${index}`, 5000)
+        list.push(line.at - started)
+        watch.lines.length = 0 // keep the next search short and unambiguous
+      }
+    }
+    add.sort((a, b) => a - b)
+    remove.sort((a, b) => a - b)
+    report(`loop add -> --watch line, p50 (${cycles} cycles)`, `${percentile(add, 50).toFixed(2)} ms`, '', true)
+    report(`loop add -> --watch line, p95`, `${percentile(add, 95).toFixed(2)} ms`, 'budget <= 50 ms:', percentile(add, 95) <= 50)
+    report(`loop remove -> --watch line, p50`, `${percentile(remove, 50).toFixed(2)} ms`, '', true)
+    report(`loop remove -> --watch line, p95`, `${percentile(remove, 95).toFixed(2)} ms`, 'budget <= 50 ms:', percentile(remove, 95) <= 50)
+  } finally {
+    removeLoopDevice(index)
+    await watch.stop('SIGINT')
+    rmSync(dir, {force: true, recursive: true})
+  }
+}
+process.stdout.write(lines.join('\n') + '\n')
+process.exitCode = allOk ? 0 : 1

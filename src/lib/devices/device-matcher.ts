@@ -1,0 +1,86 @@
+import picomatch from 'picomatch'
+
+import {matchesLabelSelector} from './label-selector.js'
+import type {AttributeReader, Device, DeviceClass, MatchRule} from './types.js'
+
+type Test = (value: string) => boolean
+
+interface CompiledRule {
+  readonly subsystem?: string
+  readonly devName?: Test
+  readonly properties: ReadonlyArray<[string, Test]>
+  readonly attributes: ReadonlyArray<[string, Test]>
+}
+
+// Globs as in a shell: `*` does not cross `/` (so `input/*` works for DEVNAME input/event3), dot files match.
+const compile = (pattern: string): Test => picomatch(pattern, {dot: true})
+
+function compileRule(rule: MatchRule): CompiledRule {
+  return {
+    attributes: Object.entries(rule.attributes ?? {}).map(([k, v]) => [k, compile(v)]),
+    devName: rule.devName === undefined ? undefined : compile(rule.devName),
+    properties: Object.entries(rule.properties ?? {}).map(([k, v]) => [k, compile(v)]),
+    subsystem: rule.subsystem,
+  }
+}
+
+/**
+ * Which DeviceClasses (devices.nfdctl.io) a device belongs to: rules are OR-ed, the fields of a rule
+ * AND-ed, values are globs. Globs are compiled once per class set. Attributes are read through the given
+ * reader only when the cheaper fields of a rule already matched.
+ */
+export class DeviceMatcher {
+  readonly #classes: ReadonlyArray<{name: string; rules: CompiledRule[]}>
+
+  constructor(classes: readonly DeviceClass[]) {
+    this.#classes = classes.map((c) => ({name: c.metadata.name, rules: c.spec.match.map(compileRule)}))
+  }
+
+  /** Names of the classes the device is in, in class order. */
+  classesOf(device: Device, readAttribute: AttributeReader): string[] {
+    return this.#classes.filter((c) => c.rules.some((r) => matchesRule(r, device, readAttribute))).map((c) => c.name)
+  }
+}
+
+function matchesRule(rule: CompiledRule, device: Device, readAttribute: AttributeReader): boolean {
+  if (rule.subsystem !== undefined && rule.subsystem !== device.subsystem) return false
+  if (rule.devName && !rule.devName(device.devName)) return false
+  for (const [key, test] of rule.properties) {
+    const value = device.properties[key]
+    if (value === undefined || !test(value)) return false
+  }
+  for (const [name, test] of rule.attributes) {
+    const value = readAttribute(device, name)
+    if (value === undefined || !test(value)) return false
+  }
+  return true
+}
+
+/** The classes whose nodeSelector selects a node with these labels. */
+export function classesForNode(classes: readonly DeviceClass[], nodeLabels: Readonly<Record<string, string>>): DeviceClass[] {
+  return classes.filter((c) => matchesLabelSelector(c.spec.nodeSelector, nodeLabels))
+}
+
+/**
+ * Classes per device id, remembered from when the device was present: a removed device has no sysfs
+ * attributes left to match, but it left the classes it was in.
+ */
+export class ClassMemory {
+  readonly #byId = new Map<string, string[]>()
+
+  constructor(
+    private readonly matcher: DeviceMatcher,
+    private readonly readAttribute: AttributeReader,
+  ) {}
+
+  classesAfter(action: string, device: Device): string[] {
+    if (action === 'remove') {
+      const classes = this.#byId.get(device.id) ?? this.matcher.classesOf(device, this.readAttribute)
+      this.#byId.delete(device.id)
+      return classes
+    }
+    const classes = this.matcher.classesOf(device, this.readAttribute)
+    this.#byId.set(device.id, classes)
+    return classes
+  }
+}

@@ -1,0 +1,135 @@
+import {basename} from 'node:path'
+
+import {errorMessage} from '../errors.js'
+import {noopLogger, type Logger} from '../observe/logger.js'
+import {NetlinkUeventSocket} from '../sys/netlink-uevents.js'
+import type {AttributeReader, Device} from './types.js'
+import {deviceKeyOf, parseUevent, type Uevent} from './uevent.js'
+
+/** What the watcher needs from a scanner (SysfsScanner provides it). */
+export interface DeviceSource {
+  scanAll(): Promise<Device[]>
+  scanOne(type: 'block' | 'char', major: number, minor: number): Promise<Device | undefined>
+  readonly readAttribute: AttributeReader
+}
+
+export interface DeviceEvent {
+  /** The kernel's action (add, remove, change, bind, …); `add`/`remove` also after an overflow rescan. */
+  readonly action: string
+  readonly device: Device
+  /** When the uevent was read from the socket (performance.now()). */
+  readonly receivedAt: number
+  readonly seqnum?: number
+}
+
+export interface DeviceWatcherOptions {
+  readonly source: DeviceSource
+  readonly onEvent: (event: DeviceEvent) => void
+  readonly onError?: (error: Error) => void
+  readonly logger?: Logger
+}
+
+/**
+ * The devices of this machine, kept current from kernel uevents: a full scan at start, then every uevent
+ * naming a device node updates it (re-read from sysfs, or taken from the event when the device is already
+ * gone). A receive-buffer overflow (events lost) triggers a full rescan whose differences become add and
+ * remove events. Events are handled one at a time, in kernel order.
+ */
+export class DeviceWatcher {
+  readonly devices = new Map<string, Device>()
+  readonly #socket: NetlinkUeventSocket
+  readonly #log: Logger
+  #queue: Promise<void> = Promise.resolve()
+  #rescanQueued = false
+  #stopped = false
+
+  constructor(readonly options: DeviceWatcherOptions) {
+    this.#log = options.logger ?? noopLogger
+    this.#socket = new NetlinkUeventSocket({
+      onDatagram: (datagram) => {
+        const event = parseUevent(datagram)
+        const receivedAt = performance.now()
+        if (event) this.#enqueue(() => this.#handle(event, receivedAt))
+      },
+      onError: (error) => this.options.onError?.(error),
+      onOverflow: () => this.#rescan(),
+    })
+  }
+
+  /** Listens first, then scans, so nothing plugged in between is missed; resolves with the initial devices. */
+  async start(signal: AbortSignal): Promise<Device[]> {
+    signal.addEventListener('abort', () => void this.stop(), {once: true})
+    await this.#socket.start()
+    const initial = await this.options.source.scanAll()
+    for (const device of initial) this.devices.set(device.id, device)
+    return initial
+  }
+
+  /** Closes the socket and waits for queued events. Idempotent. */
+  async stop(): Promise<void> {
+    this.#stopped = true
+    await this.#socket.stop()
+    await this.#queue
+  }
+
+  #enqueue(task: () => Promise<void>): void {
+    this.#queue = this.#queue.then(task).catch((error: unknown) => {
+      this.#log.warn({err: errorMessage(error)}, 'could not process a uevent')
+    })
+  }
+
+  async #handle(event: Uevent, receivedAt: number): Promise<void> {
+    if (this.#stopped) return
+    const key = deviceKeyOf(event)
+    if (!key) return
+    const id = `${key.type === 'block' ? 'b' : 'c'}${key.major}:${key.minor}`
+    let device: Device
+    if (event.action === 'remove') {
+      device = this.devices.get(id) ?? deviceFromEvent(event, id, key)
+      this.devices.delete(id)
+    } else {
+      // sysfs has the full picture (parents, udev properties); the event alone when the device went already.
+      device = (await this.options.source.scanOne(key.type, key.major, key.minor)) ?? deviceFromEvent(event, id, key)
+      this.devices.set(id, device)
+    }
+    this.options.onEvent({action: event.action, device, receivedAt, seqnum: event.seqnum})
+  }
+
+  #rescan(): void {
+    if (this.#rescanQueued) return
+    this.#rescanQueued = true
+    this.#log.warn({}, 'uevents were lost (receive buffer overflow); rescanning all devices')
+    this.#enqueue(async () => {
+      this.#rescanQueued = false
+      const now = await this.options.source.scanAll()
+      const receivedAt = performance.now()
+      const seen = new Set(now.map((d) => d.id))
+      for (const [id, device] of this.devices) {
+        if (!seen.has(id)) {
+          this.devices.delete(id)
+          this.options.onEvent({action: 'remove', device, receivedAt})
+        }
+      }
+      for (const device of now) {
+        if (!this.devices.has(device.id)) this.options.onEvent({action: 'add', device, receivedAt})
+        this.devices.set(device.id, device)
+      }
+    })
+  }
+}
+
+function deviceFromEvent(event: Uevent, id: string, key: NonNullable<ReturnType<typeof deviceKeyOf>>): Device {
+  return {
+    devName: key.devName,
+    devNode: `/dev/${key.devName}`,
+    devPath: event.devPath,
+    devType: event.env.DEVTYPE,
+    id,
+    kernelName: basename(event.devPath),
+    major: key.major,
+    minor: key.minor,
+    properties: event.env,
+    subsystem: event.subsystem ?? '',
+    type: key.type,
+  }
+}

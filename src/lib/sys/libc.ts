@@ -1,0 +1,30 @@
+import koffi from 'koffi'
+
+// The system calls Node lacks, bound once through koffi (FFI to the process's own libc symbols, so glibc
+// and musl both work). Only files under src/lib/sys/ may import koffi.
+
+const libc = koffi.load(null as unknown as string)
+
+export const sys = {
+  bind: libc.func('int bind(int fd, void *addr, uint32_t addrlen)'),
+  close: libc.func('int close(int fd)'),
+  eventfd: libc.func('int eventfd(unsigned int initval, int flags)'),
+  ioctl: libc.func('int ioctl(int fd, unsigned long request, long arg)'),
+  open: libc.func('int open(const char *path, int flags)'),
+  poll: libc.func('int poll(_Inout_ void *fds, unsigned long nfds, int timeout)'),
+  recvfrom: libc.func('long recvfrom(int fd, _Out_ void *buf, size_t len, int flags, _Out_ void *src, _Inout_ uint32_t *srclen)'),
+  setsockopt: libc.func('int setsockopt(int fd, int level, int name, void *val, uint32_t len)'),
+  socket: libc.func('int socket(int domain, int type, int protocol)'),
+  write: libc.func('long write(int fd, void *buf, size_t n)'),
+}
+
+/** errno of the last synchronous call on this thread (meaningless after `.async()` calls). */
+export function errno(): number {
+  return koffi.errno()
+}
+
+export const errnoNames: Record<number, string> = {1: 'EPERM', 4: 'EINTR', 11: 'EAGAIN', 13: 'EACCES', 17: 'EEXIST', 19: 'ENODEV', 22: 'EINVAL', 93: 'EPROTONOSUPPORT', 105: 'ENOBUFS'}
+
+export function errnoText(code: number): string {
+  return errnoNames[code] ?? `errno ${code}`
+}
