@@ -3,8 +3,10 @@
 // 1. Time to scan every char and block device from /sys (SysfsScanner.scanAll), over --scans runs.
 // 2. uevent parse throughput (parseUevent over realistic kernel datagrams).
 // 3. uevent-to-output latency of the built `devices list --watch -o json`: a real loop device is created
-//    and removed through /dev/loop-control --cycles times; each is timed from the ioctl until the CLI's
-//    line for it arrives on the pipe. Needs root. Prints each figure next to its budget.
+//    and removed through /dev/loop-control --cycles times; each is timed from the moment the kernel's
+//    uevent reaches this process (its own netlink socket: the multicast reaches both at once) until the
+//    CLI's line for it arrives on the pipe. The time from the ioctl is printed too (it includes the
+//    kernel's own work: removing a disk waits for RCU grace periods). Needs root.
 import {mkdtempSync, rmSync, writeFileSync} from 'node:fs'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
@@ -12,8 +14,10 @@ import {parseArgs} from 'node:util'
 
 import {SysfsScanner} from '../src/lib/devices/sysfs-scanner.js'
 import {parseUevent} from '../src/lib/devices/uevent.js'
+import {NetlinkUeventSocket} from '../src/lib/sys/netlink-uevents.js'
 import {CliProcess} from '../test/support/cli-process.js'
-import {addLoopDevice, canUseLoopControl, removeLoopDevice} from '../test/support/loop-devices.js'
+import {waitFor} from '../test/support/wait.js'
+import {canUseLoopControl, loopControlAsync, removeLoopDevice} from '../test/support/loop-devices.js'
 import {repoRoot} from '../test/controlplane/paths.js'
 
 const {values} = parseArgs({options: {cycles: {default: '100', type: 'string'}, scans: {default: '20', type: 'string'}}})
@@ -68,26 +72,45 @@ if (!canUseLoopControl()) {
   writeFileSync(classFile, 'apiVersion: devices.nfdctl.io/v1alpha1\nkind: DeviceClass\nmetadata: {name: bench-loops}\nspec:\n  match: [{subsystem: block, devName: "loop2[0-9][0-9]"}]\n---\napiVersion: devices.nfdctl.io/v1alpha1\nkind: DeviceClass\nmetadata: {name: null-device}\nspec:\n  match: [{subsystem: mem, devName: "null"}]\n')
   const watch = new CliProcess(['devices', 'list', '--class-file', classFile, '--watch', '-o', 'json'], join(repoRoot, 'bin/run.js'))
   const index = 200 + Math.floor(Math.random() * 50)
+  const ueventAt = new Map<string, number>()
+  const socket = new NetlinkUeventSocket({
+    onDatagram: (d) => {
+      const at = performance.now()
+      const event = parseUevent(d)
+      if (event?.env.DEVNAME === `loop${index}`) ueventAt.set(event.action, at)
+    },
+    onError: (error) => {
+      throw error
+    },
+    onOverflow: () => {},
+  })
+  await socket.start()
   try {
     await watch.waitForLine<{event: string; devNode: string}>('the initial list', (d) => d.event === 'present' && d.devNode === '/dev/null', 20_000)
-    const add: number[] = []
-    const remove: number[] = []
+    const fromUevent: Record<'add' | 'remove', number[]> = {add: [], remove: []}
+    const fromIoctl: Record<'add' | 'remove', number[]> = {add: [], remove: []}
     for (let i = 0; i < cycles; i++) {
-      for (const [action, list, act] of [['add', add, addLoopDevice], ['remove', remove, removeLoopDevice]] as const) {
+      for (const action of ['add', 'remove'] as const) {
+        ueventAt.clear()
         const started = performance.now()
-        act(index)
+        if ((await loopControlAsync(action, index)) < 0) throw new Error(`loop-control ${action} ${index} failed`)
         const line = await watch.waitForLine<{event: string; devName: string}>(`${action} ${i}`, (d) => d.event === action && d.devName === `loop${index}`, 5000)
-        list.push(line.at - started)
+        const kernelAt = await waitFor(`the ${action} uevent`, async () => ueventAt.get(action), {intervalMs: 1, timeoutMs: 5000})
+        fromUevent[action].push(line.at - kernelAt)
+        fromIoctl[action].push(line.at - started)
         watch.lines.length = 0 // keep the next search short and unambiguous
       }
     }
-    add.sort((a, b) => a - b)
-    remove.sort((a, b) => a - b)
-    report(`loop add -> --watch line, p50 (${cycles} cycles)`, `${percentile(add, 50).toFixed(2)} ms`, '', true)
-    report(`loop add -> --watch line, p95`, `${percentile(add, 95).toFixed(2)} ms`, 'budget <= 50 ms:', percentile(add, 95) <= 50)
-    report(`loop remove -> --watch line, p50`, `${percentile(remove, 50).toFixed(2)} ms`, '', true)
-    report(`loop remove -> --watch line, p95`, `${percentile(remove, 95).toFixed(2)} ms`, 'budget <= 50 ms:', percentile(remove, 95) <= 50)
+    for (const action of ['add', 'remove'] as const) {
+      const sorted = fromUevent[action].sort((a, b) => a - b)
+      const ioctl = fromIoctl[action].sort((a, b) => a - b)
+      report(`loop ${action}: uevent -> --watch line, p50`, `${percentile(sorted, 50).toFixed(2)} ms`, '', true)
+      report(`loop ${action}: uevent -> --watch line, p95`, `${percentile(sorted, 95).toFixed(2)} ms`, 'budget <= 50 ms:', percentile(sorted, 95) <= 50)
+      report(`loop ${action}: ioctl -> --watch line, p50 / p95`, `${percentile(ioctl, 50).toFixed(1)} / ${percentile(ioctl, 95).toFixed(1)} ms`, '(includes kernel time)', true)
+    }
+    lines.push(`(${cycles} add/remove cycles of /dev/loop${index})`)
   } finally {
+    await socket.stop()
     removeLoopDevice(index)
     await watch.stop('SIGINT')
     rmSync(dir, {force: true, recursive: true})

@@ -42,3 +42,19 @@ export function canUseLoopControl(): boolean {
     return false
   }
 }
+
+/**
+ * The same ioctls on koffi's worker thread, so this process's event loop stays free while the kernel works
+ * (removing a disk blocks the caller for tens of milliseconds): a benchmark can then timestamp the uevent
+ * the moment it arrives. Resolves with the ioctl's return value (negative on failure).
+ */
+export async function loopControlAsync(action: 'add' | 'remove', index: number): Promise<number> {
+  const fd = openSync('/dev/loop-control', 'r+')
+  try {
+    return await new Promise<number>((resolve, reject) => {
+      sys.ioctl.async(fd, action === 'add' ? LOOP_CTL_ADD : LOOP_CTL_REMOVE, index, (error: unknown, value: number) => (error ? reject(error as Error) : resolve(value)))
+    })
+  } finally {
+    closeSync(fd)
+  }
+}
