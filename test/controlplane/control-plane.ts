@@ -1,12 +1,12 @@
 import {spawn, type ChildProcess} from 'node:child_process'
 import {closeSync, openSync} from 'node:fs'
 import {mkdir, readFile, writeFile} from 'node:fs/promises'
-import {createServer} from 'node:net'
 import {join} from 'node:path'
 import {setTimeout as sleep} from 'node:timers/promises'
 
 import {openCluster} from '../../src/lib/kube/connect.js'
 import type {KubeClient} from '../../src/lib/kube/kube-client.js'
+import {freePort} from '../support/free-port.js'
 import {waitFor} from '../support/wait.js'
 import {createCertificates, mintClientCertificate} from './certs.js'
 import {applyCrds, readCrds} from './crds.js'
@@ -28,17 +28,6 @@ interface State {
   readonly server: string
   readonly etcdUrl: string
   readonly ports: {apiserver: number; etcdClient: number; etcdPeer: number}
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer()
-    server.once('error', reject)
-    server.listen(0, '127.0.0.1', () => {
-      const {port} = server.address() as {port: number}
-      server.close(() => resolve(port))
-    })
-  })
 }
 
 /**

@@ -56,8 +56,14 @@ export class CliProcess {
     }
   }
 
-  async stop(signal: NodeJS.Signals = 'SIGINT'): Promise<number | null> {
+  /** Sends a signal and waits for the exit code (null when killed by a signal); SIGKILL after the timeout. */
+  async stop(signal: NodeJS.Signals = 'SIGINT', timeoutMs = 15_000): Promise<number | null> {
     if (this.#child.exitCode === null && this.#child.signalCode === null) this.#child.kill(signal)
-    return this.#exited
+    const timer = setTimeout(() => this.#child.kill('SIGKILL'), timeoutMs)
+    try {
+      return await this.#exited
+    } finally {
+      clearTimeout(timer)
+    }
   }
 }

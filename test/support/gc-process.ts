@@ -1,11 +1,6 @@
-import {spawn, type ChildProcess} from 'node:child_process'
-import {createServer} from 'node:net'
-import {createInterface} from 'node:readline'
-import {fileURLToPath} from 'node:url'
-
+import {CliProcess} from './cli-process.js'
+import {freePort} from './free-port.js'
 import {waitFor} from './wait.js'
-
-const devBin = fileURLToPath(new URL('../../bin/dev.js', import.meta.url))
 
 export interface LogLine {
   level: string
@@ -14,58 +9,25 @@ export interface LogLine {
   [key: string]: unknown
 }
 
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer()
-    server.once('error', reject)
-    server.listen(0, '127.0.0.1', () => {
-      const {port} = server.address() as {port: number}
-      server.close(() => resolve(port))
-    })
-  })
-}
-
 /**
  * `nfdctl gc run` as a child process, run from the TypeScript sources (bin/dev.js), the way an operator
  * runs it: JSON logs on stdout are collected for assertions; /metrics and /readyz on its own port.
  */
 export class GcProcess {
-  readonly logs: LogLine[] = []
-  readonly stderr: string[] = []
   readonly startedAt = Date.now()
-  readonly #child: ChildProcess
-  readonly #exited: Promise<number | null>
+  readonly #cli: CliProcess
 
   private constructor(readonly port: number, args: readonly string[]) {
-    this.#child = spawn(process.execPath, [devBin, 'gc', 'run', '--log-format', 'json', '--metrics-port', String(port), ...args], {stdio: ['ignore', 'pipe', 'pipe']})
-    createInterface({input: this.#child.stdout!}).on('line', (line) => {
-      try {
-        this.logs.push(JSON.parse(line) as LogLine)
-      } catch {
-        this.stderr.push(line)
-      }
-    })
-    createInterface({input: this.#child.stderr!}).on('line', (line) => this.stderr.push(line))
-    const killOnExit = (): void => void this.#child.kill('SIGKILL')
-    process.once('exit', killOnExit)
-    this.#exited = new Promise((resolve) =>
-      this.#child.once('exit', (code) => {
-        process.off('exit', killOnExit)
-        resolve(code)
-      }),
-    )
+    this.#cli = new CliProcess(['gc', 'run', '--log-format', 'json', '--metrics-port', String(port), ...args])
   }
 
   static async start(args: readonly string[]): Promise<GcProcess> {
     return new GcProcess(await freePort(), args)
   }
 
-  get pid(): number {
-    return this.#child.pid!
-  }
-
-  get exited(): boolean {
-    return this.#child.exitCode !== null || this.#child.signalCode !== null
+  /** The JSON log lines so far. */
+  get logs(): LogLine[] {
+    return this.#cli.json<LogLine>()
   }
 
   /** Waits for a log line matching `predicate`; the error lists what was logged. */
@@ -95,16 +57,10 @@ export class GcProcess {
 
   /** Sends a signal and waits for the exit code (null when killed by a signal). */
   async stop(signal: NodeJS.Signals = 'SIGTERM', timeoutMs = 15_000): Promise<number | null> {
-    if (!this.exited) this.#child.kill(signal)
-    const timer = setTimeout(() => this.#child.kill('SIGKILL'), timeoutMs)
-    try {
-      return await this.#exited
-    } finally {
-      clearTimeout(timer)
-    }
+    return this.#cli.stop(signal, timeoutMs)
   }
 
   transcript(): string {
-    return [...this.logs.map((l) => JSON.stringify(l)), ...this.stderr].join('\n')
+    return [...this.#cli.lines.map((l) => l.text), ...this.#cli.stderr].join('\n')
   }
 }
