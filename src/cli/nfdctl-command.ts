@@ -21,6 +21,11 @@ export abstract class NfdctlCommand extends Command {
     return Boolean(process.stderr.isTTY) && (process.stderr.columns ?? 0) > 0 && !this.jsonEnabled()
   }
 
+  /** A warning on stderr that --json does not silence (oclif's warn() does): stdout stays pure JSON. */
+  protected warnAlways(message: string): void {
+    process.stderr.write(`Warning: ${message}\n`)
+  }
+
   override async init(): Promise<void> {
     await super.init()
     this.#onSignal = (signal) => this.#controller.abort(new Error(`received ${signal}`))

@@ -1,5 +1,5 @@
 import {expect} from 'chai'
-import {mkdtempSync, writeFileSync} from 'node:fs'
+import {chmodSync, mkdtempSync, writeFileSync} from 'node:fs'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 import {randomUUID} from 'node:crypto'
@@ -14,6 +14,7 @@ import {nfdctl} from '../support/run-cli.js'
 import {waitFor} from '../support/wait.js'
 
 const dir = mkdtempSync(join(tmpdir(), 'nfdctl-devices-'))
+chmodSync(dir, 0o755) // readable by nobody, for the unprivileged run
 const classFile = join(dir, 'classes.yaml')
 writeFileSync(classFile, `apiVersion: devices.nfdctl.io/v1alpha1
 kind: DeviceClass
@@ -115,6 +116,18 @@ describe('devices list --watch with real loop devices', function () {
 
     // Unclassified devices (the bdi entries, other loops) are not shown without --all.
     expect(watch.json<WatchedDevice>().every((d) => d.classes.length > 0)).to.equal(true)
+    expect(await watch.stop('SIGINT')).to.equal(0)
+  })
+
+  it('works without root: nobody lists devices and hears a loop device being added', async function () {
+    if (process.getuid?.() !== 0) missingPrerequisite(this, 'only root can drop to nobody for this check')
+    const nobody = {gid: 65_534, uid: 65_534}
+    watch = new CliProcess(['devices', 'list', '--class-file', classFile, '--watch', '-o', 'json'], undefined, nobody)
+    await watch.waitForLine<WatchedDevice>('the initial list as nobody', (d) => d.event === 'present' && d.devNode === '/dev/null', 20_000)
+    addLoopDevice(loopIndex)
+    const added = await watch.waitForLine<WatchedDevice>('the add event as nobody', (d) => d.event === 'add' && d.devName === `loop${loopIndex}`)
+    expect(added.value.classes).to.deep.equal(['test-loops'])
+    removeLoopDevice(loopIndex)
     expect(await watch.stop('SIGINT')).to.equal(0)
   })
 })

@@ -13,8 +13,9 @@ export class CliProcess {
   readonly #child: ChildProcess
   readonly #exited: Promise<number | null>
 
-  constructor(args: readonly string[], bin = devBin) {
-    this.#child = spawn(process.execPath, [bin, ...args], {stdio: ['ignore', 'pipe', 'pipe']})
+  /** `as`: run as this uid/gid (root can drop to nobody to prove a command needs no privilege). */
+  constructor(args: readonly string[], bin = devBin, as?: {uid: number; gid: number}) {
+    this.#child = spawn(process.execPath, [bin, ...args], {stdio: ['ignore', 'pipe', 'pipe'], ...as})
     createInterface({input: this.#child.stdout!}).on('line', (text) => this.lines.push({at: performance.now(), text}))
     createInterface({input: this.#child.stderr!}).on('line', (line) => this.stderr.push(line))
     const killOnExit = (): void => void this.#child.kill('SIGKILL')

@@ -45,10 +45,10 @@ Classes come from --class-file (YAML or JSON, several documents) and/or the clus
       const {client} = await openCluster({context: flags.context, kubeconfig: flags.kubeconfig}, {burst: 10, qps: 20})
       try {
         const fromCluster = await fetchDeviceClasses(client, this.signal)
-        for (const problem of fromCluster.problems) this.warn(problem)
+        for (const problem of fromCluster.problems) this.warnAlways(problem)
         classes.push(...fromCluster.classes)
         const labels = await fetchNodeLabels(client, nodeName, this.signal)
-        if (labels === undefined) this.warn(`Node ${nodeName} is not in the cluster; nodeSelectors see only --node-label labels (set --node-name)`)
+        if (labels === undefined) this.warnAlways(`Node ${nodeName} is not in the cluster; nodeSelectors see only --node-label labels (set --node-name)`)
         nodeLabels = {...labels, ...flagLabels}
       } finally {
         client.close()

@@ -27,6 +27,8 @@ export interface DeviceWatcherOptions {
   readonly onEvent: (event: DeviceEvent) => void
   readonly onError?: (error: Error) => void
   readonly logger?: Logger
+  /** Socket receive buffer; default 8 MiB. */
+  readonly receiveBufferBytes?: number
 }
 
 /**
@@ -53,7 +55,7 @@ export class DeviceWatcher {
       },
       onError: (error) => this.options.onError?.(error),
       onOverflow: () => this.#rescan(),
-    })
+    }, options.receiveBufferBytes)
   }
 
   /** Listens first, then scans, so nothing plugged in between is missed; resolves with the initial devices. */

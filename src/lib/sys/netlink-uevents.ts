@@ -36,7 +36,11 @@ export class NetlinkUeventSocket {
   #stopping = false
   #loop?: Promise<void>
 
-  constructor(readonly handlers: NetlinkHandlers) {}
+  /** `receiveBufferBytes`: the socket buffer to ask for (default 8 MiB; tests use a tiny one to force overflow). */
+  constructor(
+    readonly handlers: NetlinkHandlers,
+    readonly receiveBufferBytes = 8 << 20,
+  ) {}
 
   /** Opens and binds the socket; events flow once this resolves. */
   start(): Promise<void> {
@@ -53,7 +57,7 @@ export class NetlinkUeventSocket {
     }
     // A large buffer rides out bursts (SO_RCVBUFFORCE needs CAP_NET_ADMIN; fall back quietly).
     const size = Buffer.alloc(4)
-    size.writeInt32LE(8 << 20)
+    size.writeInt32LE(this.receiveBufferBytes)
     if ((sys.setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, size, 4) as number) < 0) sys.setsockopt(fd, SOL_SOCKET, SO_RCVBUF, size, 4)
     this.#fd = fd
     this.#wake = sys.eventfd(0, SOCK_CLOEXEC) as number
