@@ -1,3 +1,6 @@
+/** setTimeout's limit (2^31 - 1 ms, about 24.8 days); a longer delay fires after 1 ms. */
+export const maxDurationMs = 2_147_483_647
+
 const unitMs: Record<string, number> = {h: 3_600_000, m: 60_000, ms: 1, s: 1000}
 
 /**

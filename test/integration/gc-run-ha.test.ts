@@ -74,7 +74,9 @@ describe('gc run: leader election with two replicas', function () {
     await createTopology(client, 'gone-1')
     await gone(client, [nodeFeaturePath('nfd', 'gone-1'), topologyPath('gone-1')], 5000, 'stale objects collected by the leader')
     // The log lines travel through a pipe and may trail the API by a moment.
-    await waitFor('the leader\'s deletion logs', async () => leader.count((l) => l.msg === 'deleted stale object') === 2, {timeoutMs: 3000})
+    await waitFor('the leader\'s deletion logs', async () => leader.count((l) => l.msg === 'deleted stale object') === 2, {timeoutMs: 3000}).catch((error: Error) => {
+      throw new Error(`${error.message}\nleader:\n${leader.transcript()}\nstandby:\n${standby.transcript()}`)
+    })
     expect(standby.count((l) => l.msg === 'deleted stale object')).to.equal(0)
     expect(await standby.metric('nfd_gc_leader')).to.equal(0)
     expect(await leader.metric('nfd_gc_leader')).to.equal(1)

@@ -115,7 +115,7 @@ describe('gc run against a real kube-apiserver', function () {
   })
 
   it('keeps an object whose Node comes back within the grace period', async function () {
-    await seedNodes(['flappy'])
+    await seedNodes(['flappy', 'steady-1', 'steady-2', 'steady-3'])
     const gc = await start('--interval', '1h', '--grace-period', '2s')
     await gc.waitForLog('first sweep', (l) => l.msg === 'sweep done')
     await client.request('DELETE', '/api/v1/nodes/flappy')
@@ -155,6 +155,27 @@ describe('gc run against a real kube-apiserver', function () {
     expect(readyz.body).to.contain('refused')
     expect(await gc.metric('nfd_gc_sweeps_refused_total')).to.equal(1)
     expect(await exists(client, nodeFeaturePath('nfd', 'orphan-1'))).to.equal(true)
+  })
+
+  it('deleting every Node of a small cluster goes through the sweep\'s guards: nothing is deleted', async function () {
+    await seedNodes(['edge-1', 'edge-2', 'edge-3'])
+    const gc = await start('--interval', '1h', '--grace-period', '0')
+    await gc.waitForLog('first sweep', (l) => l.msg === 'sweep done')
+    await inParallel(['edge-1', 'edge-2', 'edge-3'], 3, (n) => client.request('DELETE', `/api/v1/nodes/${n}`))
+    await gc.waitForLog('the refusal', (l) => l.level === 'warn' && String(l.msg).includes('the cluster lists no Nodes'))
+    for (const node of ['edge-1', 'edge-2', 'edge-3']) expect(await exists(client, nodeFeaturePath('nfd', node)), node).to.equal(true)
+    expect(gc.count((l) => l.msg === 'collected objects of deleted nodes')).to.equal(0)
+  })
+
+  it('asks the API server, not only its cache, whether a node is gone', async function () {
+    const {existingNodes} = await import('../../src/lib/gc/live-nodes.js')
+    const names = [...Array(25).keys()].map((i) => `live-check-${i}`)
+    await inParallel(names.slice(0, 12), 12, (n) => createNode(client, n))
+    expect([...(await existingNodes(client, ['live-check-0', 'live-check-20', 'live-check-3'], 500))].sort()).to.deep.equal(['live-check-0', 'live-check-3'])
+    // More than 20 names: one fresh node list instead of a request per name.
+    const before = client.stats.requests
+    expect((await existingNodes(client, names, 500)).size).to.equal(12)
+    expect(client.stats.requests - before).to.equal(1)
   })
 
   it('stops on SIGTERM within a few seconds with exit code 0', async function () {

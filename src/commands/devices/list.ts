@@ -70,18 +70,27 @@ Classes come from --class-file (YAML or JSON, several documents) and/or the clus
 
     const memory = new ClassMemory(matcher, scanner.readAttribute)
     let failure: Error | undefined
+    // A dead uevent socket ends the command at once (exit 1) rather than leaving it silently deaf.
+    const failed = new AbortController()
+    const signal = AbortSignal.any([this.signal, failed.signal])
     const watcher = new DeviceWatcher({
-      onError: (error) => (failure = error),
+      onError: (error) => {
+        failure = error
+        failed.abort(error)
+      },
       onEvent: ({action, device}) => {
         const listed = listedDevice(device, memory.classesAfter(action, device))
         if (keep(listed)) this.log(renderWatchEvent({...listed, event: action}, format))
       },
       source: scanner,
     })
-    const initial = (await watcher.start(this.signal)).map((d) => listedDevice(d, memory.classesAfter('add', d))).filter(keep)
-    if (format === 'table') this.log(renderDevices(initial, 'table'))
-    else for (const d of initial) this.log(renderWatchEvent({...d, event: 'present'}, format))
-    await untilAborted(this.signal)
+    let initial: ListedDevice[] = []
+    await watcher.start(signal, (devices) => {
+      initial = devices.map((d) => listedDevice(d, memory.classesAfter('add', d))).filter(keep)
+      if (format === 'table') this.log(renderDevices(initial, 'table'))
+      else for (const d of initial) this.log(renderWatchEvent({...d, event: 'present'}, format))
+    })
+    await untilAborted(signal)
     await watcher.stop()
     if (failure) throw failure
     return initial

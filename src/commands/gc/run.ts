@@ -70,7 +70,11 @@ Watches Nodes (metadata only) and collects a deleted node's objects at once; a b
 
     const server = new HealthServer({
       port: options.metricsPort,
-      readiness: () => (elector && !elector.isLeader ? {ready: true, reason: 'standing by: another replica leads'} : (collector?.status() ?? {ready: false, reason: 'starting'})),
+      readiness: () => {
+        if (elector && !elector.healthy) return {ready: false, reason: 'cannot read or update the leader lease (see the logs)'}
+        if (elector && !elector.isLeader) return {ready: true, reason: 'standing by: another replica leads'}
+        return collector?.status() ?? {ready: false, reason: 'starting'}
+      },
       registry,
     })
     if (options.metricsPort > 0) await server.start()

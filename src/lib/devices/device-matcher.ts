@@ -12,14 +12,16 @@ interface CompiledRule {
   readonly attributes: ReadonlyArray<[string, Test]>
 }
 
-// Globs as in a shell: `*` does not cross `/` (so `input/*` works for DEVNAME input/event3), dot files match.
-const compile = (pattern: string): Test => picomatch(pattern, {dot: true})
+// DEVNAME is a path below /dev, so there `*` stops at `/` (`input/*` matches input/event3) as in a shell.
+const compilePath = (pattern: string): Test => picomatch(pattern, {dot: true})
+// Property and attribute values are plain text ("USB 10/100 LAN"): there `*` matches any characters.
+const compileText = (pattern: string): Test => picomatch(pattern, {bash: true, dot: true})
 
 function compileRule(rule: MatchRule): CompiledRule {
   return {
-    attributes: Object.entries(rule.attributes ?? {}).map(([k, v]) => [k, compile(v)]),
-    devName: rule.devName === undefined ? undefined : compile(rule.devName),
-    properties: Object.entries(rule.properties ?? {}).map(([k, v]) => [k, compile(v)]),
+    attributes: Object.entries(rule.attributes ?? {}).map(([k, v]) => [k, compileText(v)]),
+    devName: rule.devName === undefined ? undefined : compilePath(rule.devName),
+    properties: Object.entries(rule.properties ?? {}).map(([k, v]) => [k, compileText(v)]),
     subsystem: rule.subsystem,
   }
 }

@@ -58,12 +58,28 @@ export class DeviceWatcher {
     }, options.receiveBufferBytes)
   }
 
-  /** Listens first, then scans, so nothing plugged in between is missed; resolves with the initial devices. */
-  async start(signal: AbortSignal): Promise<Device[]> {
+  /**
+   * Listens first, then scans, so nothing plugged in between is missed. The scan is the head of the event
+   * queue: `onInitial` gets the devices before any event is delivered, so a listing printed there always
+   * comes before the first event line. Resolves with the initial devices.
+   */
+  async start(signal: AbortSignal, onInitial?: (devices: Device[]) => void): Promise<Device[]> {
+    if (signal.aborted) return []
     signal.addEventListener('abort', () => void this.stop(), {once: true})
     await this.#socket.start()
-    const initial = await this.options.source.scanAll()
-    for (const device of initial) this.devices.set(device.id, device)
+    let initial: Device[] = []
+    let failure: unknown
+    this.#queue = this.#queue.then(async () => {
+      try {
+        initial = await this.options.source.scanAll()
+        for (const device of initial) this.devices.set(device.id, device)
+        onInitial?.(initial)
+      } catch (error) {
+        failure = error
+      }
+    })
+    await this.#queue
+    if (failure) throw failure
     return initial
   }
 

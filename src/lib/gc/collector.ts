@@ -1,4 +1,4 @@
-import {errorMessage} from '../errors.js'
+import {AbortedError, errorMessage} from '../errors.js'
 import {MetadataInformer} from '../kube/informer.js'
 import type {KubeClient} from '../kube/kube-client.js'
 import {nodesResource} from '../kube/resource.js'
@@ -7,6 +7,7 @@ import {readCluster} from './cluster-reader.js'
 import {deleteStale} from './deleter.js'
 import type {GcKind} from './kinds.js'
 import type {GcMetrics} from './metrics.js'
+import {existingNodes} from './live-nodes.js'
 import {findObjectsOfNodes} from './node-objects.js'
 import {batchDeadlineMs, forgetStale, observeStale, type StaleSightings} from './stale-tracker.js'
 import {planSweep, type PlanOptions, type StaleObject} from './sweep-planner.js'
@@ -44,6 +45,7 @@ export class Collector {
   #sweepQueued = false
   #lastSweepOk = false
   #stopped = false
+  #stopping?: Promise<void>
   #intervalTimer?: NodeJS.Timeout
   #recheckTimer?: NodeJS.Timeout
   #batch?: {names: Set<string>; firstAt: number; lastAt: number; timer: NodeJS.Timeout}
@@ -80,6 +82,7 @@ export class Collector {
 
   /** Syncs the node cache and runs the first sweep; resolves when that sweep is done. */
   async start(signal: AbortSignal): Promise<void> {
+    if (signal.aborted) throw new AbortedError('stopped before the collector started')
     signal.addEventListener('abort', () => void this.stop(), {once: true})
     await this.#informer.start(this.#controller.signal)
     this.#log.info({nodes: this.#informer.cache.size}, 'node cache synced')
@@ -87,8 +90,13 @@ export class Collector {
   }
 
   /** Stops timers and the watch, abandons in-flight requests, and waits for the current job. Idempotent. */
-  async stop(): Promise<void> {
-    if (this.#stopped) return
+  stop(): Promise<void> {
+    // Every caller waits for the same, complete stop.
+    this.#stopping ??= this.#stop()
+    return this.#stopping
+  }
+
+  async #stop(): Promise<void> {
     this.#stopped = true
     clearTimeout(this.#intervalTimer)
     clearTimeout(this.#recheckTimer)
@@ -115,8 +123,11 @@ export class Collector {
     const names = [...(this.#batch?.names ?? [])]
     this.#batch = undefined
     if (names.length === 0) return
-    if (names.length > (this.options.massDeletionThreshold ?? 20)) {
-      this.#log.info({nodes: names.length}, 'many nodes deleted at once; one sweep instead of per-node lookups')
+    // Large bursts, and bursts large for this cluster (all nodes of a small edge cluster, say), go through
+    // a full sweep: it applies --max-delete-ratio and the empty-node guard that per-node lookups cannot.
+    const relative = names.length > this.options.plan.maxDeleteRatio * (this.#informer.cache.size + names.length)
+    if (names.length > (this.options.massDeletionThreshold ?? 20) || relative || this.#informer.cache.size === 0) {
+      this.#log.info({nodes: names.length, remaining: this.#informer.cache.size}, 'many nodes deleted at once; one sweep instead of per-node lookups')
       void this.#enqueue({type: 'sweep', why: 'mass node deletion'})
     } else {
       void this.#enqueue({names, type: 'nodes'})
@@ -204,9 +215,14 @@ export class Collector {
   }
 
   async #deleteDue(due: readonly StaleObject[]): Promise<{deleted: number; failed: number}> {
-    // The cache is live: a node that came back since the object was seen saves its objects.
-    const back = due.filter((s) => s.node !== undefined && this.#informer.cache.has(s.node))
+    if (due.length === 0) return {deleted: 0, failed: 0}
+    // The cache can be frozen by a stalled watch: ask the API server itself whether the nodes are gone.
+    // A node that exists (again) saves its objects; no answer deletes nothing (the caller logs the error).
+    const named = due.flatMap((s) => (s.node === undefined ? [] : [s.node]))
+    const alive = named.length === 0 ? new Set<string>() : await existingNodes(this.options.client, named, this.options.listSize, this.#controller.signal)
+    const back = due.filter((s) => s.node !== undefined && (alive.has(s.node) || this.#informer.cache.has(s.node)))
     this.#sightings = forgetStale(this.#sightings, back.map((s) => s.meta.uid))
+    if (back.length > 0) this.#log.info({nodes: [...new Set(back.map((s) => s.node))]}, 'nodes exist after all; their objects are kept')
     const doomed = due.filter((s) => !back.includes(s))
     if (doomed.length === 0) return {deleted: 0, failed: 0}
     const results = await deleteStale(this.options.client, doomed, {concurrency: this.options.concurrency, signal: this.#controller.signal})

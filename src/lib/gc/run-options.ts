@@ -1,4 +1,4 @@
-import {parseDurationMs} from '../duration.js'
+import {maxDurationMs, parseDurationMs} from '../duration.js'
 import {UsageError} from '../errors.js'
 import {logLevels, type LogFormat, type LogLevel} from '../observe/logger.js'
 import {sweepOptionsFrom, type RawSweepFlags, type SweepOptions} from './sweep-options.js'
@@ -32,6 +32,7 @@ function duration(flag: string, text: string, min: 'positive' | 'zero-or-more'):
   const ms = parseDurationMs(text)
   if (ms === undefined) throw new UsageError(`--${flag} must be a duration such as 30s, 5m or 1h, got "${text}"`)
   if (min === 'positive' && ms <= 0) throw new UsageError(`--${flag} must be greater than 0, got "${text}"`)
+  if (ms > maxDurationMs) throw new UsageError(`--${flag} must be at most 596h (24 days), got "${text}"`)
   return ms
 }
 

@@ -1,4 +1,4 @@
-import {parseDurationMs} from '../duration.js'
+import {maxDurationMs, parseDurationMs} from '../duration.js'
 import {UsageError} from '../errors.js'
 import {findGcKind, gcKindNames, gcKinds, type GcKind} from './kinds.js'
 import type {PlanOptions} from './sweep-planner.js'
@@ -47,6 +47,7 @@ export function sweepOptionsFrom(flags: RawSweepFlags): SweepOptions {
   }
   const timeoutMs = parseDurationMs(flags.timeout)
   if (timeoutMs === undefined) throw new UsageError(`--timeout must be a duration such as 30s, 5m or 0 (none), got "${flags.timeout}"`)
+  if (timeoutMs > maxDurationMs) throw new UsageError(`--timeout must be at most 596h (24 days), or 0 for none, got "${flags.timeout}"`)
   return {
     allowEmptyNodes: flags['allow-empty-nodes'],
     burst: flags.burst,

@@ -22,6 +22,8 @@ export interface InformerOptions {
   /** Server-side watch timeout; the watch is then resumed from the last resourceVersion. */
   readonly watchTimeoutSeconds?: number
   readonly reconnectBaseMs?: number
+  /** Reconnect a watch that delivered no event or bookmark for this long (default 150 s). */
+  readonly watchIdleTimeoutMs?: number
 }
 
 interface WatchEvent {
@@ -64,6 +66,7 @@ export class MetadataInformer {
   /** Starts listing and watching; resolves once the cache is synced (retrying the first list until it is). */
   async start(signal: AbortSignal): Promise<void> {
     if (this.#loop) throw new Error('informer already started')
+    if (signal.aborted) throw new AbortedError(`stopped before ${describeResource(this.options.resource)} was listed`)
     const controller = new AbortController()
     this.#controller = controller
     signal.addEventListener('abort', () => controller.abort(signal.reason), {once: true})
@@ -123,21 +126,32 @@ export class MetadataInformer {
 
   async #watch(resourceVersion: string, signal: AbortSignal, seen: (rv: string) => void): Promise<Ending> {
     const timeoutSeconds = this.options.watchTimeoutSeconds ?? 240 + Math.floor(120 * (this.options.random ?? Math.random)())
+    // A half-open connection delivers nothing and never errors: with bookmarks asked for, a healthy watch
+    // hears something about once a minute, so silence for longer means reconnect.
+    const idleMs = this.options.watchIdleTimeoutMs ?? 150_000
+    const idle = new AbortController()
+    let idleTimer: NodeJS.Timeout | undefined
+    const armIdle = (): void => {
+      clearTimeout(idleTimer)
+      idleTimer = setTimeout(() => idle.abort(new Error(`no watch event or bookmark for ${idleMs / 1000}s`)), idleMs)
+    }
     try {
+      armIdle()
       const events = await this.options.client.openWatch(collectionPath(this.options.resource), {
         accept: metadataWatchAccept,
         query: {allowWatchBookmarks: true, resourceVersion, timeoutSeconds, watch: true},
-        signal,
+        signal: AbortSignal.any([signal, idle.signal]),
         timeoutMs: (timeoutSeconds + 30) * 1000,
       })
       this.#state = watchOpened(this.#state)
       this.#setConnected(true)
       for await (const raw of events) {
+        armIdle()
         const event = raw as WatchEvent
         if (event.type === 'ERROR') {
           // A 410 inside a 200 stream: our resourceVersion is older than the watch cache keeps.
           if (event.object.code === 410) return 'gone'
-          this.#log.warn({code: event.object.code, err: event.object.message}, 'watch error event')
+          this.#setConnected(false, new Error(`watch error event ${event.object.code ?? ''}: ${event.object.message ?? ''}`))
           return 'failed'
         }
         const meta = event.object.metadata
@@ -155,8 +169,10 @@ export class MetadataInformer {
     } catch (error) {
       if (signal.aborted) return 'closed'
       if (isStatus(error, 'Gone')) return 'gone'
-      this.#setConnected(false, error)
+      this.#setConnected(false, idle.signal.aborted ? idle.signal.reason : error)
       return 'failed'
+    } finally {
+      clearTimeout(idleTimer)
     }
   }
 

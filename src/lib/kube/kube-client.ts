@@ -63,8 +63,7 @@ export class KubeClient {
 
   /** Sends one request (with retries) and returns the parsed JSON body. */
   async request<T>(method: string, path: string, options: RequestOptions = {}): Promise<T> {
-    const url = new URL(path, this.server)
-    for (const [k, v] of Object.entries(options.query ?? {})) if (v !== undefined && v !== '') url.searchParams.set(k, String(v))
+    const url = this.#url(path, options.query)
     let refreshedAuth = false
     let refreshNext = false
     for (let attempt = 0; ; attempt++) {
@@ -110,8 +109,7 @@ export class KubeClient {
    * reconnects, so it can log state changes.
    */
   async openWatch(path: string, options: {query?: RequestOptions['query']; accept?: string; signal?: AbortSignal; timeoutMs: number}): Promise<AsyncGenerator<unknown>> {
-    const url = new URL(path, this.server)
-    for (const [k, v] of Object.entries(options.query ?? {})) if (v !== undefined && v !== '') url.searchParams.set(k, String(v))
+    const url = this.#url(path, options.query)
     await this.#limiter.acquire(options.signal)
     this.stats.requests++
     this.stats.byMethod.WATCH = (this.stats.byMethod.WATCH ?? 0) + 1
@@ -129,6 +127,13 @@ export class KubeClient {
       throw KubeApiError.fromResponse('GET', url.pathname, response.statusCode ?? 0, Buffer.concat(chunks).toString('utf8'), response.headers['retry-after'] as string | undefined)
     }
     return events(response)
+  }
+
+  /** The server URL may carry a path prefix (Rancher, API proxies): API paths go below it, not over it. */
+  #url(path: string, query: RequestOptions['query']): URL {
+    const url = new URL(this.server.origin + this.server.pathname.replace(/\/+$/, '') + path)
+    for (const [k, v] of Object.entries(query ?? {})) if (v !== undefined && v !== '') url.searchParams.set(k, String(v))
+    return url
   }
 
   /** Releases the keep-alive sockets. Idempotent. */

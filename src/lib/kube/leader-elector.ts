@@ -40,6 +40,8 @@ export class LeaderElector {
   #observed?: {record: string; atMs: number}
   #lease?: Lease
   #loop?: Promise<void>
+  #stopping?: Promise<void>
+  #failing = false
   readonly #controller = new AbortController()
   readonly #log: Logger
 
@@ -53,17 +55,27 @@ export class LeaderElector {
     return this.#state.phase === 'leading'
   }
 
-  /** Starts campaigning in the background; resolves at once (readiness does not wait for leadership). */
+  /** False while lease rounds fail for reasons other than losing a race (no access, no API server). */
+  get healthy(): boolean {
+    return !this.#failing
+  }
+
+  /** Starts campaigning in the background; returns at once (readiness does not wait for leadership). */
   start(signal: AbortSignal): void {
     if (this.#loop) throw new Error('elector already started')
+    if (signal.aborted) return
     signal.addEventListener('abort', () => void this.stop(), {once: true})
     this.#state = {phase: 'candidate'}
     this.#loop = this.#run()
   }
 
-  /** Stops leading (awaiting onStoppedLeading), releases a held lease, ends the loop. Idempotent. */
-  async stop(): Promise<void> {
-    if (this.#state.phase === 'stopped') return this.#loop
+  /** Stops leading (awaiting onStoppedLeading), releases a held lease, ends the loop. Idempotent: every caller waits for the same stop. */
+  stop(): Promise<void> {
+    this.#stopping ??= this.#stop()
+    return this.#stopping
+  }
+
+  async #stop(): Promise<void> {
     const wasLeading = this.#state.phase === 'leading'
     if (this.#state.phase === 'leading') this.#state.controller.abort()
     this.#state = {phase: 'stopped'}
@@ -80,21 +92,25 @@ export class LeaderElector {
     while (!signal.aborted) {
       const state = this.#state
       if (state.phase === 'leading') {
-        const renewed = await this.#tryAcquireOrRenew()
+        // The round may not outlast the renew deadline: a hung request must not keep a stale leader deleting.
+        const sentAt = performance.now()
+        const budget = Math.max(1, state.renewedAtMs + this.options.renewDeadlineMs - sentAt)
+        const renewed = await this.#tryAcquireOrRenew(budget)
         if (signal.aborted) break
         if (renewed) {
-          state.renewedAtMs = Date.now()
-        } else if (Date.now() - state.renewedAtMs >= this.options.renewDeadlineMs) {
+          state.renewedAtMs = sentAt // the lease counts from when we asked, not from when the answer came
+        } else if (performance.now() - state.renewedAtMs >= this.options.renewDeadlineMs) {
           this.#log.warn({identity: this.options.identity, lease: this.options.name}, 'could not renew the leader lease in time; stepping down')
           state.controller.abort()
           this.#state = {phase: 'candidate'}
           await this.options.onStoppedLeading()
         }
       } else if (state.phase === 'candidate') {
-        if (await this.#tryAcquireOrRenew()) {
+        const sentAt = performance.now()
+        if (await this.#tryAcquireOrRenew(this.options.renewDeadlineMs)) {
           if (signal.aborted) break
           const controller = new AbortController()
-          this.#state = {controller, phase: 'leading', renewedAtMs: Date.now()}
+          this.#state = {controller, phase: 'leading', renewedAtMs: sentAt}
           this.#log.info({identity: this.options.identity, lease: `${this.options.namespace}/${this.options.name}`}, 'became leader')
           void Promise.resolve(this.options.onStartedLeading(controller.signal)).catch((error: unknown) => {
             this.#log.error({err: errorMessage(error)}, 'leader work failed')
@@ -110,14 +126,17 @@ export class LeaderElector {
   }
 
   /** One round: read the lease, and create, take over or renew it when we may. True when we hold it after. */
-  async #tryAcquireOrRenew(): Promise<boolean> {
+  async #tryAcquireOrRenew(budgetMs: number): Promise<boolean> {
     const {client, identity, namespace, name} = this.options
     const path = `/apis/coordination.k8s.io/v1/namespaces/${namespace}/leases`
-    const now = Date.now()
+    // Monotonic time for expiry decisions: a wall-clock step must not make a live lease look expired.
+    const now = performance.now()
+    const wallNow = Date.now()
+    const signal = AbortSignal.any([this.#controller.signal, AbortSignal.timeout(Math.max(1, Math.ceil(budgetMs)))])
     try {
       let lease: Lease | undefined
       try {
-        lease = await client.request<Lease>('GET', `${path}/${name}`, {signal: this.#controller.signal})
+        lease = await client.request<Lease>('GET', `${path}/${name}`, {signal})
       } catch (error) {
         if (!isStatus(error, 'NotFound')) throw error
       }
@@ -126,25 +145,33 @@ export class LeaderElector {
       const decision = decideLease(lease?.spec, this.#observed.atMs, identity, now)
       if (decision === 'wait') return false
       const spec = {
-        acquireTime: decision === 'renew' ? lease!.spec.acquireTime : microTime(now),
+        acquireTime: decision === 'renew' ? lease!.spec.acquireTime : microTime(wallNow),
         holderIdentity: identity,
         leaseDurationSeconds: Math.ceil(this.options.leaseDurationMs / 1000),
         leaseTransitions: (lease?.spec.leaseTransitions ?? 0) + (decision === 'acquire' ? 1 : 0),
-        renewTime: microTime(now),
+        renewTime: microTime(wallNow),
       }
       const body: Lease = {apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: {name, namespace, resourceVersion: lease?.metadata.resourceVersion}, spec}
       // resourceVersion makes the update conditional: two candidates racing for an expired lease cannot both win.
       this.#lease = decision === 'create'
-        ? await client.request<Lease>('POST', path, {body, signal: this.#controller.signal})
-        : await client.request<Lease>('PUT', `${path}/${name}`, {body, signal: this.#controller.signal})
+        ? await client.request<Lease>('POST', path, {body, signal})
+        : await client.request<Lease>('PUT', `${path}/${name}`, {body, signal})
       this.#observed = {atMs: now, record: JSON.stringify(this.#lease.spec)}
+      this.#setFailing(false)
       return true
     } catch (error) {
-      if (!this.#controller.signal.aborted && !isStatus(error, 'Conflict') && !isStatus(error, 'Conflict')) {
-        this.#log.debug({err: errorMessage(error)}, 'leader lease round failed')
-      }
+      // Losing a race for the lease (409) is normal; anything else is logged once per state change.
+      if (!this.#controller.signal.aborted && !isStatus(error, 'Conflict')) this.#setFailing(true, error)
       return false
     }
+  }
+
+  #setFailing(failing: boolean, error?: unknown): void {
+    if (this.#failing === failing) return
+    this.#failing = failing
+    const lease = `${this.options.namespace}/${this.options.name}`
+    if (failing) this.#log.warn({err: errorMessage(error), lease}, 'cannot read or update the leader lease; retrying')
+    else this.#log.info({lease}, 'leader lease reachable again')
   }
 
   /** Gives the lease up so a standby need not wait for it to expire. */
@@ -154,7 +181,8 @@ export class LeaderElector {
     const {client, namespace, name} = this.options
     const body: Lease = {...lease, spec: {...lease.spec, holderIdentity: '', leaseDurationSeconds: 1, renewTime: microTime(Date.now())}}
     try {
-      await client.request('PUT', `/apis/coordination.k8s.io/v1/namespaces/${namespace}/leases/${name}`, {body})
+      // Shutdown must not hang on an unreachable API server: the lease then simply expires.
+      await client.request('PUT', `/apis/coordination.k8s.io/v1/namespaces/${namespace}/leases/${name}`, {body, signal: AbortSignal.timeout(2000)})
       this.#log.info({identity: this.options.identity}, 'released the leader lease')
     } catch (error) {
       this.#log.warn({err: errorMessage(error)}, 'could not release the leader lease; a standby takes over when it expires')

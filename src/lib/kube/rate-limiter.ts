@@ -11,7 +11,8 @@ export interface TokenBucketState {
  * using its token. Pure, so the limiter's arithmetic is tested without timers.
  */
 export function reserveToken(state: TokenBucketState, now: number, qps: number, burst: number): {state: TokenBucketState; waitMs: number} {
-  const refilled = Math.min(burst, state.tokens + ((now - state.at) * qps) / 1000)
+  // A clock that went backwards refills nothing rather than draining the bucket.
+  const refilled = Math.min(burst, state.tokens + (Math.max(0, now - state.at) * qps) / 1000)
   const tokens = refilled - 1
   const waitMs = tokens >= 0 ? 0 : Math.ceil((-tokens * 1000) / qps)
   return {state: {at: now, tokens}, waitMs}
@@ -24,7 +25,8 @@ export class RateLimiter {
   constructor(
     readonly qps: number,
     readonly burst: number,
-    private readonly now: () => number = Date.now,
+    // Monotonic by default: a wall-clock step must not stall every request.
+    private readonly now: () => number = () => performance.now(),
   ) {
     if (!(qps > 0) || !Number.isFinite(qps)) throw new RangeError(`Expected qps to be a finite number > 0, got ${qps}`)
     if (!Number.isInteger(burst) || burst < 1) throw new RangeError(`Expected burst to be an integer >= 1, got ${burst}`)
@@ -32,8 +34,9 @@ export class RateLimiter {
   }
 
   async acquire(signal?: AbortSignal): Promise<void> {
-    const {state, waitMs} = reserveToken(this.#state, this.now(), this.qps, this.burst)
-    this.#state = state
+    const now = this.now()
+    const {state, waitMs} = reserveToken(this.#state, now, this.qps, this.burst)
+    this.#state = {at: Math.max(state.at, this.#state.at), tokens: state.tokens}
     if (waitMs > 0) await sleep(waitMs, undefined, {signal})
   }
 }

@@ -22,6 +22,7 @@ describe('gc once: bad input', function () {
     ['unknown output format', ['-o', 'xml'], /Expected --output=xml to be one of: table, json, yaml/],
     ['--fail-on-stale without --dry-run', ['--fail-on-stale'], /^--fail-on-stale only applies to --dry-run/],
     ['malformed --timeout', ['--timeout', 'soon'], /^--timeout must be a duration such as 30s, 5m or 0 \(none\), got "soon"$/],
+    ['a --timeout longer than a timer can wait', ['--timeout', '720h'], /^--timeout must be at most 596h \(24 days\), or 0 for none, got "720h"$/],
     ['unknown kind', ['--kinds', 'NodeFeature,Pods'], /^--kinds: unknown kind "Pods"; choose from NodeFeature, NodeResourceTopology$/],
     ['missing kubeconfig file', ['--kubeconfig', join(kubeconfigDir, 'absent')], /^kubeconfig .*absent does not exist; pass an existing file with --kubeconfig$/],
     ['unparsable kubeconfig', ['--kubeconfig', brokenKubeconfig], /^kubeconfig .*broken cannot be read: /],

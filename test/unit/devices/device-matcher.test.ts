@@ -108,3 +108,20 @@ describe('ClassMemory', () => {
     expect(memory.classesAfter('remove', usbSerial)).to.deep.equal([])
   })
 })
+
+describe('DeviceMatcher: glob flavours', () => {
+  const nic = device({devName: 'net/tun', properties: {ID_MODEL_FROM_DATABASE: 'USB 10/100 LAN', ID_PATH: 'pci-0000:00:14.0-usb-0:1:1.0'}, subsystem: 'misc'})
+  const cases: Array<[string, MatchRule, boolean]> = [
+    ['* in a property value crosses /', {properties: {ID_MODEL_FROM_DATABASE: 'USB*'}}, true],
+    ['*…* around a / in a property value', {properties: {ID_MODEL_FROM_DATABASE: '*10/100*'}}, true],
+    ['* in an attribute value crosses /', {attributes: {product: '*Bridge / Serial'}}, true],
+    ['* in devName stops at /', {devName: 'net*'}, false],
+    ['devName with a path glob', {devName: 'net/*'}, true],
+  ]
+  const reader: AttributeReader = (_d, name) => (name === 'product' ? 'CP2102 USB to UART Bridge / Serial' : undefined)
+  for (const [name, rule, expected] of cases) {
+    it(name, () => {
+      expect(new DeviceMatcher([deviceClass('c', [rule])]).classesOf(nic, reader)).to.deep.equal(expected ? ['c'] : [])
+    })
+  }
+})

@@ -102,3 +102,11 @@ describe('RateLimiter', () => {
     expect((rejected as Error).name).to.equal('AbortError')
   })
 })
+
+describe('reserveToken with a clock that steps back', () => {
+  it('refills nothing and does not drain the bucket', () => {
+    const {state, waitMs} = reserveToken({at: 10_000_000, tokens: 100}, 10_000_000 - 3_600_000, 50, 100)
+    expect(waitMs).to.equal(0)
+    expect(state.tokens).to.equal(99)
+  })
+})

@@ -1,0 +1,25 @@
+import type {KubeClient} from '../kube/kube-client.js'
+import {listMetadata} from '../kube/metadata-list.js'
+import {nodesResource} from '../kube/resource.js'
+
+/** Up to this many nodes are checked one by one; more, with one fresh node list. */
+const singleChecks = 20
+
+/**
+ * Which of these node names exist right now, read from the API server, not from a cache that may be frozen
+ * by a stalled watch. Uses only `list` on nodes (a field selector per name), the permission the collector
+ * already has. Any failure throws: no answer must never read as "the node is gone".
+ */
+export async function existingNodes(client: KubeClient, names: readonly string[], pageSize: number, signal?: AbortSignal): Promise<Set<string>> {
+  const wanted = [...new Set(names)]
+  if (wanted.length > singleChecks) {
+    const list = await listMetadata(client, nodesResource, {pageSize, signal})
+    return new Set(list.items.map((n) => n.name).filter((n) => wanted.includes(n)))
+  }
+  const present = new Set<string>()
+  for (const name of wanted) {
+    const list = await listMetadata(client, nodesResource, {fieldSelector: `metadata.name=${name}`, pageSize: 1, signal})
+    if (list.items.some((n) => n.name === name)) present.add(name)
+  }
+  return present
+}
