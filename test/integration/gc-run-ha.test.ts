@@ -58,6 +58,8 @@ describe('gc run: leader election with two replicas', function () {
     return gc
   }
   const leaderOf = async (replicas: GcProcess[]): Promise<{leader: GcProcess; standby: GcProcess}> => {
+    // Both up (their health servers listen before this line), then exactly one leads.
+    for (const replica of replicas) await replica.waitForLog('start-up', (l) => l.msg === 'gc run starting')
     const leader = await waitFor('one leader', async () => {
       const leaders = replicas.filter((r) => r.logs.some((l) => l.msg === 'became leader'))
       return leaders.length === 1 ? leaders[0] : undefined
