@@ -9,7 +9,7 @@ set -euo pipefail
 
 KUBE_VERSION="${KUBE_VERSION:-v1.37.2}"
 ETCD_VERSION="${ETCD_VERSION:-v3.7.3}"
-CACHE="${NFDCTL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nfdctl}"
+CACHE="${NFDCTL_CACHE:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/nfdctl}"
 BIN="$CACHE/controlplane/kube-$KUBE_VERSION-etcd-$ETCD_VERSION"
 
 # A dependency that wants a newer Go must fail loudly instead of fetching a toolchain.
