@@ -8,22 +8,14 @@ import type {KubeClient} from '../../src/lib/kube/kube-client.js'
 import type {ControlPlane} from '../controlplane/control-plane.js'
 import {adminClient, startControlPlane} from '../support/cluster.js'
 import {GcProcess} from '../support/gc-process.js'
-import {createNode, createNodeFeature, createTopology, ensureNamespace, exists, inParallel, nodeFeaturePath, resetCluster, topologyPath} from '../support/seed.js'
+import {upsert} from '../support/rbac.js'
+import {createNodeFeature, createTopology, ensureNamespace, exists, nodeFeaturePath, resetCluster, seedNodesWithObjects, topologyPath, waitUntilGone} from '../support/seed.js'
 import {waitFor} from '../support/wait.js'
 
 const leaseFlags = ['--leader-elect', '--leader-elect-namespace', 'gc-ha', '--leader-elect-lease-duration', '3s', '--leader-elect-renew-deadline', '2s', '--leader-elect-retry-period', '250ms']
 
-async function seedNodes(client: KubeClient, names: string[]): Promise<void> {
-  await inParallel(names, 16, async (node) => {
-    await createNode(client, node)
-    await createNodeFeature(client, 'nfd', node, node)
-    await createTopology(client, node)
-  })
-}
-
-async function gone(client: KubeClient, paths: string[], withinMs: number, what: string): Promise<void> {
-  await waitFor(what, async () => (await Promise.all(paths.map((p) => exists(client, p)))).every((e) => !e), {intervalMs: 20, timeoutMs: withinMs})
-}
+const seedNodes = (client: KubeClient, names: string[]): Promise<void> => seedNodesWithObjects(client, names)
+const gone = waitUntilGone
 
 describe('gc run: leader election with two replicas', function () {
   this.timeout(90_000)
@@ -204,12 +196,3 @@ describe('gc run: kube-apiserver restarted mid-run (etcd kept)', function () {
     await waitFor('ready again', async () => (await gc!.get('/readyz')).status === 200, {timeoutMs: 10_000})
   })
 })
-
-async function upsert(client: KubeClient, collection: string, body: {metadata: {name: string; namespace?: string}; [key: string]: unknown}): Promise<void> {
-  try {
-    await client.request('POST', collection, {body})
-  } catch (error) {
-    if (!isStatus(error, 'Conflict')) throw error
-    await client.request('PUT', `${collection}/${body.metadata.name}`, {body})
-  }
-}

@@ -4,7 +4,7 @@ import type {KubeClient} from '../../src/lib/kube/kube-client.js'
 import type {ControlPlane} from '../controlplane/control-plane.js'
 import {adminClient} from '../support/cluster.js'
 import {GcProcess} from '../support/gc-process.js'
-import {createNode, createNodeFeature, createTopology, ensureNamespace, exists, inParallel, nodeFeaturePath, resetCluster, topologyPath} from '../support/seed.js'
+import {createNode, createNodeFeature, createTopology, ensureNamespace, exists, inParallel, nodeFeaturePath, resetCluster, seedNodesWithObjects, topologyPath, waitUntilGone} from '../support/seed.js'
 import {waitFor} from '../support/wait.js'
 
 describe('gc run against a real kube-apiserver', function () {
@@ -18,15 +18,8 @@ describe('gc run against a real kube-apiserver', function () {
     running.push(gc)
     return gc
   }
-  const gone = async (paths: string[], withinMs: number, what: string): Promise<void> => {
-    await waitFor(what, async () => (await Promise.all(paths.map((p) => exists(client, p)))).every((e) => !e), {intervalMs: 20, timeoutMs: withinMs})
-  }
-  const seedNodes = (names: string[]): Promise<unknown> =>
-    inParallel(names, 32, async (node) => {
-      await createNode(client, node)
-      await createNodeFeature(client, 'nfd', node, node)
-      await createTopology(client, node)
-    })
+  const gone = (paths: string[], withinMs: number, what: string): Promise<void> => waitUntilGone(client, paths, withinMs, what)
+  const seedNodes = (names: string[]): Promise<void> => seedNodesWithObjects(client, names)
 
   before(async function () {
     ;({client, plane} = await adminClient(this))

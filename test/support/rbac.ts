@@ -17,15 +17,16 @@ export async function bindClusterRole(client: KubeClient, name: string, user: st
     roleRef: {apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name},
     subjects: [{apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: user}],
   }
-  await upsert(client, '/apis/rbac.authorization.k8s.io/v1/clusterroles', name, role)
-  await upsert(client, '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings', name, binding)
+  await upsert(client, '/apis/rbac.authorization.k8s.io/v1/clusterroles', role)
+  await upsert(client, '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings', binding)
 }
 
-async function upsert(client: KubeClient, collection: string, name: string, body: object): Promise<void> {
+/** Creates the object, or replaces it when it exists. */
+export async function upsert(client: KubeClient, collection: string, body: {metadata: {name: string; namespace?: string}; [key: string]: unknown}): Promise<void> {
   try {
     await client.request('POST', collection, {body})
   } catch (error) {
     if (!isStatus(error, 'Conflict')) throw error
-    await client.request('PUT', `${collection}/${name}`, {body})
+    await client.request('PUT', `${collection}/${body.metadata.name}`, {body})
   }
 }

@@ -4,6 +4,7 @@ import {isStatus} from '../../src/lib/kube/api-error.js'
 import type {KubeClient} from '../../src/lib/kube/kube-client.js'
 import {listMetadata} from '../../src/lib/kube/metadata-list.js'
 import {nodeNameLabel} from '../../src/lib/gc/kinds.js'
+import {waitFor} from './wait.js'
 
 export interface Created {
   readonly name: string
@@ -73,4 +74,18 @@ export async function resetCluster(client: KubeClient): Promise<void> {
 export async function inParallel<T, R>(items: readonly T[], concurrency: number, fn: (item: T) => Promise<R>): Promise<R[]> {
   const limit = pLimit(concurrency)
   return Promise.all(items.map((item) => limit(() => fn(item))))
+}
+
+/** Nodes, each with the NodeFeature (in `namespace`) and the NodeResourceTopology nfd would write for it. */
+export async function seedNodesWithObjects(client: KubeClient, names: readonly string[], namespace = 'nfd', concurrency = 32): Promise<void> {
+  await inParallel(names, concurrency, async (node) => {
+    await createNode(client, node)
+    await createNodeFeature(client, namespace, node, node)
+    await createTopology(client, node)
+  })
+}
+
+/** Waits until none of these object paths exists any more. */
+export async function waitUntilGone(client: KubeClient, paths: readonly string[], withinMs: number, what: string): Promise<void> {
+  await waitFor(what, async () => (await Promise.all(paths.map((p) => exists(client, p)))).every((e) => !e), {intervalMs: 20, timeoutMs: withinMs})
 }
