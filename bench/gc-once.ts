@@ -14,7 +14,7 @@ import type {SweepReport} from '../src/lib/gc/sweep-report.js'
 import {openCluster} from '../src/lib/kube/connect.js'
 import {ControlPlane} from '../test/controlplane/control-plane.js'
 import {ensureBinaries, repoRoot} from '../test/controlplane/paths.js'
-import {createNode, createNodeFeature, createTopology, ensureNamespace, inParallel, nodeFeaturePath, topologyPath} from '../test/support/seed.js'
+import {createNodeFeature, createTopology, ensureNamespace, inParallel, nodeFeaturePath, topologyPath, seedNodesWithObjects} from '../test/support/seed.js'
 
 const {values} = parseArgs({
   options: {
@@ -45,11 +45,7 @@ try {
   const seedStarted = performance.now()
   const liveNames = [...Array(nodes).keys()].map((i) => `node-${i}`)
   const goneNames = [...Array(stale / 2).keys()].map((i) => `gone-${i}`)
-  await inParallel(liveNames, 64, async (node) => {
-    await createNode(seeder, node)
-    await createNodeFeature(seeder, 'nfd', node, node)
-    await createTopology(seeder, node)
-  })
+  await seedNodesWithObjects(seeder, liveNames, 'nfd', 64)
   const seedStale = (): Promise<unknown> =>
     inParallel(goneNames, 64, async (node) => {
       await createNodeFeature(seeder, 'nfd', node, node)

@@ -13,7 +13,7 @@ import {parseArgs} from 'node:util'
 
 import {ControlPlane} from '../test/controlplane/control-plane.js'
 import {ensureBinaries, repoRoot} from '../test/controlplane/paths.js'
-import {createNode, createNodeFeature, createTopology, ensureNamespace, exists, inParallel, nodeFeaturePath, topologyPath} from '../test/support/seed.js'
+import {ensureNamespace, exists, nodeFeaturePath, topologyPath, seedNodesWithObjects} from '../test/support/seed.js'
 import {waitFor} from '../test/support/wait.js'
 
 const {values} = parseArgs({options: {deletions: {default: '50', type: 'string'}, nodes: {default: '5000', type: 'string'}}})
@@ -34,11 +34,7 @@ try {
   await ensureNamespace(client, 'nfd')
   const names = [...Array(nodes).keys()].map((i) => `node-${i}`)
   const seedStarted = performance.now()
-  await inParallel(names, 64, async (node) => {
-    await createNode(client, node)
-    await createNodeFeature(client, 'nfd', node, node)
-    await createTopology(client, node)
-  })
+  await seedNodesWithObjects(client, names, 'nfd', 64)
   log(`seeded ${nodes} nodes and ${2 * nodes} objects in ${((performance.now() - seedStarted) / 1000).toFixed(1)}s`)
 
   const rssFile = join(dir, 'rss')

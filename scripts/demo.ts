@@ -6,7 +6,7 @@ import {join} from 'node:path'
 
 import {ControlPlane} from '../test/controlplane/control-plane.js'
 import {ensureBinaries, repoRoot} from '../test/controlplane/paths.js'
-import {createNode, createNodeFeature, createTopology, ensureNamespace, inParallel} from '../test/support/seed.js'
+import {createNodeFeature, createTopology, ensureNamespace, seedNodesWithObjects} from '../test/support/seed.js'
 
 const say = (line: string): void => {
   process.stdout.write(`\n\u001B[1m# ${line}\u001B[0m\n`)
@@ -23,11 +23,7 @@ say('seeding 8 Nodes, each with a NodeFeature and a NodeResourceTopology, plus o
 await ensureNamespace(client, 'node-feature-discovery')
 await ensureNamespace(client, 'gpu-operator')
 const live = [...Array(8).keys()].map((i) => `worker-${i + 1}`)
-await inParallel(live, 8, async (node) => {
-  await createNode(client, node)
-  await createNodeFeature(client, 'node-feature-discovery', node, node)
-  await createTopology(client, node)
-})
+await seedNodesWithObjects(client, live, 'node-feature-discovery', 8)
 for (const gone of ['worker-9', 'worker-10']) {
   await createNodeFeature(client, 'node-feature-discovery', gone, gone)
   await createTopology(client, gone)

@@ -2,7 +2,7 @@ import {Flags} from '@oclif/core'
 
 import {UsageError} from '../lib/errors.js'
 
-function positiveNumber(flag: string) {
+function numberFlag(flag: string) {
   return async (input: string): Promise<number> => {
     const value = Number(input)
     if (input.trim() === '' || !Number.isFinite(value)) throw new UsageError(`--${flag} must be a number, got "${input}"`)
@@ -15,7 +15,7 @@ export const kubeFlags = {
   burst: Flags.integer({default: 100, description: 'client-side burst above --qps', helpGroup: 'KUBERNETES'}),
   context: Flags.string({description: 'kubeconfig context to use (default: current-context)', helpGroup: 'KUBERNETES'}),
   kubeconfig: Flags.string({description: 'path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)', helpGroup: 'KUBERNETES'}),
-  qps: Flags.custom<number>({default: 50, description: 'client-side limit of API requests per second', helpGroup: 'KUBERNETES', parse: positiveNumber('qps')})(),
+  qps: Flags.custom<number>({default: 50, description: 'client-side limit of API requests per second', helpGroup: 'KUBERNETES', parse: numberFlag('qps')})(),
 }
 
-export {positiveNumber}
+export {numberFlag}

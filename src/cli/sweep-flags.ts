@@ -1,7 +1,7 @@
 import {Flags} from '@oclif/core'
 
 import {gcKindNames} from '../lib/gc/kinds.js'
-import {positiveNumber} from './kube-flags.js'
+import {numberFlag} from './kube-flags.js'
 
 /** What to collect and how hard: shared by `gc once` and `gc run`. */
 export const collectFlags = {
@@ -14,7 +14,7 @@ export const collectFlags = {
   'max-delete-ratio': Flags.custom<number>({
     default: 0.5,
     description: 'refuse to delete more than this share (0..1) of the scanned objects',
-    parse: positiveNumber('max-delete-ratio'),
+    parse: numberFlag('max-delete-ratio'),
   })(),
 }
 

@@ -5,7 +5,7 @@ import type {KubeClient} from '../../src/lib/kube/kube-client.js'
 import type {SweepReport} from '../../src/lib/gc/sweep-report.js'
 import {adminClient} from '../support/cluster.js'
 import {nfdctl} from '../support/run-cli.js'
-import {createNode, createNodeFeature, createTopology, ensureNamespace, exists, inParallel, nodeFeaturePath, resetCluster, topologyPath} from '../support/seed.js'
+import {createNodeFeature, createTopology, ensureNamespace, exists, inParallel, nodeFeaturePath, resetCluster, topologyPath, seedNodesWithObjects} from '../support/seed.js'
 
 describe('gc once against a real kube-apiserver', function () {
   let plane: ControlPlane
@@ -26,11 +26,7 @@ describe('gc once against a real kube-apiserver', function () {
 
   /** Nodes live-1..live-N, each with a NodeFeature in nfd and a NodeResourceTopology. */
   async function seedLive(count: number): Promise<void> {
-    await inParallel([...Array(count).keys()].map((i) => `live-${i + 1}`), 16, async (node) => {
-      await createNode(client, node)
-      await createNodeFeature(client, 'nfd', node, node)
-      await createTopology(client, node)
-    })
+    await seedNodesWithObjects(client, [...Array(count).keys()].map((i) => `live-${i + 1}`), 'nfd', 16)
   }
 
   it('deletes objects of vanished nodes across namespaces and keeps every live one', async function () {

@@ -15,7 +15,7 @@ import {crdDir} from '../controlplane/paths.js'
 import {adminClient, startControlPlane} from '../support/cluster.js'
 import {bindClusterRole} from '../support/rbac.js'
 import {nfdctl} from '../support/run-cli.js'
-import {createNode, createNodeFeature, createTopology, ensureNamespace, exists, inParallel, nodeFeaturePath, resetCluster, topologyPath} from '../support/seed.js'
+import {createNode, createNodeFeature, createTopology, ensureNamespace, exists, inParallel, nodeFeaturePath, resetCluster, topologyPath, seedNodesWithObjects} from '../support/seed.js'
 
 const gcRules = [
   {apiGroups: ['nfd.k8s-sigs.io'], resources: ['nodefeatures'], verbs: ['list', 'delete']},
@@ -38,11 +38,7 @@ describe('gc once safety against a real kube-apiserver', function () {
 
   beforeEach(async function () {
     await resetCluster(client)
-    await inParallel(['n1', 'n2', 'n3'], 3, async (node) => {
-      await createNode(client, node)
-      await createNodeFeature(client, 'nfd', node, node)
-      await createTopology(client, node)
-    })
+    await seedNodesWithObjects(client, ['n1', 'n2', 'n3'], 'nfd', 3)
     await createNodeFeature(client, 'nfd', 'gone', 'gone')
     await createTopology(client, 'gone')
   })

@@ -17,9 +17,6 @@ export interface DeviceEvent {
   /** The kernel's action (add, remove, change, bind, …); `add`/`remove` also after an overflow rescan. */
   readonly action: string
   readonly device: Device
-  /** When the uevent was read from the socket (performance.now()). */
-  readonly receivedAt: number
-  readonly seqnum?: number
 }
 
 export interface DeviceWatcherOptions {
@@ -50,8 +47,7 @@ export class DeviceWatcher {
     this.#socket = new NetlinkUeventSocket({
       onDatagram: (datagram) => {
         const event = parseUevent(datagram)
-        const receivedAt = performance.now()
-        if (event) this.#enqueue(() => this.#handle(event, receivedAt))
+        if (event) this.#enqueue(() => this.#handle(event))
       },
       onError: (error) => this.options.onError?.(error),
       onOverflow: () => this.#rescan(),
@@ -96,7 +92,7 @@ export class DeviceWatcher {
     })
   }
 
-  async #handle(event: Uevent, receivedAt: number): Promise<void> {
+  async #handle(event: Uevent): Promise<void> {
     if (this.#stopped) return
     const key = deviceKeyOf(event)
     if (!key) return
@@ -110,7 +106,7 @@ export class DeviceWatcher {
       device = (await this.options.source.scanOne(key.type, key.major, key.minor)) ?? deviceFromEvent(event, id, key)
       this.devices.set(id, device)
     }
-    this.options.onEvent({action: event.action, device, receivedAt, seqnum: event.seqnum})
+    this.options.onEvent({action: event.action, device})
   }
 
   #rescan(): void {
@@ -120,16 +116,15 @@ export class DeviceWatcher {
     this.#enqueue(async () => {
       this.#rescanQueued = false
       const now = await this.options.source.scanAll()
-      const receivedAt = performance.now()
       const seen = new Set(now.map((d) => d.id))
       for (const [id, device] of this.devices) {
         if (!seen.has(id)) {
           this.devices.delete(id)
-          this.options.onEvent({action: 'remove', device, receivedAt})
+          this.options.onEvent({action: 'remove', device})
         }
       }
       for (const device of now) {
-        if (!this.devices.has(device.id)) this.options.onEvent({action: 'add', device, receivedAt})
+        if (!this.devices.has(device.id)) this.options.onEvent({action: 'add', device})
         this.devices.set(device.id, device)
       }
     })

@@ -21,7 +21,7 @@ export interface ReadOptions {
    * Where Nodes come from: a live cache (gc run), read after the objects are listed; default: a fresh
    * paginated list (gc once).
    */
-  readonly nodes?: () => ReadonlySet<string>
+  readonly nodes?: () => Iterable<string>
   /** Test seam for real-server races: runs after each page of a listing. */
   readonly afterPage?: (what: string, page: number) => Promise<void>
 }

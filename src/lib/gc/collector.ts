@@ -9,7 +9,7 @@ import type {GcKind} from './kinds.js'
 import type {GcMetrics} from './metrics.js'
 import {existingNodes} from './live-nodes.js'
 import {findObjectsOfNodes} from './node-objects.js'
-import {batchDeadlineMs, forgetStale, observeStale, type StaleSightings} from './stale-tracker.js'
+import {batchDeadlineMs, forgetStale, observeStale, recheckAtMs, type StaleSightings} from './stale-tracker.js'
 import {planSweep, type PlanOptions, type StaleObject} from './sweep-planner.js'
 
 export interface CollectorOptions {
@@ -48,7 +48,8 @@ export class Collector {
   #stopping?: Promise<void>
   #intervalTimer?: NodeJS.Timeout
   #recheckTimer?: NodeJS.Timeout
-  #batch?: {names: Set<string>; firstAt: number; lastAt: number; timer: NodeJS.Timeout}
+  #batch?: {names: Set<string>; firstAt: number; lastAt: number}
+  #batchTimer?: NodeJS.Timeout
 
   constructor(readonly options: CollectorOptions) {
     if (!(options.intervalMs > 0)) throw new RangeError(`Expected intervalMs to be > 0, got ${options.intervalMs}`)
@@ -63,21 +64,12 @@ export class Collector {
     })
   }
 
-  /** Node cache synced and the last sweep completed without errors. */
-  get ready(): boolean {
-    return this.#informer.synced && this.#lastSweepOk
-  }
-
   /** For /readyz: ready, or what is missing. */
   status(): {ready: boolean; reason: string} {
     if (!this.#informer.synced) return {ready: false, reason: 'node cache not synced yet'}
     if (!this.#informer.connected) return {ready: false, reason: 'node watch disconnected; reconnecting'}
     if (!this.#lastSweepOk) return {ready: false, reason: 'the last sweep failed or was refused (see the logs)'}
     return {ready: true, reason: 'ok'}
-  }
-
-  get nodeCount(): number {
-    return this.#informer.cache.size
   }
 
   /** Syncs the node cache and runs the first sweep; resolves when that sweep is done. */
@@ -100,7 +92,7 @@ export class Collector {
     this.#stopped = true
     clearTimeout(this.#intervalTimer)
     clearTimeout(this.#recheckTimer)
-    if (this.#batch) clearTimeout(this.#batch.timer)
+    clearTimeout(this.#batchTimer)
     this.#controller.abort(new Error('collector stopped'))
     await this.#informer.stop()
     await this.#queue
@@ -109,14 +101,13 @@ export class Collector {
   #nodeDeleted(name: string): void {
     if (this.#stopped) return
     const now = Date.now()
-    const batch = this.#batch ?? {firstAt: now, lastAt: now, names: new Set<string>(), timer: undefined as unknown as NodeJS.Timeout}
+    const batch = (this.#batch ??= {firstAt: now, lastAt: now, names: new Set<string>()})
     batch.names.add(name)
     batch.lastAt = now
-    clearTimeout(batch.timer)
     // One timer, re-armed per event for the batch deadline: no polling.
+    clearTimeout(this.#batchTimer)
     const deadline = batchDeadlineMs(batch.firstAt, batch.lastAt, this.options.batchQuietMs ?? 100, this.options.batchMaxWaitMs ?? 1000)
-    batch.timer = setTimeout(() => this.#flushBatch(), Math.max(0, deadline - now))
-    this.#batch = batch
+    this.#batchTimer = setTimeout(() => this.#flushBatch(), Math.max(0, deadline - now))
   }
 
   #flushBatch(): void {
@@ -160,7 +151,7 @@ export class Collector {
       const read = await readCluster(this.options.client, {
         kinds: this.options.kinds,
         listSize: this.options.listSize,
-        nodes: () => new Set(this.#informer.cache.keys()),
+        nodes: () => this.#informer.cache.keys(),
         onEvent: (e) => {
           if (e.type === 'list-failed') this.options.metrics?.listErrors.inc({resource: e.what})
         },
@@ -175,10 +166,7 @@ export class Collector {
         this.#lastSweepOk = false
         return
       }
-      const observation = observeStale(this.#sightings, plan.stale, Date.now(), this.options.graceMs, 'all')
-      this.#sightings = observation.sightings
-      const {deleted, failed} = await this.#deleteDue(observation.due)
-      this.#armRecheck()
+      const {deleted, failed} = await this.#observe(plan.stale, 'all')
       this.#lastSweepOk = failed === 0
       if (failed === 0) this.options.metrics?.lastSuccessfulSweep.set(Date.now() / 1000)
       this.#log.info({
@@ -198,20 +186,28 @@ export class Collector {
 
   async #collectNodes(names: string[]): Promise<void> {
     const gone = names.filter((n) => !this.#informer.cache.has(n))
+    const goneSet = new Set(gone)
     try {
       const objects = await findObjectsOfNodes(this.options.client, this.options.kinds, gone, this.options.listSize, this.#controller.signal)
+      // A node that came back meanwhile is caught by #deleteDue, which checks the cache and the API server.
       const stale = objects.flatMap((o): StaleObject[] => {
         const node = o.kind.nodeOf(o.meta)
-        return node !== undefined && gone.includes(node) && !this.#informer.cache.has(node) ? [{...o, node, reason: 'node-gone'}] : []
+        return node !== undefined && goneSet.has(node) ? [{...o, node, reason: 'node-gone'}] : []
       })
-      const observation = observeStale(this.#sightings, stale, Date.now(), this.options.graceMs, 'seen')
-      this.#sightings = observation.sightings
-      const {deleted, failed} = await this.#deleteDue(observation.due)
-      this.#armRecheck()
+      const {deleted, failed} = await this.#observe(stale, 'seen')
       this.#log.info({deleted, failed, found: stale.length, nodes: gone}, 'collected objects of deleted nodes')
     } catch (error) {
       if (!this.#stopped) this.#log.warn({err: errorMessage(error), nodes: gone}, 'could not collect objects of deleted nodes; the next sweep will')
     }
+  }
+
+  /** Records a sighting of these stale objects, deletes those that are due, and schedules the next look. */
+  async #observe(stale: readonly StaleObject[], scope: 'all' | 'seen'): Promise<{deleted: number; failed: number}> {
+    const observation = observeStale(this.#sightings, stale, Date.now(), this.options.graceMs, scope)
+    this.#sightings = observation.sightings
+    const result = await this.#deleteDue(observation.due)
+    this.#armRecheck()
+    return result
   }
 
   async #deleteDue(due: readonly StaleObject[]): Promise<{deleted: number; failed: number}> {
@@ -251,14 +247,7 @@ export class Collector {
     clearTimeout(this.#recheckTimer)
     if (this.#stopped || this.options.graceMs === 0) return
     const now = Date.now()
-    let next: number | undefined
-    for (const {firstSeenMs} of this.#sightings.values()) {
-      // Past due but not yet confirmed (seen once, or its deletion failed): look again one grace period
-      // from now, never in a hot loop.
-      const dueAt = firstSeenMs + this.options.graceMs
-      const due = dueAt > now ? dueAt : now + Math.max(this.options.graceMs, 1000)
-      next = next === undefined ? due : Math.min(next, due)
-    }
+    const next = recheckAtMs(this.#sightings, now, this.options.graceMs)
     if (next === undefined) return
     // The second sighting: a sweep once the earliest pending object has waited out the grace period.
     this.#recheckTimer = setTimeout(() => void this.#enqueue({type: 'sweep', why: 'grace period elapsed'}), Math.max(0, next - now))

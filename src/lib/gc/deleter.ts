@@ -15,7 +15,6 @@ export interface DeleteOptions {
   readonly concurrency: number
   readonly signal?: AbortSignal
   readonly onProgress?: (progress: {done: number; failed: number; total: number}) => void
-  readonly onResult?: (result: DeleteResult) => void
 }
 
 /**
@@ -40,7 +39,6 @@ export async function deleteStale(client: KubeClient, stale: readonly StaleObjec
     }
     done++
     if (result.outcome === 'failed') failed++
-    options.onResult?.(result)
     options.onProgress?.({done, failed, total: stale.length})
     return result
   }

@@ -1,7 +1,6 @@
 import {isStatus} from '../kube/api-error.js'
-import {metadataWatchAccept} from '../kube/informer.js'
 import type {KubeClient} from '../kube/kube-client.js'
-import {listMetadata} from '../kube/metadata-list.js'
+import {listMetadata, metadataObjectAccept} from '../kube/metadata-list.js'
 import {objectPath, type ObjectMeta} from '../kube/resource.js'
 import type {GcKind} from './kinds.js'
 import type {ObservedObject} from './sweep-planner.js'
@@ -39,7 +38,7 @@ export async function findObjectsOfNodes(client: KubeClient, kinds: readonly GcK
 
 async function getMetadata(client: KubeClient, path: string, signal?: AbortSignal): Promise<ObjectMeta | undefined> {
   try {
-    const object = await client.request<{metadata: ObjectMeta}>('GET', path, {accept: metadataWatchAccept, signal})
+    const object = await client.request<{metadata: ObjectMeta}>('GET', path, {accept: metadataObjectAccept, signal})
     return object.metadata
   } catch (error) {
     if (isStatus(error, 'NotFound')) return undefined

@@ -41,6 +41,21 @@ export function forgetStale(sightings: StaleSightings, uids: Iterable<string>): 
   return next
 }
 
+/**
+ * When to look again at pending objects: when the earliest one becomes due; one already past due (seen
+ * once only, or its deletion failed) is looked at one grace period (at least 1 s) from now, never in a
+ * hot loop. Undefined when nothing is pending. Pure.
+ */
+export function recheckAtMs(sightings: StaleSightings, nowMs: number, graceMs: number): number | undefined {
+  let next: number | undefined
+  for (const {firstSeenMs} of sightings.values()) {
+    const dueAt = firstSeenMs + graceMs
+    const at = dueAt > nowMs ? dueAt : nowMs + Math.max(graceMs, 1000)
+    next = next === undefined ? at : Math.min(next, at)
+  }
+  return next
+}
+
 /** When a batch of events should be processed: after `quietMs` without events, at most `maxWaitMs` after the first. */
 export function batchDeadlineMs(firstAtMs: number, lastAtMs: number, quietMs: number, maxWaitMs: number): number {
   return Math.min(lastAtMs + quietMs, firstAtMs + maxWaitMs)

@@ -27,7 +27,6 @@ const tokenFileTtlMs = 60_000
 export class Credentials {
   #cached?: {headers: Record<string, string>; until: number}
   #inFlight?: Promise<Record<string, string>>
-  #pendingExecStatus?: NonNullable<ExecCredential['status']>
 
   private constructor(
     private readonly config: ResolvedKubeConfig,
@@ -60,7 +59,7 @@ export class Credentials {
         tls.cert = Buffer.from(status.clientCertificateData)
         tls.key = Buffer.from(status.clientKeyData)
       }
-      credentials.#pendingExecStatus = status // the first request uses this run's token
+      credentials.#remember(...execHeaders(status)) // the first request uses this run's token while it is valid
     }
     return credentials
   }
@@ -69,23 +68,16 @@ export class Credentials {
   async headers(refresh = false): Promise<Record<string, string>> {
     if (!refresh && this.#cached && Date.now() < this.#cached.until) return this.#cached.headers
     // Parallel requests share one refresh: an exec plugin runs once, not once per request.
-    this.#inFlight ??= this.#fetchHeaders(refresh).finally(() => (this.#inFlight = undefined))
+    this.#inFlight ??= this.#fetchHeaders().finally(() => (this.#inFlight = undefined))
     return this.#inFlight
   }
 
-  async #fetchHeaders(refresh: boolean): Promise<Record<string, string>> {
+  async #fetchHeaders(): Promise<Record<string, string>> {
     const {user} = this.config
+    if (user.exec) return this.#remember(...execHeaders(await this.#runExec()))
     const headers: Record<string, string> = {}
     let until = Number.POSITIVE_INFINITY
-    if (user.exec) {
-      const pending = this.#pendingExecStatus
-      this.#pendingExecStatus = undefined
-      const fresh = pending && (!pending.expirationTimestamp || Date.parse(pending.expirationTimestamp) - 10_000 > Date.now())
-      const status = !refresh && fresh ? pending : await this.#runExec()
-      if (status.token) headers.Authorization = `Bearer ${status.token}`
-      // Renew a little before the plugin's expiry.
-      if (status.expirationTimestamp) until = Date.parse(status.expirationTimestamp) - 10_000
-    } else if (user.tokenFile) {
+    if (user.tokenFile) {
       try {
         headers.Authorization = `Bearer ${(await readFile(user.tokenFile, 'utf8')).trim()}`
       } catch (error) {
@@ -97,7 +89,11 @@ export class Credentials {
     } else if (user.username !== undefined) {
       headers.Authorization = `Basic ${Buffer.from(`${user.username}:${user.password ?? ''}`).toString('base64')}`
     }
-    if (user.impersonate) headers['Impersonate-User'] = user.impersonate
+    return this.#remember(headers, until)
+  }
+
+  #remember(headers: Record<string, string>, until: number): Record<string, string> {
+    if (this.config.user.impersonate) headers['Impersonate-User'] = this.config.user.impersonate
     this.#cached = {headers, until}
     return headers
   }
@@ -118,4 +114,11 @@ export class Credentials {
       throw new ConfigError(`${this.config.origin}: credential plugin "${exec.command}" failed: ${errorMessage(error).split('\n')[0]}`, {cause: error})
     }
   }
+}
+
+/** An exec plugin's token as headers, valid until a little before the plugin's expiry. */
+function execHeaders(status: NonNullable<ExecCredential['status']>): [Record<string, string>, number] {
+  const headers: Record<string, string> = status.token ? {Authorization: `Bearer ${status.token}`} : {}
+  const until = status.expirationTimestamp ? Date.parse(status.expirationTimestamp) - 10_000 : Number.POSITIVE_INFINITY
+  return [headers, until]
 }

@@ -5,10 +5,8 @@ import {noopLogger, type Logger} from '../observe/logger.js'
 import {isStatus} from './api-error.js'
 import {afterList, afterWait, afterWatch, failuresOf, initialInformerState, watchOpened, reconnectDelayMs, vanished, type Ending, type InformerState} from './informer-state.js'
 import type {KubeClient} from './kube-client.js'
-import {listMetadata} from './metadata-list.js'
+import {listMetadata, metadataObjectAccept, toMeta} from './metadata-list.js'
 import {collectionPath, describeResource, type ObjectMeta, type ResourceRef} from './resource.js'
-
-export const metadataWatchAccept = 'application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json'
 
 export interface InformerOptions {
   readonly client: KubeClient
@@ -17,7 +15,6 @@ export interface InformerOptions {
   readonly logger?: Logger
   /** A deletion seen on the watch, or found by diffing a relist (a missed deletion). */
   readonly onDeleted?: (object: ObjectMeta) => void
-  readonly onConnectionChange?: (connected: boolean) => void
   readonly random?: () => number
   /** Server-side watch timeout; the watch is then resumed from the last resourceVersion. */
   readonly watchTimeoutSeconds?: number
@@ -57,10 +54,6 @@ export class MetadataInformer {
   /** True while the cache is being kept current (the last list or watch succeeded). */
   get connected(): boolean {
     return this.#connected === true
-  }
-
-  get phase(): InformerState['phase'] {
-    return this.#state.phase
   }
 
   /** Starts listing and watching; resolves once the cache is synced (retrying the first list until it is). */
@@ -138,7 +131,7 @@ export class MetadataInformer {
     try {
       armIdle()
       const events = await this.options.client.openWatch(collectionPath(this.options.resource), {
-        accept: metadataWatchAccept,
+        accept: metadataObjectAccept,
         query: {allowWatchBookmarks: true, resourceVersion, timeoutSeconds, watch: true},
         signal: AbortSignal.any([signal, idle.signal]),
         timeoutMs: (timeoutSeconds + 30) * 1000,
@@ -162,7 +155,7 @@ export class MetadataInformer {
           this.cache.delete(key(meta))
           this.options.onDeleted?.(meta)
         } else {
-          this.cache.set(key(meta), {labels: meta.labels, name: meta.name, namespace: meta.namespace, resourceVersion: meta.resourceVersion, uid: meta.uid})
+          this.cache.set(key(meta), toMeta(meta))
         }
       }
       return 'closed'
@@ -183,7 +176,6 @@ export class MetadataInformer {
     const resource = describeResource(this.options.resource)
     if (connected && before === false) this.#log.info({resource}, 'watch reconnected')
     if (!connected) this.#log.warn({err: errorMessage(error), resource}, 'watch connection lost; retrying with back-off')
-    this.options.onConnectionChange?.(connected)
   }
 }
 

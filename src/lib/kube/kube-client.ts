@@ -30,7 +30,15 @@ export interface RequestOptions {
 export interface ClientStats {
   requests: number
   retries: number
-  readonly byMethod: Record<string, number>
+}
+
+interface OpenOptions {
+  readonly accept?: string
+  readonly body?: unknown
+  readonly contentType?: string
+  readonly signal?: AbortSignal
+  readonly timeoutMs: number
+  readonly refreshAuth?: boolean
 }
 
 /**
@@ -38,7 +46,7 @@ export interface ClientStats {
  * counted. Speaks JSON over keep-alive HTTP(S) with the TLS material and credentials of a kubeconfig.
  */
 export class KubeClient {
-  readonly stats: ClientStats = {byMethod: {}, requests: 0, retries: 0}
+  readonly stats: ClientStats = {requests: 0, retries: 0}
   readonly server: URL
   readonly #agent: http.Agent
   readonly #limiter: RateLimiter
@@ -65,17 +73,12 @@ export class KubeClient {
   async request<T>(method: string, path: string, options: RequestOptions = {}): Promise<T> {
     const url = this.#url(path, options.query)
     let refreshedAuth = false
-    let refreshNext = false
+    let refreshAuth = false
     for (let attempt = 0; ; attempt++) {
-      await this.#limiter.acquire(options.signal).catch((error: unknown) => {
-        throw aborted(method, path, options.signal, error)
-      })
-      this.stats.requests++
-      this.stats.byMethod[method] = (this.stats.byMethod[method] ?? 0) + 1
-      let response: Awaited<ReturnType<KubeClient['send']>>
+      let response: {status: number; body: string; contentType: string; retryAfter?: string}
       try {
-        response = await this.send(method, url, options, refreshNext)
-        refreshNext = false
+        response = await readAll(await this.#open(method, url, {...options, refreshAuth, timeoutMs: this.#timeoutMs}))
+        refreshAuth = false
       } catch (error) {
         if (options.signal?.aborted) throw aborted(method, path, options.signal, error)
         const delay = retryDelayMs(this.#retry, attempt, {kind: 'network'}, this.#random())
@@ -94,7 +97,7 @@ export class KubeClient {
       if (apiError.statusClass === 'Unauthorized' && !refreshedAuth) {
         // An expired token: fetch fresh credentials once before giving up.
         refreshedAuth = true
-        refreshNext = true
+        refreshAuth = true
         continue
       }
       const delay = retryDelayMs(this.#retry, attempt, {kind: 'status', retryAfterSeconds: apiError.retryAfterSeconds, statusClass: apiError.statusClass}, this.#random())
@@ -110,23 +113,17 @@ export class KubeClient {
    */
   async openWatch(path: string, options: {query?: RequestOptions['query']; accept?: string; signal?: AbortSignal; timeoutMs: number}): Promise<AsyncGenerator<unknown>> {
     const url = this.#url(path, options.query)
-    await this.#limiter.acquire(options.signal)
-    this.stats.requests++
-    this.stats.byMethod.WATCH = (this.stats.byMethod.WATCH ?? 0) + 1
-    const headers = {...(await this.credentials.headers()), Accept: options.accept ?? 'application/json', 'User-Agent': 'nfdctl'}
-    const signal = options.signal ? AbortSignal.any([options.signal, AbortSignal.timeout(options.timeoutMs)]) : AbortSignal.timeout(options.timeoutMs)
-    const transport = url.protocol === 'https:' ? https : http
-    const response = await new Promise<http.IncomingMessage>((resolve, reject) => {
-      const req = transport.request(url, {agent: this.#agent, headers, method: 'GET', signal}, resolve)
-      req.on('error', reject)
-      req.end()
-    })
+    const response = await this.#open('GET', url, options)
     if (response.statusCode !== 200) {
-      const chunks: Buffer[] = []
-      for await (const chunk of response) chunks.push(chunk as Buffer)
-      throw KubeApiError.fromResponse('GET', url.pathname, response.statusCode ?? 0, Buffer.concat(chunks).toString('utf8'), response.headers['retry-after'] as string | undefined)
+      const {body, retryAfter, status} = await readAll(response)
+      throw KubeApiError.fromResponse('GET', url.pathname, status, body, retryAfter)
     }
     return events(response)
+  }
+
+  /** Releases the keep-alive sockets. Idempotent. */
+  close(): void {
+    this.#agent.destroy()
   }
 
   /** The server URL may carry a path prefix (Rancher, API proxies): API paths go below it, not over it. */
@@ -136,21 +133,12 @@ export class KubeClient {
     return url
   }
 
-  /** Releases the keep-alive sockets. Idempotent. */
-  close(): void {
-    this.#agent.destroy()
-  }
-
-  async #backOff(delayMs: number, method: string, path: string, signal?: AbortSignal): Promise<void> {
-    this.stats.retries++
-    await sleep(delayMs, undefined, {signal}).catch((error: unknown) => {
-      throw aborted(method, path, signal, error)
-    })
-  }
-
-  private async send(method: string, url: URL, options: RequestOptions, forceRefresh: boolean): Promise<{status: number; body: string; contentType: string; retryAfter?: string}> {
+  /** One rate-limited, counted HTTP exchange up to the response headers; the body is the caller's to read. */
+  async #open(method: string, url: URL, options: OpenOptions): Promise<http.IncomingMessage> {
+    await this.#limiter.acquire(options.signal)
+    this.stats.requests++
     const headers: Record<string, string> = {
-      ...(await this.credentials.headers(forceRefresh)),
+      ...(await this.credentials.headers(options.refreshAuth)),
       Accept: options.accept ?? 'application/json',
       'User-Agent': 'nfdctl',
     }
@@ -160,21 +148,33 @@ export class KubeClient {
       headers['Content-Type'] = options.contentType ?? 'application/json'
       headers['Content-Length'] = String(Buffer.byteLength(payload))
     }
-    const signal = options.signal ? AbortSignal.any([options.signal, AbortSignal.timeout(this.#timeoutMs)]) : AbortSignal.timeout(this.#timeoutMs)
+    const timeout = AbortSignal.timeout(options.timeoutMs)
+    const signal = options.signal ? AbortSignal.any([options.signal, timeout]) : timeout
     const transport = url.protocol === 'https:' ? https : http
     return new Promise((resolve, reject) => {
-      const req = transport.request(url, {agent: this.#agent, headers, method, signal}, (res) => {
-        const chunks: Buffer[] = []
-        res.on('data', (chunk: Buffer) => chunks.push(chunk))
-        res.on('error', reject)
-        res.on('end', () => {
-          const retryAfter = res.headers['retry-after']
-          resolve({body: Buffer.concat(chunks).toString('utf8'), contentType: res.headers['content-type'] ?? '', retryAfter: Array.isArray(retryAfter) ? retryAfter[0] : retryAfter, status: res.statusCode ?? 0})
-        })
-      })
+      const req = transport.request(url, {agent: this.#agent, headers, method, signal}, resolve)
       req.on('error', reject)
       req.end(payload)
     })
+  }
+
+  async #backOff(delayMs: number, method: string, path: string, signal?: AbortSignal): Promise<void> {
+    this.stats.retries++
+    await sleep(delayMs, undefined, {signal}).catch((error: unknown) => {
+      throw aborted(method, path, signal, error)
+    })
+  }
+}
+
+async function readAll(response: http.IncomingMessage): Promise<{status: number; body: string; contentType: string; retryAfter?: string}> {
+  const chunks: Buffer[] = []
+  for await (const chunk of response) chunks.push(chunk as Buffer)
+  const retryAfter = response.headers['retry-after']
+  return {
+    body: Buffer.concat(chunks).toString('utf8'),
+    contentType: response.headers['content-type'] ?? '',
+    retryAfter: Array.isArray(retryAfter) ? retryAfter[0] : retryAfter,
+    status: response.statusCode ?? 0,
   }
 }
 

@@ -5,6 +5,8 @@ import {collectionPath, describeResource, type ObjectMeta, type ResourceRef} fro
 
 /** Ask for PartialObjectMetadataList, falling back to the full list where a server cannot convert. */
 export const metadataListAccept = 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json'
+/** The same for one object, or for the objects of a watch stream. */
+export const metadataObjectAccept = 'application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json'
 
 export interface ListOptions {
   readonly labelSelector?: string
@@ -68,6 +70,6 @@ export async function listMetadata(client: KubeClient, ref: ResourceRef, options
 }
 
 /** Keeps only the fields nfdctl uses, so a 5,000-node cache does not hold managedFields. */
-function toMeta(m: ObjectMeta): ObjectMeta {
+export function toMeta(m: ObjectMeta): ObjectMeta {
   return {creationTimestamp: m.creationTimestamp, labels: m.labels, name: m.name, namespace: m.namespace, resourceVersion: m.resourceVersion, uid: m.uid}
 }

@@ -6,6 +6,7 @@ import path from 'node:path'
 
 import {parseUeventFile, SysfsScanner} from '../../../src/lib/devices/sysfs-scanner.js'
 import type {Device} from '../../../src/lib/devices/types.js'
+import {missingPrerequisite} from '../../support/prerequisites.js'
 
 /** Builds a sysfs-shaped tree; links are written relative, as the kernel shows them, so realpath must do the work. */
 class FakeSysfs {
@@ -412,7 +413,7 @@ describe('SysfsScanner on this machine', function () {
   let scanMs: number
 
   before(async function () {
-    if (!existsSync('/sys/dev/char/1:3')) this.skip()
+    if (!existsSync('/sys/dev/char/1:3')) missingPrerequisite(this, 'this machine has no /sys/dev/char/1:3 (no sysfs?)')
     scanner = new SysfsScanner({})
     const started = performance.now()
     devices = await scanner.scanAll()
@@ -462,7 +463,7 @@ describe('SysfsScanner on this machine', function () {
 
   it('reads a block disk size and walks up to a parent attribute', function () {
     const blockDisk = devices.find((device) => device.type === 'block' && device.devType === 'disk')
-    if (blockDisk === undefined) this.skip()
+    if (blockDisk === undefined) return missingPrerequisite(this, 'this machine has no block disk in /sys')
     expect(scanner.readAttribute(blockDisk, 'size')).to.match(/^\d+$/)
     // Every device below /sys/devices has a `power` directory, never a `power` file, and no `nonexistent` attribute.
     expect(scanner.readAttribute(blockDisk, 'power')).to.equal(undefined)

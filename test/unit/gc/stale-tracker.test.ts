@@ -1,7 +1,7 @@
 import {expect} from 'chai'
 
 import {gcKinds, nodeNameLabel, type GcKind} from '../../../src/lib/gc/kinds.js'
-import {batchDeadlineMs, forgetStale, observeStale, type StaleSightings} from '../../../src/lib/gc/stale-tracker.js'
+import {batchDeadlineMs, forgetStale, observeStale, type StaleSightings, recheckAtMs} from '../../../src/lib/gc/stale-tracker.js'
 import type {StaleObject} from '../../../src/lib/gc/sweep-planner.js'
 
 function kindNamed(name: string): GcKind {
@@ -238,5 +238,30 @@ describe('stale tracker', () => {
         expect(batchDeadlineMs(firstAt, lastAt, quiet, maxWait)).to.equal(deadline)
       })
     }
+  })
+})
+
+describe('recheckAtMs', () => {
+  const sighting = (firstSeenMs: number) => ({firstSeenMs, object: {} as never})
+  const at = (entries: number[], now: number, grace: number) => recheckAtMs(new Map(entries.map((t, i) => [`u${i}`, sighting(t)])), now, grace)
+
+  it('is undefined when nothing is pending', () => {
+    expect(at([], 1000, 30_000)).to.equal(undefined)
+  })
+
+  it('is the earliest due time of pending sightings', () => {
+    expect(at([5000, 2000, 9000], 10_000, 30_000)).to.equal(32_000)
+  })
+
+  it('looks at a past-due sighting one grace period from now, not at once', () => {
+    expect(at([0], 100_000, 30_000)).to.equal(130_000)
+  })
+
+  it('waits at least 1 s for past-due sightings with a tiny grace period', () => {
+    expect(at([0], 5000, 10)).to.equal(6000)
+  })
+
+  it('prefers a future due time that comes before the past-due re-look', () => {
+    expect(at([0, 95_000], 100_000, 30_000)).to.equal(125_000)
   })
 })
