@@ -16,12 +16,13 @@ export function renderSweep(report: SweepReport, format: OutputFormat): string {
 /** The per-kind summary, then each stale object with what was done to it, then one verdict line. */
 function renderSweepTable(report: SweepReport): string {
   const summary = formatTable(
-    ['KIND', 'SCANNED', 'STALE', report.dryRun ? 'WOULD DELETE' : 'DELETED', 'FAILED', 'NOTE'],
+    ['KIND', 'SCANNED', 'STALE', report.dryRun ? 'WOULD DELETE' : 'DELETED', 'CHANGED', 'FAILED', 'NOTE'],
     report.kinds.map((k) => [
       k.kind,
       String(k.scanned),
       String(k.stale),
       String(report.dryRun ? k.stale : k.deleted),
+      String(k.changed),
       String(k.failed),
       k.skipped ? 'CRD not installed: skipped' : '',
     ]),
@@ -45,6 +46,8 @@ function verdict(report: SweepReport): string {
   if (report.refused) return `Refused: ${report.refused} (${took})`
   if (report.dryRun) return `Dry run: ${stale} stale objects would be deleted (${took})`
   const deleted = report.kinds.reduce((n, k) => n + k.deleted, 0)
+  const changed = report.kinds.reduce((n, k) => n + k.changed, 0)
   const failed = countFailed(report)
-  return `Deleted ${deleted} of ${stale} stale objects${failed ? `, ${failed} failed` : ''} (${took})`
+  const kept = changed ? `, ${changed} kept (changed since judged stale)` : ''
+  return `Deleted ${deleted} of ${stale} stale objects${kept}${failed ? `, ${failed} failed` : ''} (${took})`
 }

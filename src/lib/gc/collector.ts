@@ -27,6 +27,8 @@ export interface CollectorOptions {
   readonly massDeletionThreshold?: number
   readonly batchQuietMs?: number
   readonly batchMaxWaitMs?: number
+  /** Test seam for real-server races: runs after the last check of the nodes, before deleting. */
+  readonly beforeDelete?: (doomed: readonly StaleObject[]) => Promise<void>
 }
 
 type Job = {type: 'nodes'; names: string[]} | {type: 'sweep'; why: string}
@@ -221,7 +223,13 @@ export class Collector {
     if (back.length > 0) this.#log.info({nodes: [...new Set(back.map((s) => s.node))]}, 'nodes exist after all; their objects are kept')
     const doomed = due.filter((s) => !back.includes(s))
     if (doomed.length === 0) return {deleted: 0, failed: 0}
-    const results = await deleteStale(this.options.client, doomed, {concurrency: this.options.concurrency, signal: this.#controller.signal})
+    await this.options.beforeDelete?.(doomed)
+    const results = await deleteStale(this.options.client, doomed, {
+      concurrency: this.options.concurrency,
+      keepUnlabelled: this.options.plan.keepUnlabelled,
+      listSize: this.options.listSize,
+      signal: this.#controller.signal,
+    })
     let deleted = 0
     let failed = 0
     for (const {error, object, outcome} of results) {
@@ -234,8 +242,11 @@ export class Collector {
         failed++
         this.options.metrics?.deleteFailures.inc({kind: object.kind.kind})
         if (!this.#stopped) this.#log.warn({...fields, err: error}, 'could not delete stale object; will retry')
+      } else if (outcome === 'absent') {
+        this.#log.debug(fields, 'stale object already gone')
       } else {
-        this.#log.debug({...fields, outcome}, outcome === 'absent' ? 'stale object already gone' : 'object was re-created; kept')
+        this.options.metrics?.kept.inc({kind: object.kind.kind, reason: outcome})
+        this.#log.info({...fields, outcome}, outcome === 'changed' ? 'object changed since judged stale and is no longer stale; kept' : 'object was re-created; kept')
       }
     }
     // Failed deletions stay in the sightings and are retried by the next sweep.

@@ -1,25 +1,30 @@
 import pLimit from 'p-limit'
 
 import {errorMessage} from '../errors.js'
-import {deleteWithUid} from '../kube/delete-object.js'
+import {deleteExactly, type DeleteOutcome} from '../kube/delete-object.js'
 import type {KubeClient} from '../kube/kube-client.js'
+import {isStillStale} from './live-nodes.js'
 import type {StaleObject} from './sweep-planner.js'
 
 export interface DeleteResult {
   readonly object: StaleObject
-  readonly outcome: 'absent' | 'deleted' | 'failed' | 'replaced'
+  readonly outcome: DeleteOutcome | 'failed'
   readonly error?: string
 }
 
 export interface DeleteOptions {
   readonly concurrency: number
+  /** How an object that changed since it was judged is judged again (the sweep's own rules). */
+  readonly keepUnlabelled: boolean
+  readonly listSize: number
   readonly signal?: AbortSignal
   readonly onProgress?: (progress: {done: number; failed: number; total: number}) => void
 }
 
 /**
- * Deletes stale objects, at most `concurrency` at a time, each with its UID precondition. Never throws for
- * one object: its failure is a result. Once the signal aborts, objects not yet started are reported failed.
+ * Deletes stale objects, at most `concurrency` at a time, each exactly at the version that was judged
+ * stale (an object that changed meanwhile is judged again). Never throws for one object: its failure is a
+ * result. Once the signal aborts, objects not yet started are reported failed.
  */
 export async function deleteStale(client: KubeClient, stale: readonly StaleObject[], options: DeleteOptions): Promise<DeleteResult[]> {
   const limit = pLimit(options.concurrency)
@@ -31,7 +36,10 @@ export async function deleteStale(client: KubeClient, stale: readonly StaleObjec
       result = {error: 'cancelled before deletion', object, outcome: 'failed'}
     } else {
       try {
-        const outcome = await deleteWithUid(client, object.kind.resource, object.meta, options.signal)
+        const outcome = await deleteExactly(client, object.kind.resource, object.meta, {
+          signal: options.signal,
+          stillWanted: (meta) => isStillStale(client, {kind: object.kind, meta}, {keepUnlabelled: options.keepUnlabelled, pageSize: options.listSize, signal: options.signal}),
+        })
         result = {object, outcome}
       } catch (error) {
         result = {error: errorMessage(error), object, outcome: 'failed'}

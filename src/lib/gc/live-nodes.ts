@@ -1,6 +1,7 @@
 import type {KubeClient} from '../kube/kube-client.js'
 import {listMetadata} from '../kube/metadata-list.js'
 import {nodesResource} from '../kube/resource.js'
+import {judgeObject, type ObservedObject} from './sweep-planner.js'
 
 /** Up to this many nodes are checked one by one; more, with one fresh node list. */
 const singleChecks = 20
@@ -22,4 +23,14 @@ export async function existingNodes(client: KubeClient, names: readonly string[]
     if (list.items.some((n) => n.name === name)) present.add(name)
   }
   return present
+}
+
+/**
+ * Judges an object again from its current metadata and the API server's answer on its node: is it still
+ * stale? Used when an object changed between the sweep's look and its deletion.
+ */
+export async function isStillStale(client: KubeClient, object: ObservedObject, options: {keepUnlabelled: boolean; pageSize: number; signal?: AbortSignal}): Promise<boolean> {
+  const node = object.kind.nodeOf(object.meta)
+  const alive = node === undefined ? new Set<string>() : await existingNodes(client, [node], options.pageSize, options.signal)
+  return judgeObject(object, alive, options.keepUnlabelled) !== undefined
 }

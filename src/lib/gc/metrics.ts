@@ -4,6 +4,7 @@ import {Counter, Gauge, Histogram, type Registry} from 'prom-client'
 export interface GcMetrics {
   readonly deleted: Counter<'kind'>
   readonly deleteFailures: Counter<'kind'>
+  readonly kept: Counter<'kind' | 'reason'>
   readonly sweepDuration: Histogram
   readonly lastSuccessfulSweep: Gauge
   readonly staleFound: Gauge<'kind'>
@@ -18,6 +19,10 @@ export function createGcMetrics(registry: Registry, version: string): GcMetrics 
   return {
     deleteFailures: new Counter({help: 'Number of object deletions that failed', labelNames: ['kind'], name: 'nfd_gc_object_delete_failures_total', registers}),
     deleted: new Counter({help: 'Number of objects deleted by the garbage collector', labelNames: ['kind'], name: 'nfd_gc_objects_deleted_total', registers}),
+    kept: new Counter({
+      help: 'Objects judged stale but kept when deleting them: changed since judged (reason="changed") or re-created (reason="replaced")',
+      labelNames: ['kind', 'reason'], name: 'nfd_gc_objects_kept_total', registers,
+    }),
     lastSuccessfulSweep: new Gauge({help: 'Unix time of the last sweep that completed without errors', name: 'nfd_gc_last_successful_sweep_timestamp_seconds', registers}),
     leader: new Gauge({help: '1 while this replica holds the leader lease (always 1 without --leader-elect)', name: 'nfd_gc_leader', registers}),
     listErrors: new Counter({help: 'Lists that failed after retries', labelNames: ['resource'], name: 'nfd_gc_list_errors_total', registers}),

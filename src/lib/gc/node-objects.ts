@@ -1,7 +1,7 @@
 import {isStatus} from '../kube/api-error.js'
 import type {KubeClient} from '../kube/kube-client.js'
-import {listMetadata, metadataObjectAccept} from '../kube/metadata-list.js'
-import {objectPath, type ObjectMeta} from '../kube/resource.js'
+import {getMetadata, listMetadata} from '../kube/metadata-list.js'
+import {objectPath} from '../kube/resource.js'
 import type {GcKind} from './kinds.js'
 import type {ObservedObject} from './sweep-planner.js'
 
@@ -34,14 +34,4 @@ export async function findObjectsOfNodes(client: KubeClient, kinds: readonly GcK
     }
   }
   return found
-}
-
-async function getMetadata(client: KubeClient, path: string, signal?: AbortSignal): Promise<ObjectMeta | undefined> {
-  try {
-    const object = await client.request<{metadata: ObjectMeta}>('GET', path, {accept: metadataObjectAccept, signal})
-    return object.metadata
-  } catch (error) {
-    if (isStatus(error, 'NotFound')) return undefined
-    throw error
-  }
 }

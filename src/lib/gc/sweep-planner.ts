@@ -37,13 +37,16 @@ export const staleReasonText: Record<StaleReason, string> = {
   'node-gone': 'node does not exist',
 }
 
+/** One object's verdict: stale (and why), or undefined when its node exists or it is an unlabelled object to keep. */
+export function judgeObject(object: ObservedObject, nodes: {has: (name: string) => boolean}, keepUnlabelled: boolean): StaleObject | undefined {
+  const node = object.kind.nodeOf(object.meta)
+  if (node === undefined) return keepUnlabelled ? undefined : {...object, reason: 'no-node-label'}
+  return nodes.has(node) ? undefined : {...object, node, reason: 'node-gone'}
+}
+
 /** Decides which objects are stale, and whether deleting them is safe. Pure. */
 export function planSweep(view: ClusterView, options: PlanOptions): SweepPlan {
-  const stale = view.objects.flatMap((object): StaleObject[] => {
-    const node = object.kind.nodeOf(object.meta)
-    if (node === undefined) return options.keepUnlabelled ? [] : [{...object, reason: 'no-node-label'}]
-    return view.nodes.has(node) ? [] : [{...object, node, reason: 'node-gone'}]
-  })
+  const stale = view.objects.flatMap((object) => judgeObject(object, view.nodes, options.keepUnlabelled) ?? [])
   if (stale.length === 0) return {action: 'delete', stale}
   if (view.nodes.size === 0 && !options.allowEmptyNodes) {
     return {action: 'refuse', reason: `the cluster lists no Nodes, so all ${stale.length} objects look stale; nothing deleted (pass --allow-empty-nodes if the cluster really has no nodes)`, stale}

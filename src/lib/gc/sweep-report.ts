@@ -4,6 +4,7 @@ import type {StaleReason} from './sweep-planner.js'
 /** What happened to one stale object. */
 export type ObjectResult =
   | 'absent' // already gone when we deleted it
+  | 'changed' // changed since it was judged, and judged again no longer stale: kept
   | 'deleted'
   | 'failed'
   | 'kept' // refused for safety: not deleted
@@ -27,6 +28,8 @@ export interface KindSummary {
   scanned: number
   stale: number
   deleted: number
+  /** Judged stale, then found changed (or re-created) at deletion time and kept. */
+  changed: number
   failed: number
   /** Why the kind was not swept (its CRD is not installed). */
   skipped?: string

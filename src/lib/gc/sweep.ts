@@ -14,6 +14,8 @@ export interface SweepHooks {
   readonly onEvent?: (event: SweepEvent) => void
   /** Test seam for real-server races: runs after each listed page. */
   readonly afterPage?: (what: string, page: number) => Promise<void>
+  /** Test seam for real-server races: runs after planning, before the first delete. */
+  readonly beforeDelete?: (stale: readonly StaleObject[]) => Promise<void>
 }
 
 /** One garbage-collection pass: read, plan, and (unless refused or --dry-run) delete. */
@@ -27,8 +29,11 @@ export async function sweepOnce(client: KubeClient, options: SweepOptions, hooks
 
   let results: DeleteResult[] = []
   if (plan.action === 'delete' && !options.dryRun && plan.stale.length > 0) {
+    await hooks.beforeDelete?.(plan.stale)
     results = await deleteStale(client, plan.stale, {
       concurrency: options.concurrency,
+      keepUnlabelled: options.keepUnlabelled,
+      listSize: options.listSize,
       onProgress: (p) => hooks.onEvent?.({...p, type: 'deleting'}),
       signal,
     })
@@ -40,6 +45,7 @@ export async function sweepOnce(client: KubeClient, options: SweepOptions, hooks
     scanned: read.scanned.get(k) ?? 0,
     stale: 0,
     deleted: 0,
+    changed: 0,
     failed: 0,
     skipped: read.skipped.get(k),
   }))
@@ -51,6 +57,7 @@ export async function sweepOnce(client: KubeClient, options: SweepOptions, hooks
     const result = outcomeOf.get(object)
     const outcome: ObjectResult = refused !== undefined ? 'kept' : options.dryRun ? 'would-delete' : (result?.outcome ?? 'failed')
     if (outcome === 'deleted') summary.deleted++
+    if (outcome === 'changed' || outcome === 'replaced') summary.changed++
     if (outcome === 'failed') summary.failed++
     return reportOf(object, outcome, refused === undefined && !options.dryRun, result?.error)
   })

@@ -25,6 +25,11 @@ export interface RequestOptions {
   readonly body?: unknown
   readonly contentType?: string
   readonly signal?: AbortSignal
+  /**
+   * Told before each retry. A retry after a connection error means the earlier attempt may have reached
+   * the server: a DELETE retried so and then answered 404 was most likely ours.
+   */
+  readonly onRetry?: (failure: 'network' | 'status') => void
 }
 
 export interface ClientStats {
@@ -85,6 +90,7 @@ export class KubeClient {
         if (delay === undefined) {
           throw new ApiUnavailableError(`${method} ${url.pathname} on ${this.server.origin} failed: ${describeNetworkError(error)}`, {cause: error})
         }
+        options.onRetry?.('network')
         await this.#backOff(delay, method, path, options.signal)
         continue
       }
@@ -102,6 +108,7 @@ export class KubeClient {
       }
       const delay = retryDelayMs(this.#retry, attempt, {kind: 'status', retryAfterSeconds: apiError.retryAfterSeconds, statusClass: apiError.statusClass}, this.#random())
       if (delay === undefined) throw apiError
+      options.onRetry?.('status')
       await this.#backOff(delay, method, path, options.signal)
     }
   }

@@ -71,5 +71,29 @@ export async function listMetadata(client: KubeClient, ref: ResourceRef, options
 
 /** Keeps only the fields nfdctl uses, so a 5,000-node cache does not hold managedFields. */
 export function toMeta(m: ObjectMeta): ObjectMeta {
-  return {creationTimestamp: m.creationTimestamp, labels: m.labels, name: m.name, namespace: m.namespace, resourceVersion: m.resourceVersion, uid: m.uid}
+  return {
+    creationTimestamp: m.creationTimestamp, deletionTimestamp: m.deletionTimestamp, labels: m.labels, name: m.name, namespace: m.namespace,
+    resourceVersion: m.resourceVersion, uid: m.uid,
+  }
+}
+
+/**
+ * One object's metadata read with `list` permission only (a field selector on its name), for callers whose
+ * least-privilege role has no `get`; undefined when it does not exist.
+ */
+export async function findMetadata(client: KubeClient, ref: ResourceRef, name: string, namespace?: string, signal?: AbortSignal): Promise<ObjectMeta | undefined> {
+  const fieldSelector = `metadata.name=${name}${ref.namespaced && namespace !== undefined ? `,metadata.namespace=${namespace}` : ''}`
+  const list = await listMetadata(client, ref, {fieldSelector, pageSize: 0, signal})
+  return list.items.find((m) => m.name === name && (!ref.namespaced || m.namespace === namespace))
+}
+
+/** One object's metadata, or undefined when it does not exist. */
+export async function getMetadata(client: KubeClient, path: string, signal?: AbortSignal): Promise<ObjectMeta | undefined> {
+  try {
+    const object = await client.request<{metadata: ObjectMeta}>('GET', path, {accept: metadataObjectAccept, signal})
+    return toMeta(object.metadata)
+  } catch (error) {
+    if (isStatus(error, 'NotFound')) return undefined
+    throw error
+  }
 }

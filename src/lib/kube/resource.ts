@@ -15,6 +15,8 @@ export interface ObjectMeta {
   readonly resourceVersion?: string
   readonly labels?: Readonly<Record<string, string>>
   readonly creationTimestamp?: string
+  /** Set once the object is being deleted (finalizers pending). */
+  readonly deletionTimestamp?: string
 }
 
 export const nodesResource: ResourceRef = {group: '', namespaced: false, plural: 'nodes', version: 'v1'}

@@ -1,7 +1,7 @@
 import {expect} from 'chai'
 
 import {gcKinds, nodeNameLabel, type GcKind} from '../../../src/lib/gc/kinds.js'
-import {planSweep, staleReasonText, type ObservedObject, type PlanOptions, type SweepPlan} from '../../../src/lib/gc/sweep-planner.js'
+import {judgeObject, planSweep, staleReasonText, type ObservedObject, type PlanOptions, type SweepPlan} from '../../../src/lib/gc/sweep-planner.js'
 
 const nodeFeatureKind: GcKind = gcKinds.find((k) => k.kind === 'NodeFeature')!
 const topologyKind: GcKind = gcKinds.find((k) => k.kind === 'NodeResourceTopology')!
@@ -256,5 +256,29 @@ describe('planSweep', () => {
       expect(plan.action).to.equal('delete')
       expect(staleNames(plan)).to.deep.equal(['nf-gone'])
     })
+  })
+})
+
+describe('judgeObject (the verdict a changed object gets again at deletion time)', () => {
+  const live = new Set(['alive'])
+  const cases: Array<{title: string; object: ObservedObject; keepUnlabelled: boolean; want: string | undefined}> = [
+    {keepUnlabelled: false, object: nodeFeature('a', 'alive'), title: 'a NodeFeature re-labelled to a live node is not stale', want: undefined},
+    {keepUnlabelled: false, object: nodeFeature('a', 'other-gone'), title: 'a NodeFeature re-labelled to another gone node is still stale', want: 'node-gone'},
+    {keepUnlabelled: false, object: nodeFeature('a', undefined), title: 'a NodeFeature that lost its label is stale without --keep-unlabelled', want: 'no-node-label'},
+    {keepUnlabelled: true, object: nodeFeature('a', undefined), title: 'a NodeFeature that lost its label is kept with --keep-unlabelled', want: undefined},
+    {keepUnlabelled: false, object: nodeFeature('a', ''), title: 'an empty label names no node', want: 'no-node-label'},
+    {keepUnlabelled: false, object: topology('alive'), title: 'a topology named after a live node is not stale', want: undefined},
+    {keepUnlabelled: true, object: topology('gone'), title: 'a topology of a gone node is stale whatever --keep-unlabelled says', want: 'node-gone'},
+  ]
+  for (const c of cases) {
+    it(c.title, () => {
+      expect(judgeObject(c.object, live, c.keepUnlabelled)?.reason).to.equal(c.want)
+    })
+  }
+
+  it('agrees with planSweep on every object', () => {
+    const objects = [nodeFeature('x', 'alive'), nodeFeature('y', 'gone'), nodeFeature('z', undefined), topology('alive'), topology('gone')]
+    const planned = staleNames(planSweep({nodes: live, objects}, lenient))
+    expect(objects.filter((o) => judgeObject(o, live, false) !== undefined).map((o) => o.meta.name)).to.deep.equal(planned)
   })
 })

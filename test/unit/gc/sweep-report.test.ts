@@ -4,7 +4,7 @@ import {ExitCode} from '../../../src/lib/errors.js'
 import {countFailed, countStale, exitCodeFor, type KindSummary, type SweepReport} from '../../../src/lib/gc/sweep-report.js'
 
 function kind(name: string, counts: Partial<Omit<KindSummary, 'kind'>> = {}): KindSummary {
-  return {deleted: 0, failed: 0, kind: name, scanned: 0, stale: 0, ...counts}
+  return {changed: 0, deleted: 0, failed: 0, kind: name, scanned: 0, stale: 0, ...counts}
 }
 
 function report(overrides: Partial<SweepReport> = {}): SweepReport {
