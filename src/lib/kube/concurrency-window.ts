@@ -1,0 +1,128 @@
+import {AbortedError} from '../errors.js'
+
+/**
+ * How many requests may be in flight, decided by the server's answers (AIMD, as TCP does with its
+ * congestion window): grow while answers come back fast, halve on a 429 (API Priority and Fairness says the
+ * priority level is full), shrink a little when latency climbs far above what this server answered at ease.
+ */
+export interface WindowState {
+  /** Requests allowed in flight; fractional so that additive increase can add 1/limit per answer. */
+  readonly limit: number
+  /** Until the first cut the window doubles per round trip (slow start), then grows by 1 per window. */
+  readonly slowStart: boolean
+  /** The latency this server answers with when not loaded: a minimum that drifts up slowly. */
+  readonly baselineMs?: number
+  /** When the window was last cut: one cut per cool-down, however many answers of the same burst say so. */
+  readonly lastCutAt: number
+}
+
+export interface WindowOptions {
+  readonly min: number
+  readonly max: number
+}
+
+export type Answer =
+  | {readonly kind: 'throttled'; readonly at: number}
+  | {readonly kind: 'ok'; readonly at: number; readonly latencyMs: number}
+
+/** Between two cuts: long enough for the answers to requests sent before the last cut to come back. */
+export const cutCooldownMs = 250
+/** Latency this many times the baseline (and this much above it) counts as the server queueing us. */
+const latencyFactor = 4
+const latencyMarginMs = 100
+
+export function initialWindow(options: WindowOptions, initial = 8): WindowState {
+  return {lastCutAt: Number.NEGATIVE_INFINITY, limit: clamp(initial, options), slowStart: true}
+}
+
+/** The window after one answer. Pure. */
+export function nextWindow(state: WindowState, answer: Answer, options: WindowOptions): WindowState {
+  const coolingDown = answer.at - state.lastCutAt < cutCooldownMs
+  if (answer.kind === 'throttled') {
+    if (coolingDown) return state
+    return {...state, lastCutAt: answer.at, limit: clamp(state.limit / 2, options), slowStart: false}
+  }
+  const {latencyMs} = answer
+  const baselineMs = state.baselineMs === undefined || latencyMs < state.baselineMs ? latencyMs : state.baselineMs + (latencyMs - state.baselineMs) / 100
+  if (state.baselineMs !== undefined && latencyMs > latencyFactor * state.baselineMs && latencyMs > state.baselineMs + latencyMarginMs) {
+    if (coolingDown) return {...state, baselineMs}
+    return {baselineMs, lastCutAt: answer.at, limit: clamp(state.limit * 0.9, options), slowStart: false}
+  }
+  const limit = clamp(state.limit + (state.slowStart ? 1 : 1 / state.limit), options)
+  return {...state, baselineMs, limit}
+}
+
+function clamp(limit: number, {max, min}: WindowOptions): number {
+  return Math.min(max, Math.max(min, limit))
+}
+
+export interface WindowStats {
+  /** 429 answers seen. */
+  throttled: number
+  /** Requests allowed in flight now, and the lowest and highest the window reached. */
+  limit: number
+  lowest: number
+  highest: number
+}
+
+/** A gate in front of the transport that lets `floor(limit)` requests through at once. */
+export class ConcurrencyWindow {
+  #state: WindowState
+  #inFlight = 0
+  readonly #waiting: Array<() => void> = []
+  readonly stats: WindowStats
+
+  constructor(
+    private readonly options: WindowOptions,
+    private readonly now: () => number = () => performance.now(),
+  ) {
+    if (!(options.min >= 1 && options.max >= options.min)) throw new RangeError(`Expected 1 <= min <= max, got ${options.min}..${options.max}`)
+    this.#state = initialWindow(options)
+    const limit = Math.floor(this.#state.limit)
+    this.stats = {highest: limit, limit, lowest: limit, throttled: 0}
+  }
+
+  /** Waits for a place in the window; the returned function gives it back with the server's answer. */
+  async enter(signal?: AbortSignal): Promise<(answer: 'ok' | 'throttled' | 'none') => void> {
+    while (this.#inFlight >= Math.floor(this.#state.limit)) {
+      if (signal?.aborted) throw new AbortedError('cancelled while waiting for a request slot')
+      await new Promise<void>((resolve) => {
+        const wake = (): void => {
+          signal?.removeEventListener('abort', onAbort)
+          resolve()
+        }
+        // A cancelled waiter leaves the queue, so it does not take a wake-up meant for another.
+        const onAbort = (): void => {
+          this.#waiting.splice(this.#waiting.indexOf(wake), 1)
+          resolve()
+        }
+        signal?.addEventListener('abort', onAbort, {once: true})
+        this.#waiting.push(wake)
+      })
+    }
+    this.#inFlight++
+    const sentAt = this.now()
+    let left = false
+    return (answer) => {
+      if (left) return
+      left = true
+      this.#inFlight--
+      if (answer !== 'none') this.#record(answer === 'throttled' ? {at: this.now(), kind: 'throttled'} : {at: this.now(), kind: 'ok', latencyMs: this.now() - sentAt})
+      this.#wake()
+    }
+  }
+
+  #record(answer: Answer): void {
+    if (answer.kind === 'throttled') this.stats.throttled++
+    this.#state = nextWindow(this.#state, answer, this.options)
+    const limit = Math.floor(this.#state.limit)
+    this.stats.limit = limit
+    this.stats.lowest = Math.min(this.stats.lowest, limit)
+    this.stats.highest = Math.max(this.stats.highest, limit)
+  }
+
+  #wake(): void {
+    let free = Math.floor(this.#state.limit) - this.#inFlight
+    while (free-- > 0 && this.#waiting.length > 0) this.#waiting.shift()!()
+  }
+}

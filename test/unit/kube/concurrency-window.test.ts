@@ -1,0 +1,98 @@
+import {expect} from 'chai'
+
+import {ConcurrencyWindow, cutCooldownMs, initialWindow, nextWindow, type Answer, type WindowState} from '../../../src/lib/kube/concurrency-window.js'
+
+const options = {max: 64, min: 1}
+const ok = (at: number, latencyMs = 5): Answer => ({at, kind: 'ok', latencyMs})
+const throttled = (at: number): Answer => ({at, kind: 'throttled'})
+const replay = (answers: readonly Answer[], from: WindowState = initialWindow(options)): WindowState => answers.reduce((s, a) => nextWindow(s, a, options), from)
+
+describe('concurrency window (AIMD on the server answers)', () => {
+  it('starts at 8 and grows by one per answer until the first cut (slow start)', () => {
+    expect(initialWindow(options).limit).to.equal(8)
+    expect(replay([ok(1), ok(2), ok(3)]).limit).to.equal(11)
+  })
+
+  it('never grows past max, nor starts above it', () => {
+    expect(replay(Array.from({length: 200}, (_, i) => ok(i))).limit).to.equal(64)
+    expect(initialWindow({max: 4, min: 1}).limit).to.equal(4)
+  })
+
+  it('halves on a 429 and leaves slow start', () => {
+    const cut = replay([ok(1), ok(2), throttled(3)]) // 10 -> 5
+    expect(cut).to.include({limit: 5, slowStart: false})
+  })
+
+  it('cuts once per cool-down however many 429s one burst brings', () => {
+    const s = replay([throttled(1000), throttled(1001), throttled(1000 + cutCooldownMs - 1)])
+    expect(s.limit).to.equal(4)
+    expect(replay([throttled(1000 + cutCooldownMs)], s).limit).to.equal(2)
+  })
+
+  it('never falls below min', () => {
+    expect(replay(Array.from({length: 10}, (_, i) => throttled(i * 1000))).limit).to.equal(1)
+  })
+
+  it('after a cut grows additively: about one per window of answers', () => {
+    let s = replay([throttled(0)]) // 4, congestion avoidance
+    for (let i = 0; i < 4; i++) s = nextWindow(s, ok(1000 + i), options)
+    expect(s.limit).to.be.closeTo(5, 0.1)
+  })
+
+  it('shrinks by 10% when latency climbs far above the baseline, not for ordinary jitter', () => {
+    const warm = replay([ok(1, 10), ok(2, 12), ok(3, 30)])
+    expect(warm.baselineMs).to.be.closeTo(10, 0.5)
+    expect(replay([ok(1000, 45)], warm).limit).to.be.greaterThan(warm.limit) // 4.5x but only +35 ms: jitter
+    expect(replay([ok(1000, 200)], warm).limit).to.be.closeTo(warm.limit * 0.9, 1e-9)
+  })
+
+  it('lets the baseline drift up slowly, so a server that got slower for good is not cut forever', () => {
+    let s = replay([ok(0, 10)])
+    for (let i = 1; i <= 300; i++) s = nextWindow(s, ok(i * 1000, 60), options)
+    expect(s.baselineMs).to.be.greaterThan(40)
+  })
+})
+
+describe('ConcurrencyWindow gate', () => {
+  it('lets floor(limit) requests through and queues the rest until one leaves', async () => {
+    const window = new ConcurrencyWindow({max: 2, min: 1})
+    const first = await window.enter()
+    await window.enter()
+    let third = false
+    const waiting = window.enter().then((leave) => {
+      third = true
+      return leave
+    })
+    await new Promise((r) => setImmediate(r))
+    expect(third).to.equal(false)
+    first('ok')
+    ;(await waiting)('ok')
+    expect(third).to.equal(true)
+  })
+
+  it('counts 429s and records the lowest and highest window', async () => {
+    let now = 0
+    const window = new ConcurrencyWindow({max: 64, min: 1}, () => now)
+    for (let i = 0; i < 4; i++) (await window.enter())('ok') // 8 -> 12
+    now = 1000
+    ;(await window.enter())('throttled') // 12 -> 6
+    expect(window.stats).to.deep.equal({highest: 12, limit: 6, lowest: 6, throttled: 1})
+  })
+
+  it('rejects a waiter whose signal aborts, and the slot it would have taken goes to the next one', async () => {
+    const window = new ConcurrencyWindow({max: 1, min: 1})
+    const held = await window.enter()
+    const controller = new AbortController()
+    const cancelled = window.enter(controller.signal)
+    const next = window.enter()
+    controller.abort()
+    const error = await cancelled.then(() => undefined, (e: unknown) => e as Error)
+    expect(error?.message).to.match(/cancelled while waiting/)
+    held('none')
+    ;(await next)('ok')
+  })
+
+  it('refuses a window whose bounds make no sense', () => {
+    expect(() => new ConcurrencyWindow({max: 0, min: 1})).to.throw(RangeError)
+  })
+})
