@@ -6,13 +6,18 @@ import {setTimeout as sleep} from 'node:timers/promises'
 import {AbortedError, ApiUnavailableError, errorMessage} from '../errors.js'
 import {KubeApiError} from './api-error.js'
 import type {Credentials} from './credentials.js'
+import {ConcurrencyWindow, type WindowStats} from './concurrency-window.js'
 import {RateLimiter} from './rate-limiter.js'
 import {defaultRetryPolicy, retryDelayMs, type RetryPolicy} from './retry-policy.js'
 
 export interface KubeClientOptions {
-  readonly qps: number
-  readonly burst: number
-  /** Most requests in flight at once (keep-alive sockets). */
+  /** Client-side cap on requests per second (token bucket, as client-go); none when undefined. */
+  readonly qps?: number
+  readonly burst?: number
+  /**
+   * Most requests in flight at once (keep-alive sockets), and the ceiling of the concurrency window: below
+   * it, the server's answers (429s from API Priority and Fairness, latency) decide how many are sent.
+   */
   readonly maxConnections?: number
   readonly requestTimeoutMs?: number
   readonly retry?: RetryPolicy
@@ -54,7 +59,8 @@ export class KubeClient {
   readonly stats: ClientStats = {requests: 0, retries: 0}
   readonly server: URL
   readonly #agent: http.Agent
-  readonly #limiter: RateLimiter
+  readonly #limiter?: RateLimiter
+  readonly #window: ConcurrencyWindow
   readonly #retry: RetryPolicy
   readonly #random: () => number
   readonly #timeoutMs: number
@@ -65,7 +71,8 @@ export class KubeClient {
     options: KubeClientOptions,
   ) {
     this.server = new URL(server)
-    this.#limiter = new RateLimiter(options.qps, options.burst)
+    if (options.qps !== undefined) this.#limiter = new RateLimiter(options.qps, options.burst ?? Math.max(1, Math.ceil(options.qps)))
+    this.#window = new ConcurrencyWindow({max: options.maxConnections ?? 64, min: 1})
     this.#retry = options.retry ?? defaultRetryPolicy
     this.#random = options.random ?? Math.random
     this.#timeoutMs = options.requestTimeoutMs ?? 60_000
@@ -81,10 +88,13 @@ export class KubeClient {
     let refreshAuth = false
     for (let attempt = 0; ; attempt++) {
       let response: {status: number; body: string; contentType: string; retryAfter?: string}
+      const leave = await this.#window.enter(options.signal)
       try {
         response = await readAll(await this.#open(method, url, {...options, refreshAuth, timeoutMs: this.#timeoutMs}))
+        leave(response.status === 429 ? 'throttled' : 'ok')
         refreshAuth = false
       } catch (error) {
+        leave('none')
         if (options.signal?.aborted) throw aborted(method, path, options.signal, error)
         const delay = retryDelayMs(this.#retry, attempt, {kind: 'network'}, this.#random())
         if (delay === undefined) {
@@ -128,6 +138,11 @@ export class KubeClient {
     return events(response)
   }
 
+  /** 429s seen and the concurrency window's current, lowest and highest size. */
+  get window(): Readonly<WindowStats> {
+    return this.#window.stats
+  }
+
   /** Releases the keep-alive sockets. Idempotent. */
   close(): void {
     this.#agent.destroy()
@@ -142,7 +157,7 @@ export class KubeClient {
 
   /** One rate-limited, counted HTTP exchange up to the response headers; the body is the caller's to read. */
   async #open(method: string, url: URL, options: OpenOptions): Promise<http.IncomingMessage> {
-    await this.#limiter.acquire(options.signal)
+    await this.#limiter?.acquire(options.signal)
     this.stats.requests++
     const headers: Record<string, string> = {
       ...(await this.credentials.headers(options.refreshAuth)),
