@@ -35,6 +35,8 @@ export interface RequestOptions {
    * the server: a DELETE retried so and then answered 404 was most likely ours.
    */
   readonly onRetry?: (failure: 'network' | 'status') => void
+  /** Skips the concurrency window: a lease renewal must not queue behind a throttled mass cleanup. */
+  readonly critical?: boolean
 }
 
 export interface ClientStats {
@@ -88,7 +90,7 @@ export class KubeClient {
     let refreshAuth = false
     for (let attempt = 0; ; attempt++) {
       let response: {status: number; body: string; contentType: string; retryAfter?: string}
-      const leave = await this.#window.enter(options.signal)
+      const leave = options.critical ? () => {} : await this.#window.enter(options.signal)
       try {
         response = await readAll(await this.#open(method, url, {...options, refreshAuth, timeoutMs: this.#timeoutMs}))
         leave(response.status === 429 ? 'throttled' : 'ok')

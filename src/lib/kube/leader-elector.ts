@@ -136,7 +136,7 @@ export class LeaderElector {
     try {
       let lease: Lease | undefined
       try {
-        lease = await client.request<Lease>('GET', `${path}/${name}`, {signal})
+        lease = await client.request<Lease>('GET', `${path}/${name}`, {critical: true, signal})
       } catch (error) {
         if (!isStatus(error, 'NotFound')) throw error
       }
@@ -154,8 +154,8 @@ export class LeaderElector {
       const body: Lease = {apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: {name, namespace, resourceVersion: lease?.metadata.resourceVersion}, spec}
       // resourceVersion makes the update conditional: two candidates racing for an expired lease cannot both win.
       this.#lease = decision === 'create'
-        ? await client.request<Lease>('POST', path, {body, signal})
-        : await client.request<Lease>('PUT', `${path}/${name}`, {body, signal})
+        ? await client.request<Lease>('POST', path, {body, critical: true, signal})
+        : await client.request<Lease>('PUT', `${path}/${name}`, {body, critical: true, signal})
       this.#observed = {atMs: now, record: JSON.stringify(this.#lease.spec)}
       this.#setFailing(false)
       return true
@@ -182,7 +182,7 @@ export class LeaderElector {
     const body: Lease = {...lease, spec: {...lease.spec, holderIdentity: '', leaseDurationSeconds: 1, renewTime: microTime(Date.now())}}
     try {
       // Shutdown must not hang on an unreachable API server: the lease then simply expires.
-      await client.request('PUT', `/apis/coordination.k8s.io/v1/namespaces/${namespace}/leases/${name}`, {body, signal: AbortSignal.timeout(2000)})
+      await client.request('PUT', `/apis/coordination.k8s.io/v1/namespaces/${namespace}/leases/${name}`, {body, critical: true, signal: AbortSignal.timeout(2000)})
       this.#log.info({identity: this.options.identity}, 'released the leader lease')
     } catch (error) {
       this.#log.warn({err: errorMessage(error)}, 'could not release the leader lease; a standby takes over when it expires')
