@@ -31,7 +31,7 @@ Watches Nodes (metadata only) and collects a deleted node's objects at once; a b
     const {flags} = await this.parse(GcRun)
     const options = runOptionsFrom(flags, Boolean(process.stdout.isTTY))
     const log = createLogger({base: {component: 'gc'}, format: options.logFormat, level: options.logLevel})
-    const {client, origin} = await openCluster(
+    const {client, namespace, origin} = await openCluster(
       {context: flags.context, kubeconfig: flags.kubeconfig},
       {burst: options.burst, maxConnections: options.concurrency + 2, qps: options.qps},
     )
@@ -52,7 +52,7 @@ Watches Nodes (metadata only) and collects a deleted node's objects at once; a b
         client,
         identity: `${hostname()}_${randomBytes(4).toString('hex')}`,
         logger: log,
-        namespace: election.namespace ?? ownNamespace(),
+        namespace: election.namespace ?? ownNamespace(process.env, '', namespace),
         onStartedLeading: async (signal) => {
           metrics.leader.set(1)
           collector = newCollector()

@@ -22,6 +22,8 @@ export interface KubeClientOptions {
   readonly requestTimeoutMs?: number
   readonly retry?: RetryPolicy
   readonly random?: () => number
+  /** The connection agent (proxies: see createAgent); default a direct keep-alive agent with the credentials' TLS. */
+  readonly agent?: http.Agent
 }
 
 export interface RequestOptions {
@@ -78,9 +80,13 @@ export class KubeClient {
     this.#retry = options.retry ?? defaultRetryPolicy
     this.#random = options.random ?? Math.random
     this.#timeoutMs = options.requestTimeoutMs ?? 60_000
-    const tls = Object.fromEntries(Object.entries(credentials.tls).filter(([, v]) => v !== undefined))
-    const agentOptions = {keepAlive: true, maxSockets: options.maxConnections ?? 64, ...tls}
-    this.#agent = this.server.protocol === 'https:' ? new https.Agent(agentOptions) : new http.Agent(agentOptions)
+    if (options.agent) {
+      this.#agent = options.agent
+    } else {
+      const tls = Object.fromEntries(Object.entries(credentials.tls).filter(([, v]) => v !== undefined))
+      const agentOptions = {keepAlive: true, maxSockets: options.maxConnections ?? 64, ...tls}
+      this.#agent = this.server.protocol === 'https:' ? new https.Agent(agentOptions) : new http.Agent(agentOptions)
+    }
   }
 
   /** Sends one request (with retries) and returns the parsed JSON body. */
@@ -161,7 +167,8 @@ export class KubeClient {
   async #open(method: string, url: URL, options: OpenOptions): Promise<http.IncomingMessage> {
     await this.#limiter?.acquire(options.signal)
     this.stats.requests++
-    const headers: Record<string, string> = {
+    // Impersonate-Group and Impersonate-Extra-* may repeat: arrays become one header line per value.
+    const headers: Record<string, string | string[]> = {
       ...(await this.credentials.headers(options.refreshAuth)),
       Accept: options.accept ?? 'application/json',
       'User-Agent': 'nfdctl',

@@ -5,6 +5,7 @@ import {delimiter, dirname, isAbsolute, join, resolve as resolvePath} from 'node
 import {parse} from 'yaml'
 
 import {ConfigError, errorMessage} from '../errors.js'
+import {parseProxyUrl} from './proxy.js'
 
 // Our own kubeconfig reader: @kubernetes/client-node costs ~75 MB of RSS and ~750 ms just to import (its
 // KubeConfig pulls in the whole generated API), more than `gc run`'s whole memory budget.
@@ -27,13 +28,39 @@ export interface ClusterEntry {
   readonly caData?: string
   readonly insecureSkipTlsVerify?: boolean
   readonly tlsServerName?: string
+  /** proxy-url: every request goes through it (loopback included), as client-go's http.ProxyURL. */
+  readonly proxyUrl?: URL
+  /** The cluster's `client.authentication.k8s.io/exec` extension: spec.cluster.config for exec plugins. */
+  readonly execExtension?: unknown
 }
+
+export const interactiveModes = ['Never', 'IfAvailable', 'Always'] as const
+export type InteractiveMode = (typeof interactiveModes)[number]
 
 export interface ExecConfig {
   readonly command: string
   readonly args?: readonly string[]
   readonly env?: ReadonlyArray<{name: string; value: string}>
   readonly apiVersion?: string
+  /** Checked by resolveKubeConfig for the user in use: required for v1, IfAvailable for v1beta1 (client-go's default). */
+  readonly interactiveMode?: InteractiveMode
+  readonly installHint?: string
+  readonly provideClusterInfo?: boolean
+}
+
+/** as, as-groups, as-uid, as-user-extra: sent as the Impersonate-* headers. */
+export interface Impersonation {
+  readonly user?: string
+  readonly groups: readonly string[]
+  readonly uid?: string
+  readonly extra: Readonly<Record<string, readonly string[]>>
+}
+
+/** `auth-provider: {name: oidc}`: its config, and the file that defined the user (refreshed tokens go there). */
+export interface OidcProvider {
+  readonly config: Readonly<Record<string, string>>
+  readonly file: string
+  readonly userName: string
 }
 
 export interface UserEntry {
@@ -46,8 +73,9 @@ export interface UserEntry {
   readonly username?: string
   readonly password?: string
   readonly exec?: ExecConfig
-  readonly impersonate?: string
-  /** A legacy auth-provider name: refused when the chosen context uses this user. */
+  readonly impersonate?: Impersonation
+  readonly oidc?: OidcProvider
+  /** A removed auth-provider (gcp, azure, …), described for messages: refused when the chosen context uses this user. */
   readonly authProvider?: string
 }
 
@@ -56,6 +84,8 @@ export interface ResolvedKubeConfig {
   readonly origin: string
   readonly server: string
   readonly context?: string
+  /** The context's namespace: the default namespace outside a pod (see ownNamespace). */
+  readonly namespace?: string
   /** Every context name the merged files define. */
   readonly contexts: readonly string[]
   readonly cluster: ClusterEntry
@@ -72,7 +102,7 @@ interface Named<T> {
 interface Merged {
   clusters: Array<Named<ClusterEntry>>
   users: Array<Named<UserEntry>>
-  contexts: Array<Named<{cluster: string; user: string}>>
+  contexts: Array<Named<{cluster: string; user: string; namespace?: string}>>
   currentContext?: string
 }
 
@@ -113,10 +143,31 @@ export function resolveKubeConfig(source: KubeConfigSource = {}): ResolvedKubeCo
   const cluster = merged.clusters.find((c) => c.name === context.value.cluster)?.value
   if (!cluster?.server) throw new ConfigError(`context "${contextName}" in ${origin} names no cluster with a server`)
   const user = merged.users.find((u) => u.name === context.value.user)?.value ?? {}
+  checkUser(user, context.value.user, origin)
+  const {namespace} = context.value
+  return {cluster, context: contextName, contexts, namespace, origin: `${origin} (context ${contextName})`, server: cluster.server, user}
+}
+
+/** What client-go refuses for the user in use (other users of the files may be anything, as in kubectl). */
+function checkUser(user: UserEntry, name: string, origin: string): void {
+  const where = `${origin}: user "${name}"`
   if (user.authProvider) {
-    throw new ConfigError(`${origin}: user "${context.value.user}" uses the removed auth-provider ${user.authProvider}; switch it to an exec credential plugin`)
+    throw new ConfigError(`${where} uses the auth-provider ${user.authProvider}, which kubectl removed; switch it to an exec credential plugin`)
   }
-  return {cluster, context: contextName, contexts, origin: `${origin} (context ${contextName})`, server: cluster.server, user}
+  if (user.oidc) {
+    for (const key of ['idp-issuer-url', 'client-id']) {
+      if (!user.oidc.config[key]) throw new ConfigError(`${where}: auth-provider oidc needs ${key} in its config (as kubectl)`)
+    }
+  }
+  const exec = user.exec
+  if (!exec) return
+  if (!exec.apiVersion) throw new ConfigError(`${where}: exec needs an apiVersion, e.g. client.authentication.k8s.io/v1 (as kubectl)`)
+  if (exec.interactiveMode === undefined && exec.apiVersion === 'client.authentication.k8s.io/v1') {
+    throw new ConfigError(`${where}: exec with apiVersion client.authentication.k8s.io/v1 needs interactiveMode (Never, IfAvailable or Always), as kubectl`)
+  }
+  if (exec.interactiveMode !== undefined && !(interactiveModes as readonly string[]).includes(exec.interactiveMode)) {
+    throw new ConfigError(`${where}: exec interactiveMode must be Never, IfAvailable or Always, got "${exec.interactiveMode}"`)
+  }
 }
 
 /** kubectl's merge rules: the first file to set current-context, or to define a name, wins. */
@@ -150,6 +201,11 @@ function readKubeconfig(file: string): Merged {
   // Relative paths in a kubeconfig are relative to the file, as kubectl resolves them.
   const path = (p: unknown): string | undefined => (typeof p === 'string' && p !== '' ? (isAbsolute(p) ? p : join(base, p)) : undefined)
   const str = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' ? v : undefined)
+  const strings = (v: unknown, what: string): string[] => {
+    if (v === undefined || v === null) return []
+    if (!Array.isArray(v) || v.some((x) => typeof x !== 'string')) throw new ConfigError(`kubeconfig ${file} cannot be read: ${what} must be a list of strings`)
+    return v as string[]
+  }
   const list = (key: string, inner: string): Array<{name: string; body: Raw}> => {
     const value = (doc as Raw)[key]
     if (value === undefined || value === null) return []
@@ -167,15 +223,22 @@ function readKubeconfig(file: string): Merged {
         caData: str(body['certificate-authority-data']),
         caFile: path(body['certificate-authority']),
         insecureSkipTlsVerify: body['insecure-skip-tls-verify'] === true,
+        execExtension: execExtension(body.extensions),
+        proxyUrl: str(body['proxy-url']) === undefined ? undefined : parseProxyUrl(str(body['proxy-url'])!, `kubeconfig ${file}: cluster "${name}"`),
         server: str(body.server) ?? '',
         tlsServerName: str(body['tls-server-name']),
       },
     })),
-    contexts: list('contexts', 'context').map(({body, name}) => ({name, value: {cluster: str(body.cluster) ?? '', user: str(body.user) ?? ''}})),
+    contexts: list('contexts', 'context').map(({body, name}) => ({
+      name,
+      value: {cluster: str(body.cluster) ?? '', namespace: str(body.namespace), user: str(body.user) ?? ''},
+    })),
     currentContext: str((doc as Raw)['current-context']),
     users: list('users', 'user').map(({body, name}) => {
       const provider = body['auth-provider'] as Raw | null | undefined
+      const isOidc = provider?.name === 'oidc'
       const exec = body.exec as Raw | undefined
+      const extra = (body['as-user-extra'] ?? {}) as Raw
       // kubectl resolves a command given as a path (it has a separator) against the kubeconfig's directory.
       const command = typeof exec?.command === 'string' && exec.command.includes('/') ? path(exec.command)! : exec?.command
       return {
@@ -185,11 +248,21 @@ function readKubeconfig(file: string): Merged {
           clientCertificateData: str(body['client-certificate-data']),
           clientKey: path(body['client-key']),
           clientKeyData: str(body['client-key-data']),
-          authProvider: provider === undefined ? undefined : `"${(provider?.name as string | undefined) ?? 'unnamed'}" (in ${file})`,
+          authProvider: provider === undefined || isOidc ? undefined : `"${(provider?.name as string | undefined) ?? 'unnamed'}" (in ${file})`,
           exec: exec && typeof command === 'string'
-            ? {apiVersion: str(exec.apiVersion), args: exec.args as string[] | undefined, command, env: exec.env as ExecConfig['env']}
+            ? {
+                apiVersion: str(exec.apiVersion),
+                args: exec.args as string[] | undefined,
+                command,
+                env: exec.env as ExecConfig['env'],
+                installHint: str(exec.installHint),
+                interactiveMode: str(exec.interactiveMode) as InteractiveMode | undefined,
+                provideClusterInfo: exec.provideClusterInfo === true,
+              }
             : undefined,
-          impersonate: str(body.as),
+          impersonate: impersonation(str(body.as), strings(body['as-groups'], `user "${name}": as-groups`), str(body['as-uid']),
+            Object.fromEntries(Object.entries(extra).map(([k, v]) => [k, strings(v, `user "${name}": as-user-extra.${k}`)]))),
+          oidc: isOidc ? {config: stringMap(provider?.config), file: resolvePath(file), userName: name} : undefined,
           password: str(body.password),
           token: str(body.token),
           tokenFile: path(body.tokenFile),
@@ -198,6 +271,22 @@ function readKubeconfig(file: string): Merged {
       }
     }),
   }
+}
+
+function impersonation(user: string | undefined, groups: string[], uid: string | undefined, extra: Record<string, string[]>): Impersonation | undefined {
+  if (user === undefined && groups.length === 0 && uid === undefined && Object.keys(extra).length === 0) return undefined
+  return {extra, groups, uid, user}
+}
+
+function stringMap(value: unknown): Record<string, string> {
+  if (typeof value !== 'object' || value === null) return {}
+  return Object.fromEntries(Object.entries(value).filter((e): e is [string, string] => typeof e[1] === 'string'))
+}
+
+/** clusters[].cluster.extensions: a list of {name, extension}; the exec plugin's is spec.cluster.config. */
+function execExtension(extensions: unknown): unknown {
+  if (!Array.isArray(extensions)) return undefined
+  return (extensions as Raw[]).find((e) => e?.name === 'client.authentication.k8s.io/exec')?.extension
 }
 
 function inCluster(env: NodeJS.ProcessEnv, dir: string): ResolvedKubeConfig {

@@ -2,9 +2,11 @@ import {expect} from 'chai'
 import {chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync} from 'node:fs'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
+import {Readable, Writable} from 'node:stream'
 
 import {ConfigError} from '../../../src/lib/errors.js'
 import {Credentials} from '../../../src/lib/kube/credentials.js'
+import type {ExecIo} from '../../../src/lib/kube/exec-plugin.js'
 import {resolveKubeConfig, type ResolvedKubeConfig} from '../../../src/lib/kube/kubeconfig.js'
 
 type Raw = Record<string, unknown>
@@ -23,7 +25,7 @@ info=$(printf '%s' "$KUBERNETES_EXEC_INFO" | base64 | tr -d '\\n')
 extra=""
 if [ -n "$PLUGIN_EXPIRY" ]; then extra="$extra,\\"expirationTimestamp\\":\\"$PLUGIN_EXPIRY\\""; fi
 if [ -n "$PLUGIN_CERT" ]; then extra="$extra,\\"clientCertificateData\\":\\"$PLUGIN_CERT\\",\\"clientKeyData\\":\\"$PLUGIN_KEY\\""; fi
-printf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"%s.%s.%s.%s"%s}}\\n' "$PLUGIN_GREETING" "$n" "$info" "$1" "$extra"
+printf '{"apiVersion":"%s","kind":"ExecCredential","status":{"token":"%s.%s.%s.%s"%s}}\\n' "\${PLUGIN_API_VERSION:-client.authentication.k8s.io/v1}" "$PLUGIN_GREETING" "$n" "$info" "$1" "$extra"
 `
 
 interface PluginToken {
@@ -33,11 +35,25 @@ interface PluginToken {
   readonly arg: string
 }
 
-function parsePluginToken(authorization: string | undefined): PluginToken {
+function parsePluginToken(authorization: string | string[] | undefined): PluginToken {
+  expect(authorization, 'one Authorization header').to.not.be.an('array')
   expect(authorization, 'Authorization header').to.be.a('string')
   expect(authorization).to.match(/^Bearer /)
-  const [greeting, run, info, arg] = authorization!.slice('Bearer '.length).split('.')
+  const [greeting, run, info, arg] = (authorization as string).slice('Bearer '.length).split('.')
   return {arg, execInfo: JSON.parse(Buffer.from(info, 'base64').toString('utf8')), greeting, run: Number(run)}
+}
+
+const v1 = 'client.authentication.k8s.io/v1'
+
+function collectingStream(): Writable & {text(): string} {
+  const chunks: Buffer[] = []
+  const stream = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      chunks.push(Buffer.from(chunk))
+      done()
+    },
+  })
+  return Object.assign(stream, {text: () => Buffer.concat(chunks).toString('utf8')})
 }
 
 async function rejection(promise: Promise<unknown>): Promise<ConfigError> {
@@ -70,6 +86,7 @@ describe('Credentials', () => {
 
   beforeEach(() => {
     dir = mkdtempSync(join(root, 'case-'))
+    stderr = collectingStream()
   })
 
   function write(name: string, content: Buffer | string, mode?: number): string {
@@ -97,8 +114,11 @@ describe('Credentials', () => {
     return resolveKubeConfig({env: {}, home: emptyHome, kubeconfig: path, serviceAccountRoot: noServiceAccount})
   }
 
-  async function load(path: string): Promise<Credentials> {
-    return Credentials.load(resolve(path))
+  /** What exec plugins wrote to stderr in this test (kubectl shows it to the user). */
+  let stderr: ReturnType<typeof collectingStream>
+
+  async function load(path: string, io: Partial<ExecIo> = {}): Promise<Credentials> {
+    return Credentials.load(resolve(path), {io: {stderr, stdin: Readable.from([]), stdinIsTerminal: false, ...io}})
   }
 
   /** Some bytes that are not text, so a wrong decoding cannot pass by accident. */
@@ -241,7 +261,7 @@ describe('Credentials', () => {
 
     it('sends a password containing a colon unchanged', async () => {
       const headers = await (await load(kubeconfig({user: {password: 'a:b', username: 'u'}}))).headers()
-      expect(Buffer.from(headers.Authorization.replace(/^Basic /, ''), 'base64').toString('utf8')).to.equal('u:a:b')
+      expect(Buffer.from(String(headers.Authorization).replace(/^Basic /, ''), 'base64').toString('utf8')).to.equal('u:a:b')
     })
 
     it('sends `as` as the Impersonate-User header next to the credentials', async () => {
@@ -315,7 +335,7 @@ describe('Credentials', () => {
     })
 
     it('puts the apiVersion of the kubeconfig into KUBERNETES_EXEC_INFO', async () => {
-      const credentials = await load(kubeconfig({user: execUser({apiVersion: 'client.authentication.k8s.io/v1beta1'})}))
+      const credentials = await load(kubeconfig({user: execUser({apiVersion: 'client.authentication.k8s.io/v1beta1', env: {PLUGIN_API_VERSION: 'client.authentication.k8s.io/v1beta1'}})}))
       const token = parsePluginToken((await credentials.headers()).Authorization)
       expect(token.execInfo.apiVersion).to.equal('client.authentication.k8s.io/v1beta1')
     })
@@ -386,31 +406,32 @@ describe('Credentials', () => {
 
     it('fails with a ConfigError naming the command when the plugin exits 1', async () => {
       const failing = write('bin/failing.sh', '#!/bin/sh\necho "no credentials for you" >&2\nexit 1\n', 0o755)
-      const error = await rejection(load(kubeconfig({user: {exec: {apiVersion: 'client.authentication.k8s.io/v1', command: failing}}})))
+      const error = await rejection(load(kubeconfig({user: {exec: {apiVersion: v1, command: failing, interactiveMode: 'Never'}}})))
       expect(error.message).to.include(`"${failing}"`)
-      expect(error.message).to.include('failed')
+      expect(error.message).to.include('failed with exit code 1')
+      expect(stderr.text()).to.equal('no credentials for you\n')
     })
 
     it('fails with a ConfigError naming the command when the plugin prints no JSON', async () => {
       const garbage = write('bin/garbage.sh', '#!/bin/sh\necho "this is not json"\n', 0o755)
-      const error = await rejection(load(kubeconfig({user: {exec: {command: garbage}}})))
+      const error = await rejection(load(kubeconfig({user: {exec: {apiVersion: v1, command: garbage, interactiveMode: 'Never'}}})))
       expect(error.message).to.include(`"${garbage}"`)
     })
 
     it('fails with a ConfigError naming the command when it does not exist', async () => {
       const missing = join(dir, 'bin/no-such-plugin')
-      const error = await rejection(load(kubeconfig({user: {exec: {command: missing}}})))
-      expect(error.message).to.include(`"${missing}"`)
+      const error = await rejection(load(kubeconfig({user: {exec: {apiVersion: v1, command: missing, interactiveMode: 'Never'}}})))
+      expect(error.message).to.include(`"${missing}" not found`)
     })
 
     it('fails with a ConfigError from headers() when the plugin starts failing after load', async () => {
       const flag = write('fail-now', 'no')
       const flaky = write(
         'bin/flaky.sh',
-        `#!/bin/sh\nif [ "$(cat '${flag}')" = yes ]; then exit 1; fi\nprintf '{"status":{"token":"ok","expirationTimestamp":"2000-01-01T00:00:00Z"}}'\n`,
+        `#!/bin/sh\nif [ "$(cat '${flag}')" = yes ]; then exit 1; fi\nprintf '{"apiVersion":"${v1}","kind":"ExecCredential","status":{"token":"ok","expirationTimestamp":"2000-01-01T00:00:00Z"}}'\n`,
         0o755,
       )
-      const credentials = await load(kubeconfig({user: {exec: {command: flaky}}}))
+      const credentials = await load(kubeconfig({user: {exec: {apiVersion: v1, command: flaky, interactiveMode: 'Never'}}}))
       expect((await credentials.headers()).Authorization).to.equal('Bearer ok')
       writeFileSync(flag, 'yes')
       const error = await rejection(credentials.headers())

@@ -416,13 +416,17 @@ describe('resolveKubeConfig: file contents', () => {
       )
       const {cluster, user} = resolve(path)
       expect(cluster).to.include({caData: 'Q0E=', insecureSkipTlsVerify: true, server: 'https://k8s.example:6443', tlsServerName: 'api.internal'})
-      expect(user).to.include({impersonate: 'someone', password: 's3cret', username: 'admin'})
+      expect(user).to.include({password: 's3cret', username: 'admin'})
+      expect(user.impersonate).to.deep.equal({extra: {}, groups: [], uid: undefined, user: 'someone'})
       // A bare command is looked up on PATH, so it stays as written.
       expect(user.exec).to.deep.equal({
         apiVersion: 'client.authentication.k8s.io/v1beta1',
         args: ['get-token', '--issuer=https://issuer'],
         command: 'kubectl-oidc_login',
         env: [{name: 'FOO', value: 'bar'}],
+        installHint: undefined,
+        interactiveMode: undefined,
+        provideClusterInfo: false,
       })
     })
 
@@ -464,7 +468,7 @@ describe('resolveKubeConfig: file contents', () => {
     it('resolves a relative exec command with a path separator against the directory of the kubeconfig, as kubectl does', () => {
       const path = write(
         'conf/kubeconfig',
-        'clusters:\n- name: c\n  cluster: {server: "https://x:1"}\nusers:\n- name: u\n  user:\n    exec: {command: ./bin/get-token}\ncontexts:\n- name: x\n  context: {cluster: c, user: u}\ncurrent-context: x\n',
+        'clusters:\n- name: c\n  cluster: {server: "https://x:1"}\nusers:\n- name: u\n  user:\n    exec: {apiVersion: client.authentication.k8s.io/v1, interactiveMode: Never, command: ./bin/get-token}\ncontexts:\n- name: x\n  context: {cluster: c, user: u}\ncurrent-context: x\n',
       )
       expect(resolve(path).user.exec?.command).to.equal(join(dir, 'conf/bin/get-token'))
     })

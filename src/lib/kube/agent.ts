@@ -1,0 +1,41 @@
+import http from 'node:http'
+import https from 'node:https'
+
+import type {TlsMaterial} from './credentials.js'
+
+export interface AgentOptions {
+  /** The proxy to go through (see proxyFor); undefined connects directly. */
+  readonly proxy?: URL
+  readonly maxSockets: number
+}
+
+/**
+ * The keep-alive agent for one API server: direct, through an HTTP(S) proxy (CONNECT for https servers,
+ * absolute-URI requests for http ones, as Go) or through SOCKS5. The proxy libraries are imported only when
+ * a proxy is configured, so a direct `gc run` does not pay for them.
+ */
+export async function createAgent(server: URL, tls: TlsMaterial, options: AgentOptions): Promise<http.Agent> {
+  const tlsOptions = Object.fromEntries(Object.entries(tls).filter(([, v]) => v !== undefined))
+  const agentOptions = {keepAlive: true, maxSockets: options.maxSockets, ...tlsOptions}
+  const {proxy} = options
+  if (!proxy) return server.protocol === 'https:' ? new https.Agent(agentOptions) : new http.Agent(agentOptions)
+  const agent = await proxyAgent(server, proxy, agentOptions)
+  // agent-base guesses its protocol from the call stack; http(s).request checks it, so say it.
+  agent.protocol = server.protocol
+  return agent
+}
+
+async function proxyAgent(server: URL, proxy: URL, agentOptions: http.AgentOptions): Promise<http.Agent & {protocol: string}> {
+  if (proxy.protocol === 'socks5:' || proxy.protocol === 'socks5h:') {
+    const {SocksProxyAgent} = await import('socks-proxy-agent')
+    // Go's SOCKS5 dialer hands the host name to the proxy (remote DNS): socks-proxy-agent calls that socks5h.
+    const remote = new URL(proxy.href.replace(/^socks5:/, 'socks5h:'))
+    return new SocksProxyAgent(remote, agentOptions)
+  }
+  if (server.protocol === 'https:') {
+    const {HttpsProxyAgent} = await import('https-proxy-agent')
+    return new HttpsProxyAgent(proxy, agentOptions)
+  }
+  const {HttpProxyAgent} = await import('http-proxy-agent')
+  return new HttpProxyAgent(proxy, agentOptions)
+}

@@ -1,0 +1,26 @@
+import {readFile, rename, stat, writeFile} from 'node:fs/promises'
+import {isMap, isSeq, parseDocument} from 'yaml'
+
+import {ConfigError, errorMessage} from '../errors.js'
+
+/**
+ * Sets keys of one user's `auth-provider.config` in the kubeconfig file that defines the user, as client-go's
+ * persister does after an OIDC refresh. Only those keys change: comments and the rest of the file are kept
+ * (kubectl re-serializes the whole file). Written to a temporary file and renamed, with the file's mode.
+ */
+export async function writeAuthProviderConfig(file: string, userName: string, values: Readonly<Record<string, string>>): Promise<void> {
+  const where = `kubeconfig ${file}`
+  try {
+    const doc = parseDocument(await readFile(file, 'utf8'))
+    const users = doc.get('users')
+    const user = isSeq(users) ? users.items.find((item) => isMap(item) && item.get('name') === userName) : undefined
+    if (!isMap(user)) throw new Error(`it has no user "${userName}" any more`)
+    for (const [key, value] of Object.entries(values)) user.setIn(['user', 'auth-provider', 'config', key], value)
+    const {mode} = await stat(file)
+    const temporary = `${file}.nfdctl-${process.pid}.tmp`
+    await writeFile(temporary, doc.toString(), {mode: mode & 0o777})
+    await rename(temporary, file)
+  } catch (error) {
+    throw new ConfigError(`${where}: cannot write the refreshed oidc tokens of user "${userName}": ${errorMessage(error)}`, {cause: error})
+  }
+}
