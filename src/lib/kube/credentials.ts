@@ -74,6 +74,8 @@ export class Credentials {
       }
       credentials.#remember(...execHeaders(status)) // the first request uses this run's token while it is valid
     }
+    // An expired id-token is refreshed (or refused, with the fix) before anything talks to the API server.
+    if (user.oidc) await credentials.headers()
     return credentials
   }
 

@@ -18,7 +18,8 @@ export async function writeAuthProviderConfig(file: string, userName: string, va
     for (const [key, value] of Object.entries(values)) user.setIn(['user', 'auth-provider', 'config', key], value)
     const {mode} = await stat(file)
     const temporary = `${file}.nfdctl-${process.pid}.tmp`
-    await writeFile(temporary, doc.toString(), {mode: mode & 0o777})
+    // kubectl's own layout: sequences not indented, flow maps without padding; the rest of the file is kept.
+    await writeFile(temporary, doc.toString({flowCollectionPadding: false, indentSeq: false, lineWidth: 0}), {mode: mode & 0o777})
     await rename(temporary, file)
   } catch (error) {
     throw new ConfigError(`${where}: cannot write the refreshed oidc tokens of user "${userName}": ${errorMessage(error)}`, {cause: error})

@@ -159,6 +159,11 @@ function checkUser(user: UserEntry, name: string, origin: string): void {
       if (!user.oidc.config[key]) throw new ConfigError(`${where}: auth-provider oidc needs ${key} in its config (as kubectl)`)
     }
   }
+  const as = user.impersonate
+  if (as && as.user === undefined) {
+    // client-go would send them with an empty Impersonate-User, which the API server refuses.
+    throw new ConfigError(`${where}: as-groups, as-uid and as-user-extra need "as" (the user to impersonate)`)
+  }
   const exec = user.exec
   if (!exec) return
   if (!exec.apiVersion) throw new ConfigError(`${where}: exec needs an apiVersion, e.g. client.authentication.k8s.io/v1 (as kubectl)`)

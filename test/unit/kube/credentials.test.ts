@@ -264,6 +264,19 @@ describe('Credentials', () => {
       expect(Buffer.from(String(headers.Authorization).replace(/^Basic /, ''), 'base64').toString('utf8')).to.equal('u:a:b')
     })
 
+    it('sends as, as-uid, as-groups and as-user-extra as the Impersonate-* headers (one line per group and value)', async () => {
+      const user = {as: 'alice', 'as-groups': ['gc-readers', 'system:authenticated'], 'as-uid': 'u-42', 'as-user-extra': {'reason/why': ['audit', 'ops'], scopes: ['view']}, token: 'tok'}
+      const headers = await (await load(kubeconfig({user}))).headers()
+      expect(headers).to.deep.equal({
+        Authorization: 'Bearer tok',
+        'Impersonate-Extra-reason%2Fwhy': ['audit', 'ops'], // client-go's headerKeyEscape
+        'Impersonate-Extra-scopes': ['view'],
+        'Impersonate-Group': ['gc-readers', 'system:authenticated'],
+        'Impersonate-Uid': 'u-42',
+        'Impersonate-User': 'alice',
+      })
+    })
+
     it('sends `as` as the Impersonate-User header next to the credentials', async () => {
       const headers = await (await load(kubeconfig({user: {as: 'someone', token: 'tok'}}))).headers()
       expect(headers).to.deep.equal({Authorization: 'Bearer tok', 'Impersonate-User': 'someone'})

@@ -500,4 +500,82 @@ describe('resolveKubeConfig: file contents', () => {
       expect(error.message).to.include('exec credential plugin')
     })
   })
+  describe('what kubectl reads beyond the basics', () => {
+    /** One context "x" with the given cluster and user bodies (JSON is YAML). */
+    function one(cluster: Record<string, unknown>, user: Record<string, unknown>, context: Record<string, unknown> = {}): string {
+      return write('k.yaml', JSON.stringify({
+        clusters: [{cluster: {server: 'https://k8s.example:6443', ...cluster}, name: 'c'}],
+        contexts: [{context: {cluster: 'c', user: 'u', ...context}, name: 'x'}],
+        'current-context': 'x',
+        users: [{name: 'u', user}],
+      }))
+    }
+
+    it('reads proxy-url as a URL', () => {
+      expect(resolve(one({'proxy-url': 'socks5://127.0.0.1:1080'}, {})).cluster.proxyUrl?.href).to.equal('socks5://127.0.0.1:1080')
+    })
+
+    it('refuses a proxy-url scheme kubectl refuses, naming the cluster', () => {
+      const error = configErrorFrom(() => resolve(one({'proxy-url': 'ftp://p:21'}, {})))
+      expect(error.message).to.include('cluster "c": proxy-url "ftp://p:21" has unsupported scheme "ftp"')
+    })
+
+    it("reads the cluster's exec extension", () => {
+      const cluster = {extensions: [{extension: {audience: 'a'}, name: 'client.authentication.k8s.io/exec'}, {extension: {x: 1}, name: 'other'}]}
+      expect(resolve(one(cluster, {})).cluster.execExtension).to.deep.equal({audience: 'a'})
+    })
+
+    it("reads the context's namespace", () => {
+      expect(resolve(one({}, {}, {namespace: 'team-a'})).namespace).to.equal('team-a')
+      expect(resolve(one({}, {})).namespace).to.equal(undefined)
+    })
+
+    it('reads as, as-groups, as-uid and as-user-extra', () => {
+      const user = {as: 'alice', 'as-groups': ['g1', 'g2'], 'as-uid': '42', 'as-user-extra': {scopes: ['view', 'edit']}, token: 't'}
+      expect(resolve(one({}, user)).user.impersonate).to.deep.equal({extra: {scopes: ['view', 'edit']}, groups: ['g1', 'g2'], uid: '42', user: 'alice'})
+    })
+
+    it('refuses as-groups without as (the API server refuses groups without a user)', () => {
+      expect(configErrorFrom(() => resolve(one({}, {'as-groups': ['g1']}))).message).to.include('need "as"')
+    })
+
+    it('refuses as-groups that is not a list of strings', () => {
+      expect(configErrorFrom(() => resolve(one({}, {as: 'a', 'as-groups': 'g1'}))).message).to.include('as-groups must be a list of strings')
+    })
+
+    it('refuses exec of client.authentication.k8s.io/v1 without interactiveMode, as client-go', () => {
+      const error = configErrorFrom(() => resolve(one({}, {exec: {apiVersion: 'client.authentication.k8s.io/v1', command: 'p'}})))
+      expect(error.message).to.include('needs interactiveMode (Never, IfAvailable or Always)')
+      expect(error.message).to.include('user "u"')
+    })
+
+    it('accepts exec of v1beta1 without interactiveMode (client-go defaults it to IfAvailable)', () => {
+      expect(resolve(one({}, {exec: {apiVersion: 'client.authentication.k8s.io/v1beta1', command: 'p'}})).user.exec?.interactiveMode).to.equal(undefined)
+    })
+
+    it('refuses an unknown interactiveMode and a missing apiVersion', () => {
+      expect(configErrorFrom(() => resolve(one({}, {exec: {apiVersion: 'client.authentication.k8s.io/v1', command: 'p', interactiveMode: 'Sometimes'}}))).message)
+        .to.include('must be Never, IfAvailable or Always, got "Sometimes"')
+      expect(configErrorFrom(() => resolve(one({}, {exec: {command: 'p'}}))).message).to.include('exec needs an apiVersion')
+    })
+
+    it('reads installHint and provideClusterInfo', () => {
+      const exec = {apiVersion: 'client.authentication.k8s.io/v1', command: 'p', installHint: 'brew install p', interactiveMode: 'Never', provideClusterInfo: true}
+      expect(resolve(one({}, {exec})).user.exec).to.include({installHint: 'brew install p', interactiveMode: 'Never', provideClusterInfo: true})
+    })
+
+    it('accepts auth-provider oidc and remembers the file that defined the user', () => {
+      const path = one({}, {'auth-provider': {config: {'client-id': 'k', 'id-token': 'a.b.c', 'idp-issuer-url': 'https://issuer'}, name: 'oidc'}})
+      expect(resolve(path).user.oidc).to.deep.equal({config: {'client-id': 'k', 'id-token': 'a.b.c', 'idp-issuer-url': 'https://issuer'}, file: path, userName: 'u'})
+    })
+
+    it('refuses auth-provider oidc without idp-issuer-url or client-id, as client-go', () => {
+      const error = configErrorFrom(() => resolve(one({}, {'auth-provider': {config: {'idp-issuer-url': 'https://issuer'}, name: 'oidc'}})))
+      expect(error.message).to.include('auth-provider oidc needs client-id')
+    })
+
+    it('still refuses the removed providers (azure) with the way out', () => {
+      expect(configErrorFrom(() => resolve(one({}, {'auth-provider': {name: 'azure'}}))).message).to.include('"azure"').and.include('switch it to an exec credential plugin')
+    })
+  })
 })
