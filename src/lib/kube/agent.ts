@@ -1,6 +1,8 @@
 import http from 'node:http'
 import https from 'node:https'
 
+import type {AgentConnectOpts} from 'agent-base'
+
 import type {TlsMaterial} from './credentials.js'
 
 export interface AgentOptions {
@@ -25,17 +27,37 @@ export async function createAgent(server: URL, tls: TlsMaterial, options: AgentO
   return agent
 }
 
-async function proxyAgent(server: URL, proxy: URL, agentOptions: http.AgentOptions): Promise<http.Agent & {protocol: string}> {
+async function proxyAgent(server: URL, proxy: URL, agentOptions: https.AgentOptions): Promise<http.Agent & {protocol: string}> {
   if (proxy.protocol === 'socks5:' || proxy.protocol === 'socks5h:') {
     const {SocksProxyAgent} = await import('socks-proxy-agent')
     // Go's SOCKS5 dialer hands the host name to the proxy (remote DNS): socks-proxy-agent calls that socks5h.
     const remote = new URL(proxy.href.replace(/^socks5:/, 'socks5h:'))
-    return new SocksProxyAgent(remote, agentOptions)
+    return new (withServerTls(SocksProxyAgent, agentOptions))(remote, agentOptions)
   }
   if (server.protocol === 'https:') {
     const {HttpsProxyAgent} = await import('https-proxy-agent')
-    return new HttpsProxyAgent(proxy, agentOptions)
+    return new (withServerTls(HttpsProxyAgent, agentOptions))(proxy, agentOptions)
   }
   const {HttpProxyAgent} = await import('http-proxy-agent')
   return new HttpProxyAgent(proxy, agentOptions)
+}
+
+// A mixin base must take any[] (TS2545).
+type ConnectingAgent = new (...args: any[]) => http.Agent & {protocol: string; connect(req: http.ClientRequest, opts: AgentConnectOpts): Promise<unknown>}
+
+/**
+ * The proxy agents start the API server's TLS from the request's options only (they replace the agent's
+ * own), so the cluster's CA, client certificate and server name are added to every connect.
+ */
+function withServerTls<T extends ConnectingAgent>(Base: T, tls: https.AgentOptions): T {
+  return class extends Base {
+    override connect(req: http.ClientRequest, opts: AgentConnectOpts): Promise<unknown> {
+      return super.connect(req, {...opts, ...pickTls(tls)} as AgentConnectOpts)
+    }
+  }
+}
+
+function pickTls(options: https.AgentOptions): https.AgentOptions {
+  const {ca, cert, key, rejectUnauthorized, servername} = options
+  return Object.fromEntries(Object.entries({ca, cert, key, rejectUnauthorized, servername}).filter(([, v]) => v !== undefined))
 }
