@@ -20,9 +20,9 @@ export function missingPrerequisite(context: Mocha.Context, reason: string): nev
 function recordSkipReason(context: Mocha.Context, reason: string): void {
   const runnable = context.test
   if (runnable === undefined) return
-  const hook = runnable as Mocha.Hook & {originalTitle?: string}
+  const hook = runnable as Mocha.Runnable & {type?: string; originalTitle?: string}
   const target: object | undefined =
-    runnable.type !== 'hook' ? runnable
+    hook.type !== 'hook' ? runnable
     : (hook.originalTitle ?? hook.title).startsWith('"before each"') ? context.currentTest
     : runnable.parent
   if (target !== undefined) Object.assign(target, {[skipReasonKey]: reason})
