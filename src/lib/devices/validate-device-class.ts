@@ -1,333 +1,218 @@
-import picomatch from 'picomatch'
-
-import {errorMessage} from '../errors.js'
-import {dnsSubdomainPattern, labelKeyProblem, labelValueProblem} from './label-selector.js'
-import type {DeviceClass, DeviceClassSpec, LabelSelector, MatchRule, ValidationIssue} from './types.js'
+import {deviceClassApiVersion, deviceClassDefaults, deviceClassSchema, type SchemaKeyword, type SchemaNode} from './device-class-schema.js'
+import {dnsSubdomainPattern} from './label-selector.js'
+import type {DeviceClass, DeviceClassSpec, ValidationIssue} from './types.js'
 
 /** The class with its defaults applied, or every issue found, each at its field path. */
 export type DeviceClassValidation = {ok: true; deviceClass: DeviceClass} | {ok: false; issues: ValidationIssue[]}
 
-export const deviceClassApiVersion = 'devices.nfdctl.io/v1alpha1'
-export const deviceClassDefaults = {allocation: 'Class', capacity: 1, permissions: 'rw'} as const
-
-type LabelExpression = NonNullable<LabelSelector['matchExpressions']>[number]
-type Report = (path: string, message: string) => void
-
-const specFields = ['nodeSelector', 'match', 'permissions', 'allocation', 'capacity'] as const
-const ruleFields = ['subsystem', 'devName', 'properties', 'attributes'] as const
-const selectorFields = ['matchLabels', 'matchExpressions'] as const
-const expressionFields = ['key', 'operator', 'values'] as const
-const operators = ['In', 'NotIn', 'Exists', 'DoesNotExist'] as const
-const allocations = ['Class', 'Device'] as const
-
-// The class name is also the name part of the kubelet resource devices.nfdctl.io/<name>, capped at 63.
-const maxClassName = 63
+type Segment = number | string
+interface Issue {
+  readonly at: readonly Segment[]
+  readonly message: string
+}
 
 /**
  * The one check of a DeviceClass (devices.nfdctl.io), wherever it enters: the API object, the agent's
- * on-disk copy, a class file. Pure; issues are data, never thrown. Defaults: permissions rw, allocation
- * Class, capacity 1. deploy/crds/deviceclasses.devices.nfdctl.io.yaml enforces the same rules where a CRD
- * schema and CEL can; globs are checked only here.
+ * on-disk copy, a class file. Pure; issues are data, never thrown, in document order. It checks against
+ * deviceClassSchema, from which the CRD is generated, as the API server does: fields written with no value
+ * (null) dropped, unknown fields pruned, defaults applied, then the schema's keywords and its CEL rules
+ * (by their TypeScript twins). Stricter than the server where a file deserves it: unknown fields are
+ * reported, globs must compile, and apiVersion, kind and metadata.name, which the server checks itself,
+ * are checked here too. Defaults: permissions rw, allocation Class, capacity 1.
  */
 export function validateDeviceClass(value: unknown): DeviceClassValidation {
-  const issues: ValidationIssue[] = []
-  const report: Report = (path, message) => {
-    issues.push({message, path})
-  }
   if (!isRecord(value)) {
-    report('', `must be a DeviceClass (devices.nfdctl.io/v1alpha1) mapping with apiVersion, kind, metadata and spec (got ${got(value)})`)
-    return {issues, ok: false}
+    return {issues: [{message: `must be a DeviceClass (${deviceClassApiVersion}) mapping with apiVersion, kind, metadata and spec (got ${got(value)})`, path: ''}], ok: false}
   }
-  checkTypeMeta(value, report)
-  const metadata = checkMetadata(value.metadata, report)
-  const spec = checkSpec(value.spec, report)
-  // status is the agents' output, never input: ignored.
-  if (issues.length > 0 || metadata === undefined || spec === undefined) return {issues, ok: false}
-  return {deviceClass: {apiVersion: deviceClassApiVersion, kind: 'DeviceClass', metadata, spec}, ok: true}
+  // apiVersion and kind are checked by hand, more strictly; status is the agents' output, never input.
+  const {apiVersion: _apiVersion, kind: _kind, status: _status, ...input} = value
+  const issues = [...typeMetaIssues(value), ...metadataIssues(value.metadata)]
+  const checked = visit(input, deviceClassSchema, [], issues) as {metadata: {name: string}; spec: Omit<DeviceClassSpec, 'capacity'> & {capacity?: number}}
+  if (issues.length > 0) return {issues: dedupe(issues).map((i) => ({message: i.message, path: pathOf(i.at)})), ok: false}
+  const {generation, uid} = value.metadata as Record<string, unknown>
+  return {
+    deviceClass: {
+      apiVersion: deviceClassApiVersion,
+      kind: 'DeviceClass',
+      // Server-set fields ride along for status writes; anything else in metadata is not ours to judge.
+      metadata: {
+        name: checked.metadata.name,
+        ...(Number.isInteger(generation) ? {generation: generation as number} : {}),
+        ...(typeof uid === 'string' ? {uid} : {}),
+      },
+      spec: {...checked.spec, capacity: checked.spec.capacity ?? deviceClassDefaults.capacity},
+    },
+    ok: true,
+  }
 }
 
-function checkTypeMeta(object: Record<string, unknown>, report: Report): void {
+// The API server checks these itself (the endpoint, and ObjectMeta); the CRD cannot state them.
+function typeMetaIssues(object: Record<string, unknown>): Issue[] {
   const {apiVersion, kind} = object
-  if (apiVersion === undefined || apiVersion === null) report('apiVersion', `required; set apiVersion: ${deviceClassApiVersion}`)
+  const issues: Issue[] = []
+  if (isAbsent(apiVersion)) issues.push({at: ['apiVersion'], message: `required; set apiVersion: ${deviceClassApiVersion}`})
   else if (typeof apiVersion === 'string' && apiVersion.startsWith('resource.k8s.io/')) {
     // The one mix-up worth naming: kubectl get deviceclass often answers with the DRA kind.
-    report('apiVersion', `must be ${deviceClassApiVersion} (got ${got(apiVersion)}): resource.k8s.io is the unrelated Kubernetes DRA DeviceClass; nfdctl reads DeviceClass (devices.nfdctl.io)`)
-  } else if (apiVersion !== deviceClassApiVersion) report('apiVersion', `must be ${deviceClassApiVersion} (got ${got(apiVersion)})`)
-  if (kind === undefined || kind === null) report('kind', 'required; set kind: DeviceClass')
-  else if (kind !== 'DeviceClass') report('kind', `must be DeviceClass (got ${got(kind)})`)
+    issues.push({at: ['apiVersion'], message: `must be ${deviceClassApiVersion} (got ${got(apiVersion)}): resource.k8s.io is the unrelated Kubernetes DRA DeviceClass; nfdctl reads DeviceClass (devices.nfdctl.io)`})
+  } else if (apiVersion !== deviceClassApiVersion) issues.push({at: ['apiVersion'], message: `must be ${deviceClassApiVersion} (got ${got(apiVersion)})`})
+  if (isAbsent(kind)) issues.push({at: ['kind'], message: 'required; set kind: DeviceClass'})
+  else if (kind !== 'DeviceClass') issues.push({at: ['kind'], message: `must be DeviceClass (got ${got(kind)})`})
+  return issues
 }
 
-function checkMetadata(value: unknown, report: Report): DeviceClass['metadata'] | undefined {
-  if (value === undefined || value === null) {
-    report('metadata', 'required: a mapping with the class name')
-    return undefined
-  }
-  if (!isRecord(value)) {
-    report('metadata', `must be a mapping with the class name (got ${got(value)})`)
-    return undefined
-  }
-  const {generation, name, uid} = value
-  if (name === undefined || name === null) {
-    report('metadata.name', 'required; it names the kubelet resource devices.nfdctl.io/<name>')
-    return undefined
-  }
-  if (typeof name !== 'string') {
-    report('metadata.name', `must be a string (got ${got(name)})`)
-    return undefined
-  }
-  let ok = true
-  if (!dnsSubdomainPattern.test(name)) {
-    report('metadata.name', `must be a DNS-1123 subdomain: lower-case letters, digits, '-' and '.', starting and ending with a letter or digit (got ${got(name)})`)
-    ok = false
-  }
-  if (name.length > maxClassName) {
-    report('metadata.name', `must be at most ${maxClassName} characters, as it becomes the kubelet resource devices.nfdctl.io/<name> (got ${name.length})`)
-    ok = false
-  }
-  if (!ok) return undefined
-  // Server-set fields ride along for status writes; anything else in metadata is not ours to judge.
-  return {
-    name,
-    ...(Number.isInteger(generation) ? {generation: generation as number} : {}),
-    ...(typeof uid === 'string' ? {uid} : {}),
-  }
+function metadataIssues(metadata: unknown): Issue[] {
+  if (isAbsent(metadata)) return [{at: ['metadata'], message: 'required: a mapping with the class name'}]
+  if (!isRecord(metadata)) return [] // the schema's type error
+  const {name} = metadata
+  if (isAbsent(name)) return [{at: ['metadata', 'name'], message: 'required; it names the kubelet resource devices.nfdctl.io/<name>'}]
+  if (typeof name !== 'string' || dnsSubdomainPattern.test(name)) return []
+  return [{at: ['metadata', 'name'], message: `must be a DNS-1123 subdomain: lower-case letters, digits, '-' and '.', starting and ending with a letter or digit (got ${got(name)})`}]
 }
 
-function checkSpec(value: unknown, report: Report): DeviceClassSpec | undefined {
-  if (value === undefined || value === null) {
-    report('spec', 'required: a mapping with match (the device rules) and optionally nodeSelector, permissions, allocation, capacity')
-    return undefined
+/**
+ * Checks a value against a schema node, adding its issues in document order, and returns the value as the
+ * API server validates and stores it: fields written with no value (null) dropped, unknown fields pruned
+ * (and reported where the node names them mistakes), defaults applied. Then the node's CEL rules run, by
+ * their TypeScript twins, on that value, and its x-nfdctl-checks.
+ */
+function visit(value: unknown, node: SchemaNode, at: readonly Segment[], issues: Issue[]): unknown {
+  const fail = (keyword: SchemaKeyword, limit?: number): void => {
+    issues.push({at, message: messageFor(node, keyword, value, limit)})
   }
-  if (!isRecord(value)) {
-    report('spec', `must be a mapping with match and optionally nodeSelector, permissions, allocation, capacity (got ${got(value)})`)
-    return undefined
+  if (!hasType(value, node.type)) {
+    fail('type')
+    return value
   }
-  rejectUnknown(value, 'spec', specFields, 'spec', report)
-  const match = checkMatch(value.match, report)
-  const nodeSelector = isAbsent(value.nodeSelector) ? undefined : checkLabelSelector(value.nodeSelector, 'spec.nodeSelector', report)
-  const selectorOk = isAbsent(value.nodeSelector) || nodeSelector !== undefined
-  const permissions = valueOr(value.permissions, deviceClassDefaults.permissions)
-  const permissionsOk = typeof permissions === 'string' && /^[rwm]{1,3}$/.test(permissions) && new Set(permissions).size === permissions.length
-  if (!permissionsOk) report('spec.permissions', `must be letters from r, w, m, each once (got ${got(permissions)})`)
-  const allocation = valueOr(value.allocation, deviceClassDefaults.allocation)
-  const allocationOk = isOneOf(allocations, allocation)
-  if (!allocationOk) report('spec.allocation', `must be Class or Device (got ${got(allocation)})`)
-  const capacity = valueOr(value.capacity, deviceClassDefaults.capacity)
-  const capacityOk = Number.isInteger(capacity) && (capacity as number) >= 1
-  if (!capacityOk) report('spec.capacity', `must be a whole number >= 1 (got ${got(capacity)})`)
-  if (!isAbsent(value.capacity) && allocation === 'Device') {
-    report('spec.capacity', 'capacity applies only to allocation Class; remove it (each device is one unit) or set allocation: Class')
+  let checked = value
+  if (typeof value === 'string') {
+    if (node.enum && !node.enum.includes(value)) fail('enum')
+    if (node.pattern !== undefined && !new RegExp(node.pattern).test(value)) fail('pattern')
+    // Kubernetes counts characters, not UTF-16 units.
+    const length = [...value].length
+    if (node.minLength !== undefined && length < node.minLength) fail('minLength', node.minLength)
+    if (node.maxLength !== undefined && length > node.maxLength) fail('maxLength', node.maxLength)
+  } else if (typeof value === 'number') {
+    if (node.minimum !== undefined && value < node.minimum) fail('minimum', node.minimum)
+  } else if (Array.isArray(value)) {
+    if (node.minItems !== undefined && value.length < node.minItems) fail('minItems', node.minItems)
+    if (node.maxItems !== undefined && value.length > node.maxItems) fail('maxItems', node.maxItems)
+    const {items} = node
+    checked = items === undefined ? value : value.map((item, i) => visit(item, items, [...at, i], issues))
+  } else if (isRecord(value)) {
+    checked = visitObject(value, node, at, issues)
   }
-  if (match === undefined || !selectorOk || !permissionsOk || !allocationOk || !capacityOk) return undefined
-  return {
-    allocation,
-    capacity: capacity as number,
-    match,
-    ...(nodeSelector === undefined ? {} : {nodeSelector}),
-    permissions,
+  for (const rule of [...(node['x-kubernetes-validations'] ?? []), ...(node['x-nfdctl-checks'] ?? [])]) {
+    for (const issue of rule.check(checked)) {
+      const below = issue.at ?? []
+      issues.push({at: [...at, ...below], message: fill(issue.message, {value: valueAt(checked, below)})})
+    }
   }
+  return checked
 }
 
-function checkMatch(value: unknown, report: Report): MatchRule[] | undefined {
-  const path = 'spec.match'
-  if (value === undefined || value === null) {
-    report(path, 'required: a list of rules, at least one (a device is in the class when any rule matches)')
-    return undefined
-  }
-  if (!Array.isArray(value)) {
-    report(path, `must be a list of rules (got ${got(value)})`)
-    return undefined
-  }
-  if (value.length === 0) {
-    report(path, 'must have at least one rule, such as {subsystem: tty, devName: "ttyUSB*"}')
-    return undefined
-  }
-  const rules = value.map((rule, i) => checkRule(rule, `${path}[${i}]`, report))
-  return rules.every((r) => r !== undefined) ? rules : undefined
-}
-
-function checkRule(value: unknown, path: string, report: Report): MatchRule | undefined {
-  if (!isRecord(value)) {
-    report(path, `must be a mapping with at least one of ${ruleFields.join(', ')} (got ${got(value)})`)
-    return undefined
-  }
-  let ok = rejectUnknown(value, path, ruleFields, 'a match rule', report)
-  if (ruleFields.every((field) => value[field] === undefined)) {
-    report(path, `needs at least one of ${ruleFields.join(', ')}`)
-    ok = false
-  }
-  const rule: {-readonly [K in keyof MatchRule]: MatchRule[K]} = {}
-  const {attributes, devName, properties, subsystem} = value
-  if (subsystem !== undefined) {
-    if (typeof subsystem === 'string' && subsystem.length > 0) rule.subsystem = subsystem
-    else ok = fail(report, `${path}.subsystem`, `must be a non-empty string such as "tty" (got ${got(subsystem)})`)
-  }
-  if (devName !== undefined) {
-    if (checkGlob(devName, `${path}.devName`, '"ttyUSB*"', report)) rule.devName = devName as string
-    else ok = false
-  }
-  if (properties !== undefined) {
-    const map = checkGlobMap(properties, `${path}.properties`, 'property', '{ID_VENDOR_ID: "0403"}', report)
-    if (map) rule.properties = map
-    else ok = false
-  }
-  if (attributes !== undefined) {
-    const map = checkGlobMap(attributes, `${path}.attributes`, 'attribute', '{idVendor: "0403"}', report)
-    if (map) rule.attributes = map
-    else ok = false
-  }
-  return ok ? rule : undefined
-}
-
-function checkGlobMap(value: unknown, path: string, what: string, example: string, report: Report): Record<string, string> | undefined {
-  if (!isRecord(value)) {
-    report(path, `must be a mapping of ${what} names to globs, such as ${example} (got ${got(value)})`)
-    return undefined
-  }
-  const entries = Object.entries(value)
-  if (entries.length === 0) {
-    report(path, `must name at least one ${what}, such as ${example}; or remove it`)
-    return undefined
-  }
-  let ok = true
-  for (const [key, glob] of entries) {
-    if (key.length === 0) ok = fail(report, childPath(path, key), `${what} names must not be empty`)
-    if (!checkGlob(glob, childPath(path, key), '"0403"', report)) ok = false
-  }
-  return ok ? Object.fromEntries(entries as Array<[string, string]>) : undefined
-}
-
-/** A non-empty string that compiles as a glob; brackets must balance (the matcher would read them literally). */
-function checkGlob(value: unknown, path: string, example: string, report: Report): boolean {
-  if (typeof value !== 'string' || value.length === 0) {
-    // YAML reads an unquoted 0403 as the number 403: the usual way a vendor id goes wrong.
-    const hint = typeof value === 'number' ? `; quote it in YAML, such as ${example}` : `, such as ${example}`
-    return fail(report, path, `must be a non-empty glob string${hint} (got ${got(value)})`)
-  }
-  const problem = globProblem(value)
-  return problem === undefined || fail(report, path, `is not a valid glob (got ${got(value)}): ${problem}`)
-}
-
-function globProblem(glob: string): string | undefined {
-  let regex: RegExp
-  try {
-    regex = picomatch.makeRe(glob, {dot: true, strictBrackets: true})
-  } catch (error) {
-    const message = errorMessage(error)
-    const missing = /Missing (closing|opening): "(.)"/.exec(message)
-    if (!missing) return message
-    // picomatch names the missing character: "]" when a "[" is never closed, "[" when a "]" has no opening.
-    const [, side, missingChar] = missing
-    const pair: Record<string, string> = {'(': ')', ')': '(', '[': ']', ']': '[', '{': '}', '}': '{'}
-    const present = pair[missingChar]
-    return side === 'closing'
-      ? `"${present}" is never closed; close it with "${missingChar}" or write \\${present} for a literal "${present}"`
-      : `"${present}" has no opening "${missingChar}"; write \\${present} for a literal "${present}"`
-  }
-  // picomatch answers a pattern it cannot turn into a regular expression with one that matches nothing.
-  return regex.source === '$^' ? 'it does not compile; is there a lone "\\" at the end?' : undefined
-}
-
-function checkLabelSelector(value: unknown, path: string, report: Report): LabelSelector | undefined {
-  if (!isRecord(value)) {
-    report(path, `must be a LabelSelector mapping with matchLabels and/or matchExpressions (got ${got(value)})`)
-    return undefined
-  }
-  let ok = rejectUnknown(value, path, selectorFields, 'a LabelSelector', report)
-  const {matchExpressions, matchLabels} = value
-  const selector: {-readonly [K in keyof LabelSelector]: LabelSelector[K]} = {}
-  if (!isAbsent(matchLabels)) {
-    const labels = checkMatchLabels(matchLabels, `${path}.matchLabels`, report)
-    if (labels) selector.matchLabels = labels
-    else ok = false
-  }
-  if (!isAbsent(matchExpressions)) {
-    if (Array.isArray(matchExpressions)) {
-      const expressions = matchExpressions.map((e, i) => checkExpression(e, `${path}.matchExpressions[${i}]`, report))
-      if (expressions.every((e) => e !== undefined)) selector.matchExpressions = expressions
-      else ok = false
-    } else ok = fail(report, `${path}.matchExpressions`, `must be a list of {key, operator, values} (got ${got(matchExpressions)})`)
-  }
-  return ok ? selector : undefined
-}
-
-function checkMatchLabels(value: unknown, path: string, report: Report): Record<string, string> | undefined {
-  if (!isRecord(value)) {
-    report(path, `must be a mapping of label keys to values (got ${got(value)})`)
-    return undefined
-  }
-  let ok = true
-  for (const [key, labelValue] of Object.entries(value)) {
-    const problem = labelKeyProblem(key)
-    if (problem) ok = fail(report, childPath(path, key), `${problem} (got ${got(key)})`)
-    if (!checkLabelValue(labelValue, childPath(path, key), report)) ok = false
-  }
-  return ok ? {...(value as Record<string, string>)} : undefined
-}
-
-function checkExpression(value: unknown, path: string, report: Report): LabelExpression | undefined {
-  if (!isRecord(value)) {
-    report(path, `must be a mapping {key, operator, values} (got ${got(value)})`)
-    return undefined
-  }
-  let ok = rejectUnknown(value, path, expressionFields, 'a selector expression', report)
-  const {key, operator, values} = value
-  if (typeof key !== 'string') ok = fail(report, `${path}.key`, isAbsent(key) ? 'required: the label key to test' : `must be a label key string (got ${got(key)})`)
+function visitObject(value: Record<string, unknown>, node: SchemaNode, at: readonly Segment[], issues: Issue[]): Record<string, unknown> {
+  const {additionalProperties, properties} = node
+  let checked: Record<string, unknown>
+  if (properties === undefined) checked = {...value} // a map: every key is data
   else {
-    const problem = labelKeyProblem(key)
-    if (problem) ok = fail(report, `${path}.key`, `${problem} (got ${got(key)})`)
+    const known = Object.keys(properties)
+    const fieldsOf = node['x-nfdctl-text']?.fieldsOf
+    for (const key of Object.keys(value)) {
+      if (known.includes(key) || fieldsOf === undefined) continue
+      // Catch the usual slips: case (devname) and a plural (value for values).
+      const near = known.find((k) => stem(k) === stem(key))
+      issues.push({at: [...at, key], message: `unknown field; ${fieldsOf} takes ${known.join(', ')}${near ? ` (did you mean ${near}?)` : ''}`})
+    }
+    checked = {}
+    for (const key of known) {
+      if (!isAbsent(value[key])) checked[key] = value[key]
+      else if (properties[key].default !== undefined) checked[key] = properties[key].default
+    }
   }
-  if (!isOneOf(operators, operator)) {
-    ok = fail(report, `${path}.operator`, isAbsent(operator) ? `required: one of ${operators.join(', ')}` : `must be one of ${operators.join(', ')} (got ${got(operator)})`)
+  const count = Object.keys(checked).length
+  if (node.minProperties !== undefined && count < node.minProperties) issues.push({at, message: messageFor(node, 'minProperties', checked, node.minProperties)})
+  if (node.maxProperties !== undefined && count > node.maxProperties) issues.push({at, message: messageFor(node, 'maxProperties', checked, node.maxProperties)})
+  if (properties === undefined) {
+    for (const [key, field] of Object.entries(checked)) {
+      if (additionalProperties !== undefined) checked[key] = visit(field, additionalProperties, [...at, key], issues)
+    }
   }
-  let list: string[] | undefined
-  if (!isAbsent(values)) {
-    if (Array.isArray(values)) {
-      const valid = values.map((v, i) => checkLabelValue(v, `${path}.values[${i}]`, report))
-      if (valid.every(Boolean)) list = [...(values as string[])]
-      else ok = false
-    } else ok = fail(report, `${path}.values`, `must be a list of label values (got ${got(values)})`)
+  for (const [key, child] of Object.entries(properties ?? {})) {
+    if (Object.hasOwn(checked, key)) checked[key] = visit(checked[key], child, [...at, key], issues)
+    else if (node.required?.includes(key)) {
+      const text = child['x-nfdctl-text']
+      issues.push({at: [...at, key], message: text?.required ?? `required: ${text?.is ?? 'set it'}`})
+    }
   }
-  const count = Array.isArray(values) ? values.length : 0
-  if ((operator === 'In' || operator === 'NotIn') && count === 0) ok = fail(report, `${path}.values`, `operator ${operator} needs at least one value`)
-  if ((operator === 'Exists' || operator === 'DoesNotExist') && count > 0) ok = fail(report, `${path}.values`, `operator ${operator} takes no values; remove values`)
-  if (!ok || typeof key !== 'string' || !isOneOf(operators, operator)) return undefined
-  return {key, operator, ...(list === undefined ? {} : {values: list})}
+  return checked
 }
 
-function checkLabelValue(value: unknown, path: string, report: Report): boolean {
-  if (typeof value !== 'string') {
-    // YAML reads unquoted true, 1 or 2.0 as non-strings; label values are always strings.
-    return fail(report, path, `must be a string label value; quote it in YAML, such as "true" (got ${got(value)})`)
-  }
-  const problem = labelValueProblem(value)
-  return problem === undefined || fail(report, path, `${problem} (got ${got(value)})`)
+function hasType(value: unknown, type: SchemaNode['type']): boolean {
+  if (type === 'array') return Array.isArray(value)
+  if (type === 'integer') return Number.isInteger(value)
+  if (type === 'object') return isRecord(value)
+  return typeof value === 'string'
 }
 
-/** Reports each field not in `known` at its own path; returns false when there was one. */
-function rejectUnknown(object: Record<string, unknown>, path: string, known: readonly string[], what: string, report: Report): boolean {
-  let ok = true
-  for (const key of Object.keys(object)) {
-    if (known.includes(key)) continue
-    // Catch the usual slips: case (devname) and a plural (value for values).
-    const near = known.find((k) => stem(k) === stem(key))
-    ok = fail(report, childPath(path, key), `unknown field; ${what} takes ${known.join(', ')}${near ? ` (did you mean ${near}?)` : ''}`)
-  }
-  return ok
+/** The field's own wording (x-nfdctl-text) for a failed keyword. */
+function messageFor(node: SchemaNode, keyword: SchemaKeyword, value: unknown, limit?: number): string {
+  const text = node['x-nfdctl-text']
+  const override = text?.on?.[keyword]
+  const template = typeof override === 'function' ? override(value) : override ?? countMessages[keyword] ?? `must be ${text?.is ?? describe(node)} (got {got})`
+  return fill(template, {limit, node, value})
+}
+
+const countMessages: Partial<Record<SchemaKeyword, string>> = {
+  maxItems: 'must have at most {limit} items (got {count})',
+  maxProperties: 'must have at most {limit} entries (got {count})',
+  minItems: 'must have at least {limit} items',
+  minProperties: 'must have at least {limit} entries',
+}
+
+function describe(node: SchemaNode): string {
+  if (node.enum) return `one of ${node.enum.join(', ')}`
+  return {array: 'a list', integer: 'a whole number', object: 'a mapping', string: 'a string'}[node.type]
+}
+
+function fill(template: string, context: {limit?: number; node?: SchemaNode; value: unknown}): string {
+  const {limit, node, value} = context
+  const count = Array.isArray(value) ? value.length : isRecord(value) ? Object.keys(value).length : 0
+  return template.replaceAll(/\{(count|fields|got|length|limit)\}/g, (_, name: string) => {
+    if (name === 'got') return got(value)
+    if (name === 'length') return String(typeof value === 'string' ? value.length : 0)
+    if (name === 'count') return String(count)
+    if (name === 'limit') return String(limit)
+    return Object.keys(node?.properties ?? {}).join(', ')
+  })
+}
+
+function valueAt(value: unknown, at: readonly Segment[]): unknown {
+  let here = value
+  for (const segment of at) here = Array.isArray(here) || isRecord(here) ? (here as Record<Segment, unknown>)[segment] : undefined
+  return here
+}
+
+/** `spec.match[0].properties.ID_VENDOR_ID`, or `matchLabels["kubernetes.io/arch"]` for keys that are not plain words. */
+function pathOf(at: readonly Segment[]): string {
+  return at.map((segment, i) => {
+    if (typeof segment === 'number') return `[${segment}]`
+    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(segment)) return `[${JSON.stringify(segment)}]`
+    return i === 0 ? segment : `.${segment}`
+  }).join('')
+}
+
+function dedupe(issues: readonly Issue[]): Issue[] {
+  const seen = new Set<string>()
+  return issues.filter((issue) => {
+    const key = `${pathOf(issue.at)}\n${issue.message}`
+    if (seen.has(key)) return false
+    seen.add(key)
+    return true
+  })
 }
 
 function stem(field: string): string {
   return field.toLowerCase().replace(/s$/, '')
-}
-
-function fail(report: Report, path: string, message: string): false {
-  report(path, message)
-  return false
-}
-
-/** `spec.match[0].properties.ID_VENDOR_ID`, or `matchLabels["kubernetes.io/arch"]` for keys that are not plain words. */
-function childPath(path: string, key: string): string {
-  return /^[A-Za-z_][A-Za-z0-9_]*$/.test(key) ? `${path}.${key}` : `${path}[${JSON.stringify(key)}]`
 }
 
 /** How a wrong value is shown in a message: always on one line, and short. */
@@ -339,19 +224,10 @@ function got(value: unknown): string {
   return Array.isArray(value) ? 'a list' : 'a mapping'
 }
 
-// A field written with no value (YAML `permissions:`) gets its default, as the API server does.
-function valueOr(value: unknown, fallback: string | number): unknown {
-  return isAbsent(value) ? fallback : value
-}
-
 function isAbsent(value: unknown): value is null | undefined {
   return value === undefined || value === null
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value)
-}
-
-function isOneOf<T extends string>(options: readonly T[], value: unknown): value is T {
-  return typeof value === 'string' && (options as readonly string[]).includes(value)
 }

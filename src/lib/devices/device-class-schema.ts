@@ -1,0 +1,412 @@
+/**
+ * The one statement of what a DeviceClass (devices.nfdctl.io/v1alpha1) is: the CRD's openAPIV3Schema with
+ * its CEL rules. deploy/crds/deviceclasses.devices.nfdctl.io.yaml is produced from it (`npm run
+ * generate:crd`, device-class-crd.ts) and validateDeviceClass checks class objects and files against it.
+ *
+ * Beside the Kubernetes keywords, each node may carry what only nfdctl reads; the CRD leaves it out:
+ * - `x-nfdctl-text`: how validateDeviceClass words an issue at this field;
+ * - `check` on each CEL rule: the same rule in TypeScript (CEL cannot run here), kept next to it;
+ * - `x-nfdctl-checks`: rules the CRD cannot state, checked only by nfdctl (glob syntax).
+ */
+import picomatch from 'picomatch'
+
+import {errorMessage} from '../errors.js'
+import {labelKeyProblem} from './label-selector.js'
+
+export type SchemaKeyword =
+  | 'enum' | 'maxItems' | 'maxLength' | 'maxProperties' | 'minimum' | 'minItems' | 'minLength' | 'minProperties' | 'pattern' | 'type'
+
+/**
+ * Wording of the validator's issues at one field. Placeholders: {got} the value as a message shows it,
+ * {length} a string's length, {count} the items or entries, {limit} the keyword's bound, {fields} the
+ * fields the node declares.
+ */
+export interface FieldText {
+  /** What a valid value is: "must be <is> (got {got})" for any keyword `on` does not name. */
+  readonly is?: string
+  /** The whole message when the field is required and absent. */
+  readonly required?: string
+  /** Whole messages for particular keywords. */
+  readonly on?: Partial<Record<SchemaKeyword, string | ((value: unknown) => string)>>
+  /** Names a mapping whose unknown fields are mistakes ("unknown field; <fieldsOf> takes …"); elsewhere they are pruned silently, as the API server prunes them. */
+  readonly fieldsOf?: string
+}
+
+/** One x-kubernetes-validations entry. */
+export interface CelRule {
+  readonly rule: string
+  readonly message: string
+  readonly fieldPath?: string
+  readonly reason?: 'FieldValueDuplicate' | 'FieldValueForbidden' | 'FieldValueInvalid' | 'FieldValueRequired'
+  /** The rule in TypeScript, on the same pruned and defaulted value: one issue per failure. Not in the CRD. */
+  readonly check: (self: unknown) => readonly RuleIssue[]
+}
+
+/** A rule only nfdctl checks, because neither the schema nor CEL (within its cost budget) can state it. */
+export interface LocalRule {
+  readonly check: (self: unknown) => readonly RuleIssue[]
+}
+
+/** Where a rule failed (`at`, below the node) and the message. */
+export interface RuleIssue {
+  readonly at?: readonly string[]
+  /** {got} is the value at `at`. */
+  readonly message: string
+}
+
+/** A node of a Kubernetes structural schema (the keywords this CRD uses), plus nfdctl's own. */
+export interface SchemaNode {
+  readonly type: 'array' | 'integer' | 'object' | 'string'
+  readonly description?: string
+  readonly format?: string
+  readonly default?: string
+  readonly enum?: readonly string[]
+  readonly pattern?: string
+  readonly minLength?: number
+  readonly maxLength?: number
+  readonly minimum?: number
+  readonly minItems?: number
+  readonly maxItems?: number
+  readonly minProperties?: number
+  readonly maxProperties?: number
+  readonly required?: readonly string[]
+  readonly properties?: Readonly<Record<string, SchemaNode>>
+  readonly additionalProperties?: SchemaNode
+  readonly items?: SchemaNode
+  readonly 'x-kubernetes-list-type'?: 'atomic' | 'map'
+  readonly 'x-kubernetes-list-map-keys'?: readonly string[]
+  readonly 'x-kubernetes-map-type'?: 'atomic'
+  readonly 'x-kubernetes-validations'?: readonly CelRule[]
+  readonly 'x-nfdctl-text'?: FieldText
+  readonly 'x-nfdctl-checks'?: readonly LocalRule[]
+}
+
+export const deviceClassGroup = 'devices.nfdctl.io'
+export const deviceClassVersion = 'v1alpha1'
+export const deviceClassApiVersion = `${deviceClassGroup}/${deviceClassVersion}`
+export const labelSelectorOperators = ['In', 'NotIn', 'Exists', 'DoesNotExist'] as const
+// Consumers treat a missing capacity as 1; the CRD has no default for it (see capacity below).
+export const deviceClassDefaults = {allocation: 'Class', capacity: 1, permissions: 'rw'} as const
+
+// CEL's has(self.field) and size(), on the plain value the twins receive.
+const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value)
+const field = (self: unknown, name: string): unknown => (isRecord(self) ? self[name] : undefined)
+const size = (value: unknown): number => (Array.isArray(value) ? value.length : 0)
+
+const labelKeyMessage = "must be a label key: an optional DNS subdomain prefix and '/', then a name of at most 63 alphanumerics, '-', '_' or '.', starting and ending alphanumeric"
+const labelKeyIssue = (key: unknown, at?: string[]): RuleIssue[] => {
+  const problem = typeof key === 'string' ? labelKeyProblem(key) : undefined
+  return problem === undefined ? [] : [{at, message: `${problem} (got {got})`}]
+}
+
+const labelValue: SchemaNode = {
+  type: 'string',
+  maxLength: 63,
+  pattern: '^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$',
+  'x-nfdctl-text': {
+    is: "a label value: empty, or at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit",
+    // YAML reads unquoted true, 1 or 2.0 as non-strings; label values are always strings.
+    on: {type: 'must be a string label value; quote it in YAML, such as "true" (got {got})'},
+  },
+}
+
+/** Globs must compile: picomatch with balanced brackets (the matcher would read a lone one literally). */
+const globSyntax: LocalRule = {
+  check: (self) => {
+    const problem = typeof self === 'string' && self.length > 0 ? globProblem(self) : undefined
+    return problem === undefined ? [] : [{message: `is not a valid glob (got {got}): ${problem}`}]
+  },
+}
+
+function globProblem(glob: string): string | undefined {
+  let regex: RegExp
+  try {
+    regex = picomatch.makeRe(glob, {dot: true, strictBrackets: true})
+  } catch (error) {
+    const message = errorMessage(error)
+    const missing = /Missing (closing|opening): "(.)"/.exec(message)
+    if (!missing) return message
+    // picomatch names the missing character: "]" when a "[" is never closed, "[" when a "]" has no opening.
+    const [, side, missingChar] = missing
+    const pair: Record<string, string> = {'(': ')', ')': '(', '[': ']', ']': '[', '{': '}', '}': '{'}
+    const present = pair[missingChar]
+    return side === 'closing'
+      ? `"${present}" is never closed; close it with "${missingChar}" or write \\${present} for a literal "${present}"`
+      : `"${present}" has no opening "${missingChar}"; write \\${present} for a literal "${present}"`
+  }
+  // picomatch answers a pattern it cannot turn into a regular expression with one that matches nothing.
+  return regex.source === '$^' ? 'it does not compile; is there a lone "\\" at the end?' : undefined
+}
+
+function glob(description: string, example: string): SchemaNode {
+  return {
+    description,
+    type: 'string',
+    minLength: 1,
+    'x-nfdctl-checks': [globSyntax],
+    'x-nfdctl-text': {
+      is: `a non-empty glob string, such as ${example}`,
+      // YAML reads an unquoted 0403 as the number 403: the usual way a vendor id goes wrong.
+      on: {type: (value) => `must be a non-empty glob string${typeof value === 'number' ? '; quote it in YAML,' : ','} such as ${example} (got {got})`},
+    },
+  }
+}
+
+function globMap(description: string, what: string, example: string): SchemaNode {
+  return {
+    description,
+    type: 'object',
+    minProperties: 1,
+    additionalProperties: glob(`A glob over the ${what}'s value.`, '"0403"'),
+    'x-nfdctl-text': {
+      is: `a mapping of ${what} names to globs, such as ${example}`,
+      on: {minProperties: `must name at least one ${what}, such as ${example}; or remove it`},
+    },
+    // A CEL rule over the keys would exceed the API server's cost budget (neither the map nor the list of
+    // rules has a size limit), so only nfdctl refuses an empty name.
+    'x-nfdctl-checks': [{
+      check: (self) => Object.keys(isRecord(self) ? self : {}).filter((k) => k === '').map((k) => ({at: [k], message: `${what} names must not be empty`})),
+    }],
+  }
+}
+
+const nodeSelector: SchemaNode = {
+  description: 'The nodes this class applies to (a LabelSelector); empty or absent means every node.',
+  type: 'object',
+  'x-kubernetes-map-type': 'atomic',
+  'x-nfdctl-text': {fieldsOf: 'a LabelSelector', is: 'a LabelSelector mapping with matchLabels and/or matchExpressions'},
+  properties: {
+    matchLabels: {
+      type: 'object',
+      maxProperties: 64,
+      additionalProperties: labelValue,
+      'x-nfdctl-text': {is: 'a mapping of label keys to values', on: {maxProperties: 'must have at most {limit} labels (got {count})'}},
+      // Map keys have no schema of their own: CEL checks them.
+      'x-kubernetes-validations': [{
+        rule: 'self.all(k, !format.qualifiedName().validate(k).hasValue())',
+        message: "keys must be label keys: an optional DNS subdomain prefix and '/', then a name of at most 63 alphanumerics, '-', '_' or '.', starting and ending alphanumeric",
+        check: (self) => Object.keys(isRecord(self) ? self : {}).flatMap((key) => labelKeyIssue(key, [key])),
+      }],
+    },
+    matchExpressions: {
+      type: 'array',
+      maxItems: 64,
+      'x-kubernetes-list-type': 'atomic',
+      'x-nfdctl-text': {is: 'a list of {key, operator, values}', on: {maxItems: 'must have at most {limit} expressions (got {count})'}},
+      items: {
+        type: 'object',
+        required: ['key', 'operator'],
+        'x-nfdctl-text': {fieldsOf: 'a selector expression', is: 'a mapping {key, operator, values}'},
+        'x-kubernetes-validations': [
+          {
+            rule: "!(self.operator in ['In', 'NotIn']) || (has(self.values) && size(self.values) > 0)",
+            message: 'operators In and NotIn need at least one value',
+            fieldPath: '.values',
+            check: (self) => {
+              const operator = field(self, 'operator')
+              return (operator === 'In' || operator === 'NotIn') && size(field(self, 'values')) === 0
+                ? [{at: ['values'], message: `operator ${operator} needs at least one value`}]
+                : []
+            },
+          },
+          {
+            rule: "!(self.operator in ['Exists', 'DoesNotExist']) || !has(self.values) || size(self.values) == 0",
+            message: 'operators Exists and DoesNotExist take no values',
+            fieldPath: '.values',
+            check: (self) => {
+              const operator = field(self, 'operator')
+              return (operator === 'Exists' || operator === 'DoesNotExist') && size(field(self, 'values')) > 0
+                ? [{at: ['values'], message: `operator ${operator} takes no values; remove values`}]
+                : []
+            },
+          },
+        ],
+        properties: {
+          key: {
+            type: 'string',
+            maxLength: 317,
+            'x-nfdctl-text': {is: 'a label key string', required: 'required: the label key to test'},
+            'x-kubernetes-validations': [{
+              rule: '!format.qualifiedName().validate(self).hasValue()',
+              message: labelKeyMessage,
+              check: (self) => labelKeyIssue(self),
+            }],
+          },
+          operator: {
+            type: 'string',
+            enum: labelSelectorOperators,
+            'x-nfdctl-text': {is: `one of ${labelSelectorOperators.join(', ')}`, required: `required: one of ${labelSelectorOperators.join(', ')}`},
+          },
+          values: {
+            type: 'array',
+            maxItems: 256,
+            'x-kubernetes-list-type': 'atomic',
+            items: labelValue,
+            'x-nfdctl-text': {is: 'a list of label values', on: {maxItems: 'must have at most {limit} values (got {count})'}},
+          },
+        },
+      },
+    },
+  },
+}
+
+const matchRule: SchemaNode = {
+  type: 'object',
+  // At least one of the four fields; unknown fields are pruned first, so a rule holding only unknown
+  // fields fails here too.
+  minProperties: 1,
+  'x-nfdctl-text': {fieldsOf: 'a match rule', is: 'a mapping with at least one of {fields}', on: {minProperties: 'needs at least one of {fields}'}},
+  properties: {
+    subsystem: {
+      description: 'Exact subsystem name, e.g. tty.',
+      type: 'string',
+      minLength: 1,
+      'x-nfdctl-text': {is: 'a non-empty string such as "tty"'},
+    },
+    devName: glob('Glob over the kernel name (DEVNAME without /dev/), e.g. ttyUSB*.', '"ttyUSB*"'),
+    properties: globMap('uevent/udev properties; values are globs.', 'property', '{ID_VENDOR_ID: "0403"}'),
+    attributes: globMap('sysfs attributes of the device or any parent; values are globs.', 'attribute', '{idVendor: "0403"}'),
+  },
+}
+
+const spec: SchemaNode = {
+  type: 'object',
+  required: ['match'],
+  'x-nfdctl-text': {
+    fieldsOf: 'spec',
+    is: 'a mapping with match and optionally nodeSelector, permissions, allocation, capacity',
+    required: 'required: a mapping with match (the device rules) and optionally nodeSelector, permissions, allocation, capacity',
+  },
+  'x-kubernetes-validations': [{
+    rule: "!has(self.capacity) || self.allocation == 'Class'",
+    message: 'capacity applies only to allocation Class',
+    fieldPath: '.capacity',
+    reason: 'FieldValueForbidden',
+    check: (self) => (field(self, 'capacity') !== undefined && field(self, 'allocation') !== 'Class'
+      ? [{at: ['capacity'], message: 'capacity applies only to allocation Class; remove it (each device is one unit) or set allocation: Class'}]
+      : []),
+  }],
+  properties: {
+    nodeSelector,
+    match: {
+      description: 'A device is in the class when ANY rule matches; within a rule every field must match.',
+      type: 'array',
+      minItems: 1,
+      'x-kubernetes-list-type': 'atomic',
+      items: matchRule,
+      'x-nfdctl-text': {
+        is: 'a list of rules',
+        on: {minItems: 'must have at least one rule, such as {subsystem: tty, devName: "ttyUSB*"}'},
+        required: 'required: a list of rules, at least one (a device is in the class when any rule matches)',
+      },
+    },
+    permissions: {
+      description: 'Device access, letters from r (read), w (write), m (mknod), each at most once.',
+      type: 'string',
+      default: deviceClassDefaults.permissions,
+      // Kubernetes patterns are RE2 (no lookaheads, no backreferences): list the 15 permutations.
+      pattern: '^(r|w|m|rw|wr|rm|mr|wm|mw|rwm|rmw|wrm|wmr|mrw|mwr)$',
+      'x-nfdctl-text': {is: 'letters from r, w, m, each once'},
+    },
+    allocation: {
+      description: 'Class: a container gets every device of the class, now and later. Device: each device is one schedulable unit.',
+      type: 'string',
+      default: deviceClassDefaults.allocation,
+      enum: ['Class', 'Device'],
+      'x-nfdctl-text': {is: 'Class or Device'},
+    },
+    // No server-side default on purpose: capacity applies only to allocation Class, and a default would be
+    // written into allocation Device objects too, which the CEL rule on spec rejects.
+    capacity: {
+      description: 'Allocation Class only, how many containers may hold the class at once; absent means 1.',
+      type: 'integer',
+      format: 'int32',
+      minimum: 1,
+      'x-nfdctl-text': {is: 'a whole number >= 1'},
+    },
+  },
+}
+
+const nodeStatus: SchemaNode = {
+  type: 'object',
+  required: ['node'],
+  properties: {
+    node: {type: 'string'},
+    devices: {
+      type: 'array',
+      'x-kubernetes-list-type': 'atomic',
+      items: {
+        type: 'object',
+        required: ['id'],
+        properties: {
+          id: {type: 'string'},
+          devName: {type: 'string'},
+          major: {type: 'integer', format: 'int32', minimum: 0},
+          minor: {type: 'integer', format: 'int32', minimum: 0},
+        },
+      },
+    },
+    observedGeneration: {type: 'integer', format: 'int64', minimum: 0},
+    lastUpdateTime: {type: 'string', format: 'date-time'},
+  },
+}
+
+const condition: SchemaNode = {
+  type: 'object',
+  required: ['type', 'status', 'lastTransitionTime', 'reason', 'message'],
+  properties: {
+    type: {
+      type: 'string',
+      maxLength: 316,
+      pattern: '^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$',
+    },
+    status: {type: 'string', enum: ['True', 'False', 'Unknown']},
+    observedGeneration: {type: 'integer', format: 'int64', minimum: 0},
+    lastTransitionTime: {type: 'string', format: 'date-time'},
+    reason: {type: 'string', minLength: 1, maxLength: 1024, pattern: '^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$'},
+    message: {type: 'string', maxLength: 32_768},
+  },
+}
+
+/** The CRD's openAPIV3Schema for v1alpha1, with nfdctl's wording and the TypeScript twins of its CEL rules. */
+export const deviceClassSchema: SchemaNode = {
+  type: 'object',
+  required: ['spec'],
+  properties: {
+    apiVersion: {type: 'string'},
+    kind: {type: 'string'},
+    metadata: {
+      type: 'object',
+      'x-nfdctl-text': {is: 'a mapping with the class name'},
+      properties: {
+        // The name becomes the kubelet resource devices.nfdctl.io/<name>, whose name part is <= 63.
+        name: {
+          type: 'string',
+          maxLength: 63,
+          'x-nfdctl-text': {is: 'a string', on: {maxLength: 'must be at most {limit} characters, as it becomes the kubelet resource devices.nfdctl.io/<name> (got {length})'}},
+        },
+      },
+    },
+    spec,
+    // The agents' output, never input: validateDeviceClass ignores it.
+    status: {
+      type: 'object',
+      properties: {
+        nodes: {
+          description: "One entry per node; each node's agent writes only its own entry (server-side apply).",
+          type: 'array',
+          'x-kubernetes-list-type': 'map',
+          'x-kubernetes-list-map-keys': ['node'],
+          items: nodeStatus,
+        },
+        conditions: {
+          description: 'Standard conditions (metav1.Condition), e.g. an invalid spec.',
+          type: 'array',
+          'x-kubernetes-list-type': 'map',
+          'x-kubernetes-list-map-keys': ['type'],
+          items: condition,
+        },
+      },
+    },
+  },
+}
