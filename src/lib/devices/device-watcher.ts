@@ -49,7 +49,10 @@ export class DeviceWatcher {
         const event = parseUevent(datagram)
         if (event) this.#enqueue(() => this.#handle(event))
       },
-      onError: (error) => this.options.onError?.(error),
+      onError: (error) => {
+        this.#log.error({err: errorMessage(error)}, 'uevent socket failed; no more device events')
+        this.options.onError?.(error)
+      },
       onOverflow: () => this.#rescan(),
     }, options.receiveBufferBytes)
   }

@@ -9,9 +9,11 @@ export const sys = {
   bind: libc.func('int bind(int fd, void *addr, uint32_t addrlen)'),
   close: libc.func('int close(int fd)'),
   eventfd: libc.func('int eventfd(unsigned int initval, int flags)'),
+  getsockopt: libc.func('int getsockopt(int fd, int level, int name, _Out_ void *val, _Inout_ uint32_t *len)'),
   ioctl: libc.func('int ioctl(int fd, unsigned long request, long arg)'),
   open: libc.func('int open(const char *path, int flags)'),
   poll: libc.func('int poll(_Inout_ void *fds, unsigned long nfds, int timeout)'),
+  read: libc.func('long read(int fd, _Out_ void *buf, size_t n)'),
   recvfrom: libc.func('long recvfrom(int fd, _Out_ void *buf, size_t len, int flags, _Out_ void *src, _Inout_ uint32_t *srclen)'),
   setsockopt: libc.func('int setsockopt(int fd, int level, int name, void *val, uint32_t len)'),
   socket: libc.func('int socket(int domain, int type, int protocol)'),
@@ -23,7 +25,10 @@ export function errno(): number {
   return koffi.errno()
 }
 
-export const errnoNames: Record<number, string> = {1: 'EPERM', 4: 'EINTR', 11: 'EAGAIN', 13: 'EACCES', 17: 'EEXIST', 19: 'ENODEV', 22: 'EINVAL', 93: 'EPROTONOSUPPORT', 105: 'ENOBUFS'}
+export const errnoNames: Record<number, string> = {
+  1: 'EPERM', 4: 'EINTR', 9: 'EBADF', 11: 'EAGAIN', 12: 'ENOMEM', 13: 'EACCES', 14: 'EFAULT', 17: 'EEXIST', 19: 'ENODEV', 22: 'EINVAL',
+  23: 'ENFILE', 24: 'EMFILE', 88: 'ENOTSOCK', 93: 'EPROTONOSUPPORT', 105: 'ENOBUFS',
+}
 
 export function errnoText(code: number): string {
   return errnoNames[code] ?? `errno ${code}`
