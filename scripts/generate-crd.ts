@@ -1,5 +1,5 @@
 // Writes deploy/crds/deviceclasses.devices.nfdctl.io.yaml from src/lib/devices/device-class-schema.ts
-// (`npm run generate:crd`). test/unit/devices/device-class-crd.test.ts fails while the two differ.
+// (`npm run generate:crd`). test/unit/devices/device-class-schema.test.ts fails while the two differ.
 import {writeFile} from 'node:fs/promises'
 import {fileURLToPath} from 'node:url'
 
