@@ -12,10 +12,14 @@ function numberFlag(flag: string) {
 
 /** Connection flags shared by every command that talks to the API server. */
 export const kubeFlags = {
-  burst: Flags.integer({default: 100, description: 'client-side burst above --qps', helpGroup: 'KUBERNETES'}),
+  burst: Flags.integer({description: 'with --qps: requests allowed at once above it (default: --qps)', helpGroup: 'KUBERNETES'}),
   context: Flags.string({description: 'kubeconfig context to use (default: current-context)', helpGroup: 'KUBERNETES'}),
   kubeconfig: Flags.string({description: 'path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)', helpGroup: 'KUBERNETES'}),
-  qps: Flags.custom<number>({default: 50, description: 'client-side limit of API requests per second', helpGroup: 'KUBERNETES', parse: numberFlag('qps')})(),
+  qps: Flags.custom<number>({
+    description: 'client-side cap on API requests per second (default: none; the server paces us with 429s)',
+    helpGroup: 'KUBERNETES',
+    parse: numberFlag('qps'),
+  })(),
 }
 
 export {numberFlag}

@@ -42,7 +42,8 @@ function renderSweepTable(report: SweepReport): string {
 
 function verdict(report: SweepReport): string {
   const stale = countStale(report)
-  const took = `${report.nodes} nodes, ${formatDurationMs(report.durationMs)}, ${report.apiRequests} API requests`
+  const throttled = report.apiThrottled ? `, ${report.apiThrottled} throttled by the server (429), concurrency ${report.concurrency.lowest}-${report.concurrency.highest}` : ''
+  const took = `${report.nodes} nodes, ${formatDurationMs(report.durationMs)}, ${report.apiRequests} API requests${throttled}`
   if (report.refused) return `Refused: ${report.refused} (${took})`
   if (report.dryRun) return `Dry run: ${stale} stale objects would be deleted (${took})`
   const deleted = report.kinds.reduce((n, k) => n + k.deleted, 0)

@@ -132,6 +132,8 @@ describe('gc run against a real kube-apiserver', function () {
     expect(await gc.metric('nfd_gc_objects_deleted_total{kind="NodeResourceTopology"}')).to.equal(1)
     expect(await gc.metric('nfd_gc_stale_objects{kind="NodeFeature"}')).to.equal(2)
     expect(await gc.metric('nfd_gc_leader')).to.equal(1)
+    expect(await gc.metric('nfd_gc_api_throttled_total')).to.equal(0)
+    expect(await gc.metric('nfd_gc_api_concurrency')).to.be.within(1, 66)
     expect(await gc.metric('nfd_gc_sweep_duration_seconds_count')).to.equal(1)
     expect(await gc.metric('nfd_gc_build_info{version="0.1.0"}')).to.equal(1)
     const lastSweep = await gc.metric('nfd_gc_last_successful_sweep_timestamp_seconds')

@@ -36,7 +36,7 @@ Watches Nodes (metadata only) and collects a deleted node's objects at once; a b
       {burst: options.burst, maxConnections: options.concurrency + 2, qps: options.qps},
     )
     const registry = new Registry()
-    const metrics = createGcMetrics(registry, this.config.version)
+    const metrics = createGcMetrics(registry, this.config.version, () => client.window)
     const newCollector = (): Collector =>
       new Collector({
         client, concurrency: options.concurrency, graceMs: options.graceMs, intervalMs: options.intervalMs, kinds: options.kinds,

@@ -1,5 +1,7 @@
 import {Counter, Gauge, Histogram, type Registry} from 'prom-client'
 
+import type {WindowStats} from '../kube/concurrency-window.js'
+
 /** The collector's metrics: upstream nfd-gc's three names, plus sweep, staleness, list and leader figures. */
 export interface GcMetrics {
   readonly deleted: Counter<'kind'>
@@ -13,9 +15,27 @@ export interface GcMetrics {
   readonly sweepsRefused: Counter
 }
 
-export function createGcMetrics(registry: Registry, version: string): GcMetrics {
+/** `apiWindow`: the client's concurrency window, read at scrape time. */
+export function createGcMetrics(registry: Registry, version: string, apiWindow?: () => Readonly<WindowStats>): GcMetrics {
   const registers = [registry]
   new Gauge({help: 'Build information of the garbage collector', labelNames: ['version'], name: 'nfd_gc_build_info', registers}).set({version}, 1)
+  if (apiWindow) {
+    new Counter({
+      collect() {
+        this.reset()
+        this.inc(apiWindow().throttled)
+      },
+      help: 'API answers 429 Too Many Requests (API Priority and Fairness); each was retried after its Retry-After',
+      name: 'nfd_gc_api_throttled_total', registers,
+    })
+    new Gauge({
+      collect() {
+        this.set(apiWindow().limit)
+      },
+      help: 'Requests the collector may have in flight now, adapted to the server\'s answers (at most --concurrency)',
+      name: 'nfd_gc_api_concurrency', registers,
+    })
+  }
   return {
     deleteFailures: new Counter({help: 'Number of object deletions that failed', labelNames: ['kind'], name: 'nfd_gc_object_delete_failures_total', registers}),
     deleted: new Counter({help: 'Number of objects deleted by the garbage collector', labelNames: ['kind'], name: 'nfd_gc_objects_deleted_total', registers}),

@@ -6,7 +6,7 @@ import type {PlanOptions} from './sweep-planner.js'
 /** The flags of `gc once` as oclif hands them over, before any checking. */
 export interface RawSweepFlags {
   readonly 'allow-empty-nodes': boolean
-  readonly burst: number
+  readonly burst?: number
   readonly concurrency: number
   readonly 'dry-run': boolean
   readonly 'fail-on-stale': boolean
@@ -15,18 +15,19 @@ export interface RawSweepFlags {
   readonly kinds?: string
   readonly 'list-size': number
   readonly 'max-delete-ratio': number
-  readonly qps: number
+  readonly qps?: number
   readonly timeout: string
 }
 
 export interface SweepOptions extends PlanOptions {
-  readonly burst: number
+  /** Client-side caps; none by default: the concurrency window follows the server's 429s. */
+  readonly burst?: number
   readonly concurrency: number
   readonly dryRun: boolean
   readonly failOnStale: boolean
   readonly kinds: readonly GcKind[]
   readonly listSize: number
-  readonly qps: number
+  readonly qps?: number
   /** 0: no deadline. */
   readonly timeoutMs: number
 }
@@ -40,8 +41,11 @@ export function sweepOptionsFrom(flags: RawSweepFlags): SweepOptions {
   }
   integerAtLeast('--list-size', flags['list-size'], 0, 'use 0 to list everything in one request')
   integerAtLeast('--concurrency', flags.concurrency, 1)
-  integerAtLeast('--burst', flags.burst, 1)
-  if (!Number.isFinite(flags.qps) || flags.qps <= 0) throw new UsageError(`--qps must be a number > 0, got ${flags.qps}`)
+  if (flags.burst !== undefined) {
+    integerAtLeast('--burst', flags.burst, 1)
+    if (flags.qps === undefined) throw new UsageError('--burst only applies with --qps; add --qps or drop --burst')
+  }
+  if (flags.qps !== undefined && (!Number.isFinite(flags.qps) || flags.qps <= 0)) throw new UsageError(`--qps must be a number > 0, got ${flags.qps}`)
   if (flags['fail-on-stale'] && !flags['dry-run']) {
     throw new UsageError('--fail-on-stale only applies to --dry-run; add --dry-run or drop --fail-on-stale')
   }

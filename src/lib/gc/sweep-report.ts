@@ -45,6 +45,10 @@ export interface SweepReport {
   readonly refused?: string
   readonly durationMs: number
   readonly apiRequests: number
+  /** 429 answers (API Priority and Fairness) during the sweep; each was retried after its Retry-After. */
+  readonly apiThrottled: number
+  /** The concurrency window: where it ended, and the lowest and highest it reached. */
+  readonly concurrency: {readonly final: number; readonly lowest: number; readonly highest: number}
 }
 
 export function countStale(report: SweepReport): number {

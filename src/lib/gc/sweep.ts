@@ -22,6 +22,7 @@ export interface SweepHooks {
 export async function sweepOnce(client: KubeClient, options: SweepOptions, hooks: SweepHooks = {}, signal?: AbortSignal): Promise<SweepReport> {
   const started = performance.now()
   const requestsBefore = client.stats.requests
+  const throttledBefore = client.window.throttled
   const read = await readCluster(client, {afterPage: hooks.afterPage, kinds: options.kinds, listSize: options.listSize, onEvent: hooks.onEvent, signal})
   const plan = planSweep(read.view, options)
   const refused = plan.action === 'refuse' ? plan.reason : undefined
@@ -69,6 +70,8 @@ export async function sweepOnce(client: KubeClient, options: SweepOptions, hooks
     objects,
     durationMs: Math.round(performance.now() - started),
     apiRequests: client.stats.requests - requestsBefore,
+    apiThrottled: client.window.throttled - throttledBefore,
+    concurrency: {final: client.window.limit, highest: client.window.highest, lowest: client.window.lowest},
   }
 }
 

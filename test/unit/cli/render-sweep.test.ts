@@ -5,6 +5,8 @@ import type {SweepReport} from '../../../src/lib/gc/sweep-report.js'
 
 const report: SweepReport = {
   apiRequests: 9,
+  apiThrottled: 0,
+  concurrency: {final: 20, highest: 20, lowest: 8},
   dryRun: false,
   durationMs: 40,
   kinds: [
@@ -33,6 +35,11 @@ describe('renderSweep', () => {
   it('says nothing of kept objects when there are none', () => {
     const plain: SweepReport = {...report, kinds: report.kinds.map((k) => ({...k, changed: 0})), objects: []}
     expect(renderSweep(plain, 'table').split('\n').at(-1)).to.match(/^Deleted 2 of 4 stale objects \(/)
+  })
+
+  it('says how often the server throttled the sweep and how far the concurrency window moved', () => {
+    const throttled: SweepReport = {...report, apiThrottled: 12, concurrency: {final: 3, highest: 24, lowest: 2}}
+    expect(renderSweep(throttled, 'table').split('\n').at(-1)).to.match(/9 API requests, 12 throttled by the server \(429\), concurrency 2-24\)$/)
   })
 
   it('carries the changed count and each object result in JSON', () => {

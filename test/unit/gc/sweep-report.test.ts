@@ -8,7 +8,7 @@ function kind(name: string, counts: Partial<Omit<KindSummary, 'kind'>> = {}): Ki
 }
 
 function report(overrides: Partial<SweepReport> = {}): SweepReport {
-  return {apiRequests: 3, durationMs: 12, dryRun: false, kinds: [], nodes: 2, objects: [], ...overrides}
+  return {apiRequests: 3, apiThrottled: 0, concurrency: {final: 8, highest: 8, lowest: 8}, durationMs: 12, dryRun: false, kinds: [], nodes: 2, objects: [], ...overrides}
 }
 
 describe('sweep report', () => {
