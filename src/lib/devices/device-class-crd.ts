@@ -15,7 +15,8 @@ const header = `# DeviceClass (${deviceClassGroup}/${deviceClassVersion}): which
 #
 # GENERATED from src/lib/devices/device-class-schema.ts by \`npm run generate:crd\`; edit that file, not this one.
 # validateDeviceClass checks class files and API objects against the same schema, runs a TypeScript twin of
-# each CEL rule below, and adds what a schema cannot say: devName and value globs must compile.
+# each CEL rule below, and adds what this CRD does not say: globs must compile, property and attribute
+# names must not be empty (a CEL rule over those keys would exceed the API server's cost budget).
 #
 # capacity has NO server-side default on purpose: it applies only to allocation Class, and a default of 1
 # would be written into allocation Device objects too, which the CEL rule on spec rejects. Consumers treat

@@ -179,7 +179,7 @@ function fill(template: string, context: {limit?: number; node?: SchemaNode; val
   const count = Array.isArray(value) ? value.length : isRecord(value) ? Object.keys(value).length : 0
   return template.replaceAll(/\{(count|fields|got|length|limit)\}/g, (_, name: string) => {
     if (name === 'got') return got(value)
-    if (name === 'length') return String(typeof value === 'string' ? value.length : 0)
+    if (name === 'length') return String(typeof value === 'string' ? [...value].length : 0)
     if (name === 'count') return String(count)
     if (name === 'limit') return String(limit)
     return Object.keys(node?.properties ?? {}).join(', ')
