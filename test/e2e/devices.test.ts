@@ -8,6 +8,7 @@ import type {ListedDevice, WatchedDevice} from '../../src/cli/render-devices.js'
 import {parseUevent, type Uevent} from '../../src/lib/devices/uevent.js'
 import {NetlinkUeventSocket} from '../../src/lib/sys/netlink-uevents.js'
 import {CliProcess} from '../support/cli-process.js'
+import {installedCli} from '../support/installed-cli.js'
 import {addLoopDevice, canUseLoopControl, removeLoopDevice} from '../support/loop-devices.js'
 import {missingPrerequisite} from '../support/prerequisites.js'
 import {nfdctl} from '../support/run-cli.js'
@@ -121,8 +122,11 @@ describe('devices list --watch with real loop devices', function () {
 
   it('works without root: nobody lists devices and hears a loop device being added', async function () {
     if (process.getuid?.() !== 0) missingPrerequisite(this, 'only root can drop to nobody for this check')
+    this.timeout(120_000) // the first use builds the installed copy (installed-cli.ts)
+    // nobody cannot read a private checkout (.ci/run clones into a mode-0700 directory): run an installed copy.
+    const cli = await installedCli()
     const nobody = {gid: 65_534, uid: 65_534}
-    watch = new CliProcess(['devices', 'list', '--class-file', classFile, '--watch', '-o', 'json'], undefined, nobody)
+    watch = new CliProcess(['devices', 'list', '--class-file', classFile, '--watch', '-o', 'json'], cli.bin, nobody)
     await watch.waitForLine<WatchedDevice>('the initial list as nobody', (d) => d.event === 'present' && d.devNode === '/dev/null', 20_000)
     addLoopDevice(loopIndex)
     const added = await watch.waitForLine<WatchedDevice>('the add event as nobody', (d) => d.event === 'add' && d.devName === `loop${loopIndex}`)

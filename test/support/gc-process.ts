@@ -1,6 +1,5 @@
-import {CliProcess} from './cli-process.js'
+import {CliProcess, type ChildEnd} from './cli-process.js'
 import {freePort} from './free-port.js'
-import {waitFor} from './wait.js'
 
 export interface LogLine {
   level: string
@@ -11,7 +10,8 @@ export interface LogLine {
 
 /**
  * `nfdctl gc run` as a child process, run from the TypeScript sources (bin/dev.js), the way an operator
- * runs it: JSON logs on stdout are collected for assertions; /metrics and /readyz on its own port.
+ * runs it: JSON logs on stdout are collected for assertions; /metrics and /readyz on its own port. A wait
+ * for a log line ends as soon as the process exits, with its stderr.
  */
 export class GcProcess {
   readonly startedAt = Date.now()
@@ -30,13 +30,14 @@ export class GcProcess {
     return this.#cli.json<LogLine>()
   }
 
-  /** Waits for a log line matching `predicate`; the error lists what was logged. */
+  /** Waits for a log line matching `predicate`; rejects at once if the process exits first. The error lists what was logged. */
   async waitForLog(what: string, predicate: (line: LogLine) => boolean, timeoutMs = 15_000): Promise<LogLine> {
-    try {
-      return await waitFor(what, async () => this.logs.find(predicate), {intervalMs: 20, timeoutMs})
-    } catch (error) {
-      throw new Error(`${(error as Error).message}\nlogs:\n${this.transcript()}`)
-    }
+    return this.#cli.waitFor(what, () => this.logs.find(predicate), {intervalMs: 20, timeoutMs})
+  }
+
+  /** Settles when the process has exited. */
+  get ended(): Promise<ChildEnd> {
+    return this.#cli.ended
   }
 
   count(predicate: (line: LogLine) => boolean): number {
@@ -61,6 +62,6 @@ export class GcProcess {
   }
 
   transcript(): string {
-    return [...this.#cli.lines.map((l) => l.text), ...this.#cli.stderr].join('\n')
+    return this.#cli.transcript()
   }
 }
