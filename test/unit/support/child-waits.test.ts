@@ -29,7 +29,7 @@ describe('waiting on a child process gives up as soon as the child exits', funct
     const proc = child('console.log(JSON.stringify({ready: true})); process.exit(0)')
     const {value} = await proc.waitForLine<{ready: boolean}>('the ready line', (v) => v.ready)
     expect(value).to.deep.equal({ready: true})
-    expect(await proc.stop()).to.equal(0)
+    expect(await proc.ended).to.deep.equal({code: 0, signal: null})
   })
 
   it('names the signal when the child was killed', async () => {
