@@ -69,7 +69,9 @@ export interface WindowStats {
 export class ConcurrencyWindow {
   #state: WindowState
   #inFlight = 0
-  readonly #waiting: Array<() => void> = []
+  readonly #waiting: Array<{signal?: AbortSignal; wake: () => void}> = []
+  /** One abort listener per signal, however many requests wait on it (a sweep shares one signal). */
+  readonly #listening = new WeakSet<AbortSignal>()
   readonly stats: WindowStats
 
   constructor(
@@ -87,17 +89,8 @@ export class ConcurrencyWindow {
     while (this.#inFlight >= Math.floor(this.#state.limit)) {
       if (signal?.aborted) throw new AbortedError('cancelled while waiting for a request slot')
       await new Promise<void>((resolve) => {
-        const wake = (): void => {
-          signal?.removeEventListener('abort', onAbort)
-          resolve()
-        }
-        // A cancelled waiter leaves the queue, so it does not take a wake-up meant for another.
-        const onAbort = (): void => {
-          this.#waiting.splice(this.#waiting.indexOf(wake), 1)
-          resolve()
-        }
-        signal?.addEventListener('abort', onAbort, {once: true})
-        this.#waiting.push(wake)
+        this.#waiting.push({signal, wake: resolve})
+        this.#listen(signal)
       })
     }
     this.#inFlight++
@@ -123,6 +116,18 @@ export class ConcurrencyWindow {
 
   #wake(): void {
     let free = Math.floor(this.#state.limit) - this.#inFlight
-    while (free-- > 0 && this.#waiting.length > 0) this.#waiting.shift()!()
+    while (free-- > 0 && this.#waiting.length > 0) this.#waiting.shift()!.wake()
+  }
+
+  #listen(signal: AbortSignal | undefined): void {
+    if (signal === undefined || this.#listening.has(signal)) return
+    this.#listening.add(signal)
+    // Cancelled waiters leave the queue, so they do not take wake-ups meant for others.
+    signal.addEventListener('abort', () => {
+      for (const waiter of this.#waiting.filter((w) => w.signal === signal)) {
+        this.#waiting.splice(this.#waiting.indexOf(waiter), 1)
+        waiter.wake()
+      }
+    }, {once: true})
   }
 }

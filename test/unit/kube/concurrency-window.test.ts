@@ -1,4 +1,5 @@
 import {expect} from 'chai'
+import {getEventListeners} from 'node:events'
 
 import {ConcurrencyWindow, cutCooldownMs, initialWindow, nextWindow, type Answer, type WindowState} from '../../../src/lib/kube/concurrency-window.js'
 
@@ -90,6 +91,16 @@ describe('ConcurrencyWindow gate', () => {
     expect(error?.message).to.match(/cancelled while waiting/)
     held('none')
     ;(await next)('ok')
+  })
+
+  it('adds one abort listener to a signal however many requests wait on it (no MaxListeners warning)', async () => {
+    const window = new ConcurrencyWindow({max: 1, min: 1})
+    const held = await window.enter()
+    const controller = new AbortController()
+    const waiters = Array.from({length: 20}, () => window.enter(controller.signal).then((leave) => leave('none')))
+    expect(getEventListeners(controller.signal, 'abort')).to.have.length(1)
+    held('none')
+    await Promise.all(waiters)
   })
 
   it('refuses a window whose bounds make no sense', () => {
