@@ -130,117 +130,100 @@ describe('gc once safety against a real kube-apiserver', function () {
     expect(run.error?.message).to.match(/^cannot list NodeFeature objects; nothing deleted: GET \/apis\/nfd.k8s-sigs.io\/v1alpha1\/nodefeatures on https:\/\/127.0.0.1:1 failed: ECONNREFUSED/)
     expect(run.error?.message).to.not.contain('\n')
   })
-})
 
-describe('exact deletes against a real kube-apiserver: only the version judged stale is deleted', function () {
-  let plane: ControlPlane
-  let client: KubeClient
+  describe('exact deletes: only the version judged stale is deleted', function () {
+    const relabel = (name: string, node: string): Promise<unknown> =>
+      client.request('PATCH', nodeFeaturePath('nfd', name), {body: {metadata: {labels: {[nodeNameLabel]: node}}}, contentType: 'application/merge-patch+json'})
+    const nodeLabelOf = async (name: string): Promise<string | undefined> =>
+      (await client.request<{metadata: {labels?: Record<string, string>}}>('GET', nodeFeaturePath('nfd', name))).metadata.labels?.[nodeNameLabel]
+    const outcomes = (report: SweepReport): string[][] => report.objects.map((o) => [o.kind, o.name, o.result])
+    const counts = (report: SweepReport): number[][] => report.kinds.map((k) => [k.deleted, k.changed, k.failed])
 
-  const relabel = (name: string, node: string): Promise<unknown> =>
-    client.request('PATCH', nodeFeaturePath('nfd', name), {body: {metadata: {labels: {[nodeNameLabel]: node}}}, contentType: 'application/merge-patch+json'})
-  const nodeLabelOf = async (name: string): Promise<string | undefined> =>
-    (await client.request<{metadata: {labels?: Record<string, string>}}>('GET', nodeFeaturePath('nfd', name))).metadata.labels?.[nodeNameLabel]
-  const outcomes = (report: SweepReport): string[][] => report.objects.map((o) => [o.kind, o.name, o.result])
-  const counts = (report: SweepReport): number[][] => report.kinds.map((k) => [k.deleted, k.changed, k.failed])
+    it('keeps a NodeFeature re-labelled to a live node between list and delete, reported as changed (least privilege)', async function () {
+      // The look again needs no more than gc once's documented least privilege: list nodes, list+delete the kinds.
+      await bindClusterRole(client, 'nfdctl-test-gc', 'gc-minimal', [...gcRules, {apiGroups: [''], resources: ['nodes'], verbs: ['list']}])
+      const minimal = await plane.client(await plane.kubeconfigFor('gc-minimal'))
+      const report = await sweepOnce(minimal, sweepOptionsFrom(defaults), {beforeDelete: () => relabel('gone', 'n1').then(() => undefined)}).finally(() => minimal.close())
 
-  before(async function () {
-    ;({client, plane} = await adminClient(this))
-    await ensureNamespace(client, 'nfd')
-  })
-
-  beforeEach(async function () {
-    await resetCluster(client)
-    await seedNodesWithObjects(client, ['n1', 'n2', 'n3'], 'nfd', 3)
-    await createNodeFeature(client, 'nfd', 'gone', 'gone')
-    await createTopology(client, 'gone')
-  })
-
-  after(() => client?.close())
-
-  it('keeps a NodeFeature re-labelled to a live node between list and delete, reported as changed (least privilege)', async function () {
-    // The look again needs no more than gc once's documented least privilege: list nodes, list+delete the kinds.
-    await bindClusterRole(client, 'nfdctl-test-gc', 'gc-minimal', [...gcRules, {apiGroups: [''], resources: ['nodes'], verbs: ['list']}])
-    const minimal = await plane.client(await plane.kubeconfigFor('gc-minimal'))
-    const report = await sweepOnce(minimal, sweepOptionsFrom(defaults), {beforeDelete: () => relabel('gone', 'n1').then(() => undefined)}).finally(() => minimal.close())
-
-    expect(outcomes(report)).to.deep.equal([['NodeFeature', 'gone', 'changed'], ['NodeResourceTopology', 'gone', 'deleted']])
-    expect(counts(report)).to.deep.equal([[0, 1, 0], [1, 0, 0]])
-    expect(await nodeLabelOf('gone')).to.equal('n1')
-  })
-
-  it('deletes, at its new version, an object that changed but is still stale (re-labelled to another gone node)', async function () {
-    const report = await sweepOnce(client, sweepOptionsFrom(defaults), {beforeDelete: () => relabel('gone', 'also-gone').then(() => undefined)})
-
-    expect(outcomes(report)).to.deep.equal([['NodeFeature', 'gone', 'deleted'], ['NodeResourceTopology', 'gone', 'deleted']])
-    expect(counts(report)).to.deep.equal([[1, 0, 0], [1, 0, 0]])
-    expect(await exists(client, nodeFeaturePath('nfd', 'gone'))).to.equal(false)
-  })
-
-  it('keeps an unlabelled NodeFeature that gains the label of a live node', async function () {
-    await createNodeFeature(client, 'nfd', 'unlabelled', undefined)
-    const report = await sweepOnce(client, sweepOptionsFrom({...defaults, kinds: 'NodeFeature'}), {beforeDelete: () => relabel('unlabelled', 'n2').then(() => undefined)})
-
-    expect(outcomes(report)).to.deep.equal([['NodeFeature', 'gone', 'deleted'], ['NodeFeature', 'unlabelled', 'changed']])
-    expect(await nodeLabelOf('unlabelled')).to.equal('n2')
-  })
-
-  it('keeps an object re-created under the same name, reported as replaced and counted as changed', async function () {
-    let recreated = ''
-    const report = await sweepOnce(client, sweepOptionsFrom(defaults), {
-      beforeDelete: async () => {
-        await client.request('DELETE', nodeFeaturePath('nfd', 'gone'))
-        recreated = (await createNodeFeature(client, 'nfd', 'gone', 'gone')).uid
-      },
+      expect(outcomes(report)).to.deep.equal([['NodeFeature', 'gone', 'changed'], ['NodeResourceTopology', 'gone', 'deleted']])
+      expect(counts(report)).to.deep.equal([[0, 1, 0], [1, 0, 0]])
+      expect(await nodeLabelOf('gone')).to.equal('n1')
     })
 
-    expect(outcomes(report)).to.deep.equal([['NodeFeature', 'gone', 'replaced'], ['NodeResourceTopology', 'gone', 'deleted']])
-    expect(counts(report)).to.deep.equal([[0, 1, 0], [1, 0, 0]])
-    const live = await client.request<{metadata: {uid: string}}>('GET', nodeFeaturePath('nfd', 'gone'))
-    expect(live.metadata.uid).to.equal(recreated)
-  })
+    it('deletes, at its new version, an object that changed but is still stale (re-labelled to another gone node)', async function () {
+      const report = await sweepOnce(client, sweepOptionsFrom(defaults), {beforeDelete: () => relabel('gone', 'also-gone').then(() => undefined)})
 
-  it('counts a delete whose answer was lost, and whose retry then found nothing, as deleted (not absent)', async function () {
-    const proxy = await DroppingProxy.start(new URL(plane.server))
-    const kubeconfig = `${plane.kubeconfig}-dropping-proxy`
-    await writeFile(kubeconfig, (await readFile(plane.kubeconfig, 'utf8')).replace(plane.server, proxy.url))
-    const viaProxy = await plane.client(kubeconfig)
-    try {
-      const report = await sweepOnce(viaProxy, sweepOptionsFrom({...defaults, concurrency: 1, kinds: 'NodeFeature'}), {beforeDelete: async () => proxy.arm()})
-
-      expect(proxy.dropped, 'answers dropped').to.equal(1)
-      expect(viaProxy.stats.retries, 'retries').to.equal(1)
-      expect(outcomes(report)).to.deep.equal([['NodeFeature', 'gone', 'deleted']])
-      expect(counts(report)).to.deep.equal([[1, 0, 0]])
+      expect(outcomes(report)).to.deep.equal([['NodeFeature', 'gone', 'deleted'], ['NodeResourceTopology', 'gone', 'deleted']])
+      expect(counts(report)).to.deep.equal([[1, 0, 0], [1, 0, 0]])
       expect(await exists(client, nodeFeaturePath('nfd', 'gone'))).to.equal(false)
-    } finally {
-      viaProxy.close()
-      await proxy.close()
-    }
-  })
-
-  it('gc run: keeps a re-labelled object, and its metrics count it as kept, not deleted', async function () {
-    const registry = new Registry()
-    const metrics = createGcMetrics(registry, 'test')
-    const collector = new Collector({
-      beforeDelete: () => relabel('gone', 'n3').then(() => undefined),
-      client, concurrency: 4, graceMs: 0, intervalMs: 3_600_000, kinds: gcKinds, listSize: 500, metrics, plan: sweepOptionsFrom(defaults),
     })
-    const controller = new AbortController()
-    try {
-      await collector.start(controller.signal)
-    } finally {
-      await collector.stop()
-    }
-    const value = async (name: string, labels: Record<string, string>): Promise<number> => {
-      const metric = await registry.getSingleMetric(name)!.get()
-      return metric.values.find((v) => Object.entries(labels).every(([k, l]) => v.labels[k] === l))?.value ?? 0
-    }
-    expect(await value('nfd_gc_objects_kept_total', {kind: 'NodeFeature', reason: 'changed'})).to.equal(1)
-    expect(await value('nfd_gc_objects_deleted_total', {kind: 'NodeFeature'})).to.equal(0)
-    expect(await value('nfd_gc_objects_deleted_total', {kind: 'NodeResourceTopology'})).to.equal(1)
-    expect(await value('nfd_gc_object_delete_failures_total', {kind: 'NodeFeature'})).to.equal(0)
-    expect(await nodeLabelOf('gone')).to.equal('n3')
-    expect(await exists(client, topologyPath('gone'))).to.equal(false)
+
+    it('keeps an unlabelled NodeFeature that gains the label of a live node', async function () {
+      await createNodeFeature(client, 'nfd', 'unlabelled', undefined)
+      const report = await sweepOnce(client, sweepOptionsFrom({...defaults, kinds: 'NodeFeature'}), {beforeDelete: () => relabel('unlabelled', 'n2').then(() => undefined)})
+
+      expect(outcomes(report)).to.deep.equal([['NodeFeature', 'gone', 'deleted'], ['NodeFeature', 'unlabelled', 'changed']])
+      expect(await nodeLabelOf('unlabelled')).to.equal('n2')
+    })
+
+    it('keeps an object re-created under the same name, reported as replaced and counted as changed', async function () {
+      let recreated = ''
+      const report = await sweepOnce(client, sweepOptionsFrom(defaults), {
+        beforeDelete: async () => {
+          await client.request('DELETE', nodeFeaturePath('nfd', 'gone'))
+          recreated = (await createNodeFeature(client, 'nfd', 'gone', 'gone')).uid
+        },
+      })
+
+      expect(outcomes(report)).to.deep.equal([['NodeFeature', 'gone', 'replaced'], ['NodeResourceTopology', 'gone', 'deleted']])
+      expect(counts(report)).to.deep.equal([[0, 1, 0], [1, 0, 0]])
+      const live = await client.request<{metadata: {uid: string}}>('GET', nodeFeaturePath('nfd', 'gone'))
+      expect(live.metadata.uid).to.equal(recreated)
+    })
+
+    it('counts a delete whose answer was lost, and whose retry then found nothing, as deleted (not absent)', async function () {
+      const proxy = await DroppingProxy.start(new URL(plane.server))
+      const kubeconfig = `${plane.kubeconfig}-dropping-proxy`
+      await writeFile(kubeconfig, (await readFile(plane.kubeconfig, 'utf8')).replace(plane.server, proxy.url))
+      const viaProxy = await plane.client(kubeconfig)
+      try {
+        const report = await sweepOnce(viaProxy, sweepOptionsFrom({...defaults, concurrency: 1, kinds: 'NodeFeature'}), {beforeDelete: async () => proxy.arm()})
+
+        expect(proxy.dropped, 'answers dropped').to.equal(1)
+        expect(viaProxy.stats.retries, 'retries').to.equal(1)
+        expect(outcomes(report)).to.deep.equal([['NodeFeature', 'gone', 'deleted']])
+        expect(counts(report)).to.deep.equal([[1, 0, 0]])
+        expect(await exists(client, nodeFeaturePath('nfd', 'gone'))).to.equal(false)
+      } finally {
+        viaProxy.close()
+        await proxy.close()
+      }
+    })
+
+    it('gc run: keeps a re-labelled object, and its metrics count it as kept, not deleted', async function () {
+      const registry = new Registry()
+      const metrics = createGcMetrics(registry, 'test')
+      const collector = new Collector({
+        beforeDelete: () => relabel('gone', 'n3').then(() => undefined),
+        client, concurrency: 4, graceMs: 0, intervalMs: 3_600_000, kinds: gcKinds, listSize: 500, metrics, plan: sweepOptionsFrom(defaults),
+      })
+      const controller = new AbortController()
+      try {
+        await collector.start(controller.signal)
+      } finally {
+        await collector.stop()
+      }
+      const value = async (name: string, labels: Record<string, string>): Promise<number> => {
+        const metric = await registry.getSingleMetric(name)!.get()
+        return metric.values.find((v) => Object.entries(labels).every(([k, l]) => v.labels[k] === l))?.value ?? 0
+      }
+      expect(await value('nfd_gc_objects_kept_total', {kind: 'NodeFeature', reason: 'changed'})).to.equal(1)
+      expect(await value('nfd_gc_objects_deleted_total', {kind: 'NodeFeature'})).to.equal(0)
+      expect(await value('nfd_gc_objects_deleted_total', {kind: 'NodeResourceTopology'})).to.equal(1)
+      expect(await value('nfd_gc_object_delete_failures_total', {kind: 'NodeFeature'})).to.equal(0)
+      expect(await nodeLabelOf('gone')).to.equal('n3')
+      expect(await exists(client, topologyPath('gone'))).to.equal(false)
+    })
   })
 })
 
