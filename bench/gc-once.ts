@@ -2,9 +2,10 @@
 //
 // Seeds a private real control plane with <nodes> Nodes, each with a NodeFeature and a
 // NodeResourceTopology, plus <stale> objects of vanished nodes (half NodeFeatures, half topologies);
-// runs the built CLI's `gc once` with its defaults (or the pace flags given); then re-seeds the same stale
-// objects and deletes them with plain concurrent DELETEs (64 in flight, no rate limit): the ceiling.
-// Budget: gc once, whole process, >= 90% of the ceiling's delete rate.
+// runs the installed CLI (as `npm pack` builds it) `gc once` with its defaults (or the pace flags given);
+// then re-seeds the same stale objects and deletes them with plain concurrent DELETEs (64 in flight, no
+// rate limit): the ceiling. Budgets: gc once, whole process, >= 90% of the ceiling's delete rate; its
+// peak RSS <= 100 MB.
 import {spawn} from 'node:child_process'
 import {mkdtemp, readFile, rm} from 'node:fs/promises'
 import {tmpdir} from 'node:os'
@@ -14,8 +15,9 @@ import {parseArgs} from 'node:util'
 import type {SweepReport} from '../src/lib/gc/sweep-report.js'
 import {openCluster} from '../src/lib/kube/connect.js'
 import {ControlPlane} from '../test/controlplane/control-plane.js'
-import {ensureBinaries, repoRoot} from '../test/controlplane/paths.js'
+import {ensureBinaries} from '../test/controlplane/paths.js'
 import {createNodeFeature, createTopology, ensureNamespace, inParallel, nodeFeaturePath, topologyPath, seedNodesWithObjects} from '../test/support/seed.js'
+import {packCli, rssReportEnv} from './packed-cli.js'
 
 const {values} = parseArgs({
   options: {
@@ -39,6 +41,7 @@ const log = (line: string): void => {
   process.stderr.write(line + '\n')
 }
 
+const cli = await packCli(log)
 const dir = await mkdtemp(join(tmpdir(), 'nfdctl-bench-'))
 const plane = await ControlPlane.start({binDir: await ensureBinaries(log), dir, log})
 try {
@@ -60,11 +63,11 @@ try {
 
   // The real CLI, as an operator runs it.
   const rssFile = join(dir, 'rss')
-  const args = ['--require', join(repoRoot, 'bench/report-max-rss.cjs'), join(repoRoot, 'bin/run.js'), 'gc', 'once', '--json', '--kubeconfig', plane.kubeconfig,
+  const args = ['gc', 'once', '--json', '--kubeconfig', plane.kubeconfig,
     ...(concurrency === undefined ? [] : ['--concurrency', String(concurrency)]), ...(qps === undefined ? [] : ['--qps', String(qps)]),
     '--list-size', values['list-size']!]
   const started = performance.now()
-  const {code, stdout} = await run(process.execPath, args, {NFDCTL_BENCH_RSS_FILE: rssFile})
+  const {code, stdout} = await run(cli.bin, args, rssReportEnv(rssFile))
   const gcSeconds = (performance.now() - started) / 1000
   if (code !== 0) throw new Error(`gc once exited ${code}: ${stdout.slice(0, 500)}`)
   const report = JSON.parse(stdout) as SweepReport
@@ -88,7 +91,7 @@ try {
   const ratio = gcRate / ceilingRate
   const row = (name: string, value: string, budget = ''): string => `${name.padEnd(34)} ${value.padEnd(16)} ${budget}`
   process.stdout.write([
-    `gc once: ${nodes} nodes, ${2 * nodes} live objects, ${stale} stale; concurrency ${concurrency ?? 'default'}, qps ${qps ?? 'none (default)'}, list-size ${values['list-size']}`,
+    `gc once (installed CLI): ${nodes} nodes, ${2 * nodes} live objects, ${stale} stale; concurrency ${concurrency ?? 'default'}, qps ${qps ?? 'none (default)'}, list-size ${values['list-size']}`,
     row('wall time (whole process)', `${gcSeconds.toFixed(2)} s`),
     row('objects deleted per second', gcRate.toFixed(0)),
     row('API requests', String(report.apiRequests), `(${Math.ceil((2 * nodes + stale) / Number(values['list-size']))}+ lists, ${stale} deletes)`),
@@ -102,6 +105,7 @@ try {
 } finally {
   await plane.stop()
   await rm(dir, {force: true, recursive: true})
+  await cli.remove()
 }
 
 function run(command: string, args: string[], env: Record<string, string>): Promise<{code: number | null; stdout: string}> {

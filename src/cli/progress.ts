@@ -1,4 +1,6 @@
-import ora, {type Ora} from 'ora'
+import type {Ora, Options} from 'ora'
+
+type Spinners = (options: Options) => Ora
 
 /**
  * Progress for long work: an ora spinner redrawn in place on a TTY, plain lines otherwise (cron jobs and
@@ -7,16 +9,25 @@ import ora, {type Ora} from 'ora'
 export class Progress {
   #spinner?: Ora
 
-  constructor(
+  private constructor(
     private readonly mode: 'lines' | 'silent' | 'spinner',
-    private readonly writeLine: (line: string) => void = (line) => process.stderr.write(line + '\n'),
+    private readonly writeLine: (line: string) => void,
+    private readonly ora: Spinners,
   ) {}
+
+  /** ora and its two dozen modules (about 9 MB) are loaded only when a spinner is drawn. */
+  static async open(mode: 'lines' | 'silent' | 'spinner', writeLine: (line: string) => void = (line) => process.stderr.write(line + '\n')): Promise<Progress> {
+    const ora: Spinners = mode === 'spinner' ? (await import('ora')).default : () => {
+      throw new Error('no spinner outside spinner mode')
+    }
+    return new Progress(mode, writeLine, ora)
+  }
 
   /** Transient status: spinner text on a TTY, nothing in line mode. */
   update(text: string): void {
     if (this.mode !== 'spinner') return
     if (this.#spinner) this.#spinner.text = text
-    else this.#spinner = ora({stream: process.stderr, text}).start()
+    else this.#spinner = this.ora({stream: process.stderr, text}).start()
   }
 
   /** Intermediate progress worth a line in a log (every tenth of a long job, say); spinner text on a TTY. */
@@ -29,7 +40,7 @@ export class Progress {
   step(text: string): void {
     if (this.mode === 'silent') return
     if (this.mode === 'spinner') {
-      ;(this.#spinner ?? ora({stream: process.stderr})).succeed(text)
+      ;(this.#spinner ?? this.ora({stream: process.stderr})).succeed(text)
       this.#spinner = undefined
     } else {
       this.writeLine(text)
@@ -40,7 +51,7 @@ export class Progress {
   warn(text: string): void {
     if (this.mode === 'silent') return
     if (this.mode === 'spinner') {
-      ;(this.#spinner ?? ora({stream: process.stderr})).warn(text)
+      ;(this.#spinner ?? this.ora({stream: process.stderr})).warn(text)
       this.#spinner = undefined
     } else {
       this.writeLine(`warning: ${text}`)

@@ -37,7 +37,7 @@ Exit codes: 0 done, 1 some deletions failed or the sweep was refused for safety,
       {context: flags.context, kubeconfig: flags.kubeconfig},
       {burst: options.burst, maxConnections: options.concurrency, qps: options.qps},
     )
-    const progress = new Progress(this.jsonEnabled() ? 'silent' : this.interactive ? 'spinner' : 'lines')
+    const progress = await Progress.open(this.jsonEnabled() ? 'silent' : this.interactive ? 'spinner' : 'lines')
     try {
       const report = await sweepOnce(client, options, {onEvent: sweepProgress(progress)}, signal)
       progress.stop()

@@ -3,17 +3,28 @@ import {AbortedError} from '../errors.js'
 /**
  * How many requests may be in flight, decided by the server's answers (AIMD, as TCP does with its
  * congestion window): grow while answers come back fast, halve on a 429 (API Priority and Fairness says the
- * priority level is full), shrink a little when latency climbs far above what this server answered at ease.
+ * priority level is full), shrink a little when answers take clearly longer than this server needs at ease
+ * (it is queueing us: more in flight would only add waiting, and memory, not throughput).
  */
 export interface WindowState {
   /** Requests allowed in flight; fractional so that additive increase can add 1/limit per answer. */
   readonly limit: number
   /** Until the first cut the window doubles per round trip (slow start), then grows by 1 per window. */
   readonly slowStart: boolean
-  /** The latency this server answers with when not loaded: a minimum that drifts up slowly. */
-  readonly baselineMs?: number
+  /** Per kind of request (a list page is slower than a DELETE at any load): its latency at ease. */
+  readonly baselines: Readonly<Record<string, Baseline>>
   /** When the window was last cut: one cut per cool-down, however many answers of the same burst say so. */
   readonly lastCutAt: number
+}
+
+/**
+ * The lowest latency of the current and the previous period: a minimum, so load does not raise it, that
+ * forgets, so a server that got slower for good is not cut forever.
+ */
+export interface Baseline {
+  readonly current: number
+  readonly previous: number
+  readonly periodStart: number
 }
 
 export interface WindowOptions {
@@ -23,16 +34,38 @@ export interface WindowOptions {
 
 export type Answer =
   | {readonly kind: 'throttled'; readonly at: number}
-  | {readonly kind: 'ok'; readonly at: number; readonly latencyMs: number}
+  | {
+      readonly kind: 'ok'
+      readonly at: number
+      readonly latencyMs: number
+      /** The kind of request (its method): each has its own baseline. */
+      readonly route?: string
+      /**
+       * Whether the window was at least half full when this request was sent. Only such answers grow it
+       * (TCP grows its window only while using it): one list page after another says nothing about how
+       * many requests the server takes at once.
+       */
+      readonly filled?: boolean
+    }
 
 /** Between two cuts: long enough for the answers to requests sent before the last cut to come back. */
 export const cutCooldownMs = 250
-/** Latency this many times the baseline (and this much above it) counts as the server queueing us. */
+export const baselinePeriodMs = 10_000
+/**
+ * Latency this many times the baseline, and this much above it, counts as the server queueing us. Not
+ * tighter: measured on a real kube-apiserver + etcd, DELETEs still gain throughput up to about 64 in flight
+ * (etcd batches more writes per commit) while their latency grows well past twice the unloaded one.
+ */
 const latencyFactor = 4
 const latencyMarginMs = 100
 
 export function initialWindow(options: WindowOptions, initial = 8): WindowState {
-  return {lastCutAt: Number.NEGATIVE_INFINITY, limit: clamp(initial, options), slowStart: true}
+  return {baselines: {}, lastCutAt: Number.NEGATIVE_INFINITY, limit: clamp(initial, options), slowStart: true}
+}
+
+export function baselineOf(state: WindowState, route = ''): number | undefined {
+  const b = state.baselines[route]
+  return b === undefined ? undefined : Math.min(b.current, b.previous)
 }
 
 /** The window after one answer. Pure. */
@@ -42,14 +75,22 @@ export function nextWindow(state: WindowState, answer: Answer, options: WindowOp
     if (coolingDown) return state
     return {...state, lastCutAt: answer.at, limit: clamp(state.limit / 2, options), slowStart: false}
   }
-  const {latencyMs} = answer
-  const baselineMs = state.baselineMs === undefined || latencyMs < state.baselineMs ? latencyMs : state.baselineMs + (latencyMs - state.baselineMs) / 100
-  if (state.baselineMs !== undefined && latencyMs > latencyFactor * state.baselineMs && latencyMs > state.baselineMs + latencyMarginMs) {
-    if (coolingDown) return {...state, baselineMs}
-    return {baselineMs, lastCutAt: answer.at, limit: clamp(state.limit * 0.9, options), slowStart: false}
+  const {at, filled = true, latencyMs, route = ''} = answer
+  const before = baselineOf(state, route)
+  const baselines = {...state.baselines, [route]: nextBaseline(state.baselines[route], latencyMs, at)}
+  if (before !== undefined && latencyMs > latencyFactor * before && latencyMs > before + latencyMarginMs) {
+    if (coolingDown) return {...state, baselines}
+    return {baselines, lastCutAt: at, limit: clamp(state.limit * 0.9, options), slowStart: false}
   }
+  if (!filled) return {...state, baselines}
   const limit = clamp(state.limit + (state.slowStart ? 1 : 1 / state.limit), options)
-  return {...state, baselineMs, limit}
+  return {...state, baselines, limit}
+}
+
+function nextBaseline(b: Baseline | undefined, latencyMs: number, at: number): Baseline {
+  if (b === undefined) return {current: latencyMs, periodStart: at, previous: Number.POSITIVE_INFINITY}
+  if (at - b.periodStart >= baselinePeriodMs) return {current: latencyMs, periodStart: at, previous: b.current}
+  return latencyMs < b.current ? {...b, current: latencyMs} : b
 }
 
 function clamp(limit: number, {max, min}: WindowOptions): number {
@@ -85,7 +126,7 @@ export class ConcurrencyWindow {
   }
 
   /** Waits for a place in the window; the returned function gives it back with the server's answer. */
-  async enter(signal?: AbortSignal): Promise<(answer: 'ok' | 'throttled' | 'none') => void> {
+  async enter(signal?: AbortSignal, route = ''): Promise<(answer: 'ok' | 'throttled' | 'none') => void> {
     while (this.#inFlight >= Math.floor(this.#state.limit)) {
       if (signal?.aborted) throw new AbortedError('cancelled while waiting for a request slot')
       await new Promise<void>((resolve) => {
@@ -94,13 +135,14 @@ export class ConcurrencyWindow {
       })
     }
     this.#inFlight++
+    const filled = 2 * this.#inFlight >= Math.floor(this.#state.limit)
     const sentAt = this.now()
     let left = false
     return (answer) => {
       if (left) return
       left = true
       this.#inFlight--
-      if (answer !== 'none') this.#record(answer === 'throttled' ? {at: this.now(), kind: 'throttled'} : {at: this.now(), kind: 'ok', latencyMs: this.now() - sentAt})
+      if (answer !== 'none') this.#record(answer === 'throttled' ? {at: this.now(), kind: 'throttled'} : {at: this.now(), kind: 'ok', latencyMs: this.now() - sentAt, route, filled})
       this.#wake()
     }
   }

@@ -4,6 +4,7 @@ import {createInterface} from 'node:readline'
 import {setTimeout as sleep} from 'node:timers/promises'
 
 import {AbortedError, ApiUnavailableError, errorMessage} from '../errors.js'
+import {directAgent} from './agent.js'
 import {KubeApiError} from './api-error.js'
 import type {Credentials} from './credentials.js'
 import {ConcurrencyWindow, type WindowStats} from './concurrency-window.js'
@@ -68,6 +69,7 @@ export class KubeClient {
   readonly #retry: RetryPolicy
   readonly #random: () => number
   readonly #timeoutMs: number
+  readonly #cancellations = new Cancellations()
 
   constructor(
     server: string,
@@ -80,13 +82,7 @@ export class KubeClient {
     this.#retry = options.retry ?? defaultRetryPolicy
     this.#random = options.random ?? Math.random
     this.#timeoutMs = options.requestTimeoutMs ?? 60_000
-    if (options.agent) {
-      this.#agent = options.agent
-    } else {
-      const tls = Object.fromEntries(Object.entries(credentials.tls).filter(([, v]) => v !== undefined))
-      const agentOptions = {keepAlive: true, maxSockets: options.maxConnections ?? 64, ...tls}
-      this.#agent = this.server.protocol === 'https:' ? new https.Agent(agentOptions) : new http.Agent(agentOptions)
-    }
+    this.#agent = options.agent ?? directAgent(this.server, credentials.tls, options.maxConnections ?? 64)
   }
 
   /** Sends one request (with retries) and returns the parsed JSON body. */
@@ -96,7 +92,7 @@ export class KubeClient {
     let refreshAuth = false
     for (let attempt = 0; ; attempt++) {
       let response: {status: number; body: string; contentType: string; retryAfter?: string}
-      const leave = options.critical ? () => {} : await this.#window.enter(options.signal)
+      const leave = options.critical ? () => {} : await this.#window.enter(options.signal, method)
       try {
         response = await readAll(await this.#open(method, url, {...options, refreshAuth, timeoutMs: this.#timeoutMs}))
         leave(response.status === 429 ? 'throttled' : 'ok')
@@ -179,13 +175,30 @@ export class KubeClient {
       headers['Content-Type'] = options.contentType ?? 'application/json'
       headers['Content-Length'] = String(Buffer.byteLength(payload))
     }
-    const timeout = AbortSignal.timeout(options.timeoutMs)
-    const signal = options.signal ? AbortSignal.any([options.signal, timeout]) : timeout
     const transport = url.protocol === 'https:' ? https : http
     return new Promise((resolve, reject) => {
-      const req = transport.request(url, {agent: this.#agent, headers, method, signal}, resolve)
+      const req = transport.request(url, {agent: this.#agent, headers, method}, resolve)
       req.on('error', reject)
+      this.#bound(req, options.timeoutMs, options.signal)
       req.end(payload)
+    })
+  }
+
+  /**
+   * Ends an exchange, request and whole response body, when it outlives its timeout or the caller's signal
+   * aborts. Not AbortSignal.timeout + AbortSignal.any per request: those keep a timer and two signals alive
+   * for the whole timeout, long after the answer came, and a mass cleanup then fills the old generation
+   * with them (measured: 20 MB more peak heap over 4,000 DELETEs). And not http's own `signal` option: one
+   * listener per request in flight on a sweep's shared signal trips the MaxListeners warning.
+   */
+  #bound(req: http.ClientRequest, timeoutMs: number, signal: AbortSignal | undefined): void {
+    const timer = setTimeout(() => req.destroy(timeoutError(timeoutMs)), timeoutMs)
+    let untrack = (): void => {}
+    if (signal?.aborted) req.destroy(abortReason(signal))
+    else if (signal) untrack = this.#cancellations.track(signal, req)
+    req.once('close', () => {
+      clearTimeout(timer)
+      untrack()
     })
   }
 
@@ -217,6 +230,35 @@ async function* events(response: http.IncomingMessage): AsyncGenerator<unknown> 
     lines.close()
     response.destroy()
   }
+}
+
+/** The requests in flight per caller's signal, behind one abort listener per signal. */
+class Cancellations {
+  readonly #requests = new WeakMap<AbortSignal, Set<http.ClientRequest>>()
+
+  track(signal: AbortSignal, req: http.ClientRequest): () => void {
+    let requests = this.#requests.get(signal)
+    if (requests === undefined) {
+      const tracked = new Set<http.ClientRequest>()
+      requests = tracked
+      this.#requests.set(signal, tracked)
+      signal.addEventListener('abort', () => {
+        for (const r of tracked) r.destroy(abortReason(signal))
+      }, {once: true})
+    }
+    requests.add(req)
+    return () => requests.delete(req)
+  }
+}
+
+function timeoutError(timeoutMs: number): Error {
+  const error = new Error(`no complete answer within ${timeoutMs / 1000} s`)
+  error.name = 'TimeoutError'
+  return error
+}
+
+function abortReason(signal: AbortSignal): Error {
+  return signal.reason instanceof Error ? signal.reason : new Error('cancelled', {cause: signal.reason})
 }
 
 function aborted(method: string, path: string, signal: AbortSignal | undefined, cause: unknown): Error {

@@ -1,10 +1,10 @@
 import {expect} from 'chai'
 import {getEventListeners} from 'node:events'
 
-import {ConcurrencyWindow, cutCooldownMs, initialWindow, nextWindow, type Answer, type WindowState} from '../../../src/lib/kube/concurrency-window.js'
+import {ConcurrencyWindow, baselineOf, baselinePeriodMs, cutCooldownMs, initialWindow, nextWindow, type Answer, type WindowState} from '../../../src/lib/kube/concurrency-window.js'
 
 const options = {max: 64, min: 1}
-const ok = (at: number, latencyMs = 5): Answer => ({at, kind: 'ok', latencyMs})
+const ok = (at: number, latencyMs = 5, route = 'DELETE'): Answer => ({at, kind: 'ok', latencyMs, route})
 const throttled = (at: number): Answer => ({at, kind: 'throttled'})
 const replay = (answers: readonly Answer[], from: WindowState = initialWindow(options)): WindowState => answers.reduce((s, a) => nextWindow(s, a, options), from)
 
@@ -42,15 +42,35 @@ describe('concurrency window (AIMD on the server answers)', () => {
 
   it('shrinks by 10% when latency climbs far above the baseline, not for ordinary jitter', () => {
     const warm = replay([ok(1, 10), ok(2, 12), ok(3, 30)])
-    expect(warm.baselineMs).to.be.closeTo(10, 0.5)
+    expect(baselineOf(warm, 'DELETE')).to.equal(10)
     expect(replay([ok(1000, 45)], warm).limit).to.be.greaterThan(warm.limit) // 4.5x but only +35 ms: jitter
     expect(replay([ok(1000, 200)], warm).limit).to.be.closeTo(warm.limit * 0.9, 1e-9)
   })
 
-  it('lets the baseline drift up slowly, so a server that got slower for good is not cut forever', () => {
+  it('keeps the baseline at its minimum however long the load lasts, so sustained queueing keeps being seen', () => {
     let s = replay([ok(0, 10)])
-    for (let i = 1; i <= 300; i++) s = nextWindow(s, ok(i * 1000, 60), options)
-    expect(s.baselineMs).to.be.greaterThan(40)
+    for (let i = 1; i <= 300; i++) s = nextWindow(s, ok(i * 20, 60), options)
+    expect(baselineOf(s, 'DELETE')).to.equal(10)
+  })
+
+  it('forgets a baseline two periods old, so a server that got slower for good is not cut forever', () => {
+    let s = replay([ok(0, 10)])
+    for (let at = 1000; at <= 2 * baselinePeriodMs + 1000; at += 1000) s = nextWindow(s, ok(at, 60), options)
+    expect(baselineOf(s, 'DELETE')).to.equal(60)
+  })
+
+  it('judges each kind of request against its own baseline: a slow list page does not cut the window', () => {
+    const warm = replay([ok(1, 5, 'DELETE'), ok(2, 5, 'DELETE')])
+    const listed = replay([ok(1000, 150, 'GET'), ok(1300, 160, 'GET')], warm)
+    expect(listed.limit).to.be.greaterThan(warm.limit)
+    expect(baselineOf(listed, 'GET')).to.equal(150)
+  })
+
+  it('grows only on answers to requests sent while the window was at least half full', () => {
+    const s = initialWindow(options)
+    const idle = nextWindow(s, {at: 1, filled: false, kind: 'ok', latencyMs: 5, route: 'GET'}, options)
+    expect(idle.limit).to.equal(s.limit)
+    expect(nextWindow(s, {at: 1, filled: true, kind: 'ok', latencyMs: 5, route: 'GET'}, options).limit).to.equal(s.limit + 1)
   })
 })
 
@@ -74,10 +94,12 @@ describe('ConcurrencyWindow gate', () => {
   it('counts 429s and records the lowest and highest window', async () => {
     let now = 0
     const window = new ConcurrencyWindow({max: 64, min: 1}, () => now)
-    for (let i = 0; i < 4; i++) (await window.enter())('ok') // 8 -> 12
+    // 8 at once: those sent from the 4th on found the window half full, so 5 answers grow it: 8 -> 13.
+    const leaves = await Promise.all(Array.from({length: 8}, () => window.enter()))
+    for (const leave of leaves) leave('ok')
     now = 1000
-    ;(await window.enter())('throttled') // 12 -> 6
-    expect(window.stats).to.deep.equal({highest: 12, limit: 6, lowest: 6, throttled: 1})
+    ;(await window.enter())('throttled') // 13 -> 6.5
+    expect(window.stats).to.deep.equal({highest: 13, limit: 6, lowest: 6, throttled: 1})
   })
 
   it('rejects a waiter whose signal aborts, and the slot it would have taken goes to the next one', async () => {
