@@ -7,21 +7,18 @@
 // Nodes deleted together, timed until all their objects (2 per Node) are gone; its steady RSS again and
 // its peak RSS over the whole run. Budgets: steady <= 80 MB, peak <= 100 MB, reaction p95 <= 1 s.
 import {spawn} from 'node:child_process'
-import {readFile, mkdtemp, rm} from 'node:fs/promises'
+import {mkdtemp, rm} from 'node:fs/promises'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 import {createInterface} from 'node:readline'
 import {setTimeout as sleep} from 'node:timers/promises'
 import {parseArgs} from 'node:util'
 
-import {gcKinds} from '../src/lib/gc/kinds.js'
-import type {KubeClient} from '../src/lib/kube/kube-client.js'
-import {metadataListAccept} from '../src/lib/kube/metadata-list.js'
-import {collectionPath} from '../src/lib/kube/resource.js'
 import {ControlPlane} from '../test/controlplane/control-plane.js'
 import {ensureBinaries} from '../test/controlplane/paths.js'
-import {ensureNamespace, exists, inParallel, nodeFeaturePath, topologyPath, seedNodesWithObjects} from '../test/support/seed.js'
+import {ensureNamespace, inParallel, seedNodesWithObjects} from '../test/support/seed.js'
 import {waitFor} from '../test/support/wait.js'
+import {countObjects, memoryOf, percentile, row, timeNodeDeletions, verdict} from './measure.js'
 import {packCli} from './packed-cli.js'
 
 const {values} = parseArgs({options: {deletions: {default: '50', type: 'string'}, nodes: {default: '5000', type: 'string'}, 'scale-down': {default: '2000', type: 'string'}}})
@@ -60,13 +57,7 @@ try {
   const steadyMb = (await memoryOf(child.pid!)).rssMb
   log(`steady after the first sweep: ${steadyMb.toFixed(0)} MB`)
 
-  const latencies: number[] = []
-  for (const node of names.slice(0, deletions)) {
-    const started = performance.now()
-    await client.request('DELETE', `/api/v1/nodes/${node}`)
-    await waitFor(`objects of ${node} gone`, async () => !(await exists(client, nodeFeaturePath('nfd', node))) && !(await exists(client, topologyPath(node))), {intervalMs: 5, timeoutMs: 10_000})
-    latencies.push(performance.now() - started)
-  }
+  const latencies = await timeNodeDeletions(client, names.slice(0, deletions))
 
   const before = await countObjects(client)
   const scaleStarted = performance.now()
@@ -82,20 +73,16 @@ try {
   if (code !== 0) throw new Error(`gc run exited ${code} on SIGTERM`)
   client.close()
 
-  const sorted = [...latencies].sort((a, b) => a - b)
-  const percentile = (p: number): number => sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!
-  const p95 = percentile(95)
-  const row = (name: string, value: string, budget = ''): string => `${name.padEnd(44)} ${value.padEnd(12)} ${budget}`
-  const verdict = (ok: boolean): string => (ok ? 'PASS' : 'FAIL')
+  const p95 = percentile(latencies, 95)
   const steadyOk = steadyMb <= budgets.steadyMb
   const peakOk = after.peakMb <= budgets.peakMb
   const p95Ok = p95 <= budgets.reactionP95Ms
   process.stdout.write([
     `gc run (installed CLI): ${nodes} nodes, ${2 * nodes} objects, --grace-period 0; ${deletions} node deletions one after another; ${scaleDown} nodes (${2 * scaleDown} objects) scaled down at once`,
     row('steady RSS, idle after the first sweep', `${steadyMb.toFixed(0)} MB`, `budget <= ${budgets.steadyMb} MB: ${verdict(steadyOk)}`),
-    row('node deletion -> objects gone, p50', `${percentile(50).toFixed(0)} ms`),
+    row('node deletion -> objects gone, p50', `${percentile(latencies, 50).toFixed(0)} ms`),
     row('node deletion -> objects gone, p95', `${p95.toFixed(0)} ms`, `budget <= ${budgets.reactionP95Ms} ms: ${verdict(p95Ok)}`),
-    row('node deletion -> objects gone, max', `${sorted.at(-1)!.toFixed(0)} ms`),
+    row('node deletion -> objects gone, max', `${Math.max(...latencies).toFixed(0)} ms`),
     row(`scale-down: ${2 * scaleDown} objects gone after`, `${cleanupSeconds.toFixed(1)} s`, `(its ${scaleDown} node DELETEs took ${(nodesDeletedMs / 1000).toFixed(1)} s)`),
     row('steady RSS, idle after the scale-down', `${after.rssMb.toFixed(0)} MB`),
     row('peak RSS of gc run (whole run)', `${after.peakMb.toFixed(0)} MB`, `budget <= ${budgets.peakMb} MB: ${verdict(peakOk)}`),
@@ -106,21 +93,4 @@ try {
   await plane.stop()
   await rm(dir, {force: true, recursive: true})
   await cli.remove()
-}
-
-/** Resident and peak resident memory of a running process, as the kernel counts them. */
-async function memoryOf(pid: number): Promise<{rssMb: number; peakMb: number}> {
-  const status = await readFile(`/proc/${pid}/status`, 'utf8')
-  const kb = (field: string): number => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? Number.NaN)
-  return {peakMb: kb('VmHWM') / 1024, rssMb: kb('VmRSS') / 1024}
-}
-
-/** NodeFeatures plus NodeResourceTopologies, from one-item pages and the server's remaining count. */
-async function countObjects(client: KubeClient): Promise<number> {
-  let total = 0
-  for (const kind of gcKinds) {
-    const page = await client.request<{items: unknown[]; metadata: {remainingItemCount?: number}}>('GET', collectionPath(kind.resource), {accept: metadataListAccept, query: {limit: 1}})
-    total += page.items.length + (page.metadata.remainingItemCount ?? 0)
-  }
-  return total
 }
