@@ -18,6 +18,7 @@ import {openCluster} from '../src/lib/kube/connect.js'
 import {ControlPlane} from '../test/controlplane/control-plane.js'
 import {ensureBinaries} from '../test/controlplane/paths.js'
 import {createNodeFeature, createTopology, ensureNamespace, inParallel, nodeFeaturePath, topologyPath, seedNodesWithObjects} from '../test/support/seed.js'
+import {row, verdict} from './measure.js'
 import {packCli, rssReportEnv} from './packed-cli.js'
 
 const {values} = parseArgs({
@@ -105,16 +106,15 @@ try {
   const gcRate = deleted / gcSeconds
   const ceilingRate = stale / ceilingSeconds
   const ratio = gcRate / ceilingRate
-  const row = (name: string, value: string, budget = ''): string => `${name.padEnd(34)} ${value.padEnd(16)} ${budget}`
   process.stdout.write([
     `gc once (installed CLI): ${nodes} nodes, ${2 * nodes} live objects, ${stale} stale; concurrency ${concurrency ?? 'default'}, qps ${qps ?? 'none (default)'}, list-size ${values['list-size']}; medians of ${rounds} alternating rounds`,
     row('wall time (whole process)', `${gcSeconds.toFixed(2)} s`, `(rounds: ${gcRuns.map((r) => r.seconds.toFixed(1)).join(', ')} s)`),
     row('objects deleted per second', gcRate.toFixed(0)),
     row('API requests', String(report.apiRequests), `(${Math.ceil((2 * nodes + stale) / Number(values['list-size']))}+ lists, ${stale} deletes)`),
-    row('peak RSS (highest of the rounds)', `${(peakRss / 1024 / 1024).toFixed(0)} MB`, `budget <= 100 MB: ${peakRss <= 100 * 1024 * 1024 ? 'PASS' : 'FAIL'}`),
+    row('peak RSS (highest of the rounds)', `${(peakRss / 1024 / 1024).toFixed(0)} MB`, `budget <= 100 MB: ${verdict(peakRss <= 100 * 1024 * 1024)}`),
     row('429 answers / window', `${report.apiThrottled} / ${report.concurrency.lowest}-${report.concurrency.highest}`),
     row('ceiling: plain concurrent DELETEs', `${ceilingRate.toFixed(0)} /s`, `(${stale} deletes in ${ceilingSeconds.toFixed(2)} s, ${ceilingConcurrency} in flight; rounds: ${ceilingRuns.map((x) => x.toFixed(1)).join(', ')} s)`),
-    row('gc once / ceiling', `${(100 * ratio).toFixed(0)}%`, `budget >= 90%: ${ratio >= 0.9 ? 'PASS' : 'FAIL'}`),
+    row('gc once / ceiling', `${(100 * ratio).toFixed(0)}%`, `budget >= 90%: ${verdict(ratio >= 0.9)}`),
     '',
   ].join('\n'))
   process.exitCode = ratio >= 0.9 && peakRss <= 100 * 1024 * 1024 ? 0 : 1
