@@ -71,6 +71,26 @@ describe('gc run against a real kube-apiserver', function () {
     expect(gc.count((l) => l.msg === 'sweep done')).to.equal(1)
   })
 
+  it('finds a deleted Node\'s objects by name first and by label after: named otherwise, in another namespace, or named after it but labelled for a live node', async function () {
+    await ensureNamespace(client, 'nfd-extra')
+    await ensureNamespace(client, 'nfd-other')
+    await seedNodes(['keep', 'drop'])
+    await createNodeFeature(client, 'nfd-extra', 'drop', 'drop') // named after the node, in a second namespace
+    await createNodeFeature(client, 'nfd', 'drop-extra', 'drop') // named otherwise: only the label says so
+    await createNodeFeature(client, 'nfd-extra', 'keep', 'drop')
+    await createNodeFeature(client, 'nfd-other', 'drop', 'keep') // the deleted node's name, a live node's label
+    const gc = await start('--interval', '1h', '--grace-period', '0')
+    await gc.waitForLog('first sweep', (l) => l.msg === 'sweep done')
+
+    await client.request('DELETE', '/api/v1/nodes/drop')
+    await gone([nodeFeaturePath('nfd', 'drop'), nodeFeaturePath('nfd-extra', 'drop'), nodeFeaturePath('nfd', 'drop-extra'), nodeFeaturePath('nfd-extra', 'keep'), topologyPath('drop')], 3000, 'every object labelled for the deleted node')
+    const collected = await gc.waitForLog('per-node collection', (l) => l.msg === 'collected objects of deleted nodes')
+    expect(collected).to.include({deleted: 5, failed: 0, found: 5})
+    expect(await exists(client, nodeFeaturePath('nfd-other', 'drop'))).to.equal(true)
+    expect(await exists(client, nodeFeaturePath('nfd', 'keep'))).to.equal(true)
+    expect(gc.count((l) => l.msg === 'sweep done')).to.equal(1)
+  })
+
   it('coalesces the deletion of 200 Nodes into one sweep', async function () {
     const all = [...Array(230).keys()].map((i) => `mass-${i}`)
     await seedNodes(all)

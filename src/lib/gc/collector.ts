@@ -8,9 +8,9 @@ import {deleteStale} from './deleter.js'
 import type {GcKind} from './kinds.js'
 import type {GcMetrics} from './metrics.js'
 import {existingNodes} from './live-nodes.js'
-import {findObjectsOfNodes} from './node-objects.js'
+import {findObjectsNamedAfterNodes, findObjectsOfNodes} from './node-objects.js'
 import {batchDeadlineMs, forgetStale, observeStale, recheckAtMs, type StaleSightings} from './stale-tracker.js'
-import {planSweep, type PlanOptions, type StaleObject} from './sweep-planner.js'
+import {planSweep, type ObservedObject, type PlanOptions, type StaleObject} from './sweep-planner.js'
 
 export interface CollectorOptions {
   readonly client: KubeClient
@@ -43,6 +43,8 @@ export class Collector {
   readonly #log: Logger
   readonly #controller = new AbortController()
   #sightings: StaleSightings = new Map()
+  /** Where the last sweep saw each namespaced kind's objects: where to look for an object by name. */
+  #namespaces = new Map<GcKind, Set<string>>()
   #queue: Promise<void> = Promise.resolve()
   #sweepQueued = false
   #lastSweepOk = false
@@ -159,6 +161,7 @@ export class Collector {
         },
         signal: this.#controller.signal,
       })
+      this.#namespaces = namespacesByKind(read.view.objects)
       const plan = planSweep(read.view, this.options.plan)
       for (const kind of this.options.kinds) this.options.metrics?.staleFound.set({kind: kind.kind}, plan.stale.filter((s) => s.kind === kind).length)
       for (const [kind, reason] of read.skipped) this.#log.warn({kind: kind.kind}, reason)
@@ -189,15 +192,24 @@ export class Collector {
   async #collectNodes(names: string[]): Promise<void> {
     const gone = names.filter((n) => !this.#informer.cache.has(n))
     const goneSet = new Set(gone)
-    try {
-      const objects = await findObjectsOfNodes(this.options.client, this.options.kinds, gone, this.options.listSize, this.#controller.signal)
-      // A node that came back meanwhile is caught by #deleteDue, which checks the cache and the API server.
-      const stale = objects.flatMap((o): StaleObject[] => {
+    const staleOf = (objects: readonly ObservedObject[]): StaleObject[] =>
+      objects.flatMap((o): StaleObject[] => {
         const node = o.kind.nodeOf(o.meta)
         return node !== undefined && goneSet.has(node) ? [{...o, node, reason: 'node-gone'}] : []
       })
-      const {deleted, failed} = await this.#observe(stale, 'seen')
-      this.#log.info({deleted, failed, found: stale.length, nodes: gone}, 'collected objects of deleted nodes')
+    try {
+      // First what is found by name, answered at once at any cluster size; then, for labelled kinds, the
+      // label selector, which finds objects named otherwise too but costs the server a scan of the kind.
+      // A node that came back meanwhile is caught by #deleteDue, which checks the cache and the API server.
+      const named = staleOf(await findObjectsNamedAfterNodes(this.options.client, this.options.kinds, gone, (kind) => this.#namespaces.get(kind) ?? [], this.#controller.signal))
+      const first = await this.#observe(named, 'seen')
+      const handled = new Set(named.map((s) => s.meta.uid))
+      const labelled = this.options.kinds.filter((k) => k.byNodes !== 'name')
+      const rest = staleOf(await findObjectsOfNodes(this.options.client, labelled, gone, this.options.listSize, this.#controller.signal)).filter((s) => !handled.has(s.meta.uid))
+      const second = await this.#observe(rest, 'seen')
+      const deleted = first.deleted + second.deleted
+      const failed = first.failed + second.failed
+      this.#log.info({deleted, failed, found: named.length + rest.length, nodes: gone}, 'collected objects of deleted nodes')
     } catch (error) {
       if (!this.#stopped) this.#log.warn({err: errorMessage(error), nodes: gone}, 'could not collect objects of deleted nodes; the next sweep will')
     }
@@ -263,4 +275,15 @@ export class Collector {
     // The second sighting: a sweep once the earliest pending object has waited out the grace period.
     this.#recheckTimer = setTimeout(() => void this.#enqueue({type: 'sweep', why: 'grace period elapsed'}), Math.max(0, next - now))
   }
+}
+
+function namespacesByKind(objects: readonly ObservedObject[]): Map<GcKind, Set<string>> {
+  const byKind = new Map<GcKind, Set<string>>()
+  for (const {kind, meta} of objects) {
+    if (meta.namespace === undefined) continue
+    let namespaces = byKind.get(kind)
+    if (namespaces === undefined) byKind.set(kind, (namespaces = new Set()))
+    namespaces.add(meta.namespace)
+  }
+  return byKind
 }

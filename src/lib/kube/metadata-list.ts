@@ -9,6 +9,8 @@ export const metadataListAccept = 'application/json;as=PartialObjectMetadataList
 export const metadataObjectAccept = 'application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json'
 
 export interface ListOptions {
+  /** Only this namespace's objects (of a namespaced resource); default all namespaces. */
+  readonly namespace?: string
   readonly labelSelector?: string
   readonly fieldSelector?: string
   /** Page size (`limit`); 0 lists everything in one response. */
@@ -47,7 +49,7 @@ export async function listMetadata(client: KubeClient, ref: ResourceRef, options
     let pages = 0
     try {
       do {
-        const page = await client.request<MetadataList>('GET', collectionPath(ref), {
+        const page = await client.request<MetadataList>('GET', collectionPath(ref, options.namespace), {
           accept: metadataListAccept,
           query: {continue: continueToken, fieldSelector: options.fieldSelector, labelSelector: options.labelSelector, limit: options.pageSize || undefined},
           signal: options.signal,
