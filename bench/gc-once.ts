@@ -56,11 +56,15 @@ try {
   const liveNames = [...Array(nodes).keys()].map((i) => `node-${i}`)
   const goneNames = [...Array(stale / 2).keys()].map((i) => `gone-${i}`)
   await seedNodesWithObjects(seeder, liveNames, 'nfd', 64)
-  const seedStale = (): Promise<unknown> =>
-    inParallel(goneNames, 64, async (node) => {
+  // Each measured run finds the server with no other client's connections open: the seeder's and the
+  // ceiling's keep-alive sockets are closed once they are done.
+  const seedStale = async (): Promise<void> => {
+    await inParallel(goneNames, 64, async (node) => {
       await createNodeFeature(seeder, 'nfd', node, node)
       await createTopology(seeder, node)
     })
+    seeder.close()
+  }
   await seedStale()
   const seeded = 2 * nodes + nodes + stale
   log(`seeded ${seeded} objects in ${((performance.now() - seedStarted) / 1000).toFixed(1)}s`)
@@ -93,6 +97,7 @@ try {
     const ceilingStarted = performance.now()
     await inParallel(paths, ceilingConcurrency, (path) => client.request('DELETE', path))
     ceilingRuns.push((performance.now() - ceilingStarted) / 1000)
+    client.close()
     log(`round ${round}: gc once ${seconds.toFixed(2)} s, ceiling ${ceilingRuns.at(-1)!.toFixed(2)} s`)
   }
   client.close()
