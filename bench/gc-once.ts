@@ -6,20 +6,13 @@
 // then re-seeds the same stale objects and deletes them with plain concurrent DELETEs (64 in flight, no
 // rate limit): the ceiling. Budgets: gc once, whole process, >= 90% of the ceiling's delete rate; its
 // peak RSS <= 100 MB.
-import {spawn} from 'node:child_process'
-import {mkdtemp, readFile, rm} from 'node:fs/promises'
-import {tmpdir} from 'node:os'
-import {join} from 'node:path'
 import {setTimeout as sleep} from 'node:timers/promises'
 import {parseArgs} from 'node:util'
 
-import type {SweepReport} from '../src/lib/gc/sweep-report.js'
 import {openCluster} from '../src/lib/kube/connect.js'
-import {ControlPlane} from '../test/controlplane/control-plane.js'
-import {ensureBinaries} from '../test/controlplane/paths.js'
 import {createNodeFeature, createTopology, ensureNamespace, inParallel, nodeFeaturePath, topologyPath, seedNodesWithObjects} from '../test/support/seed.js'
 import {row, verdict} from './measure.js'
-import {packCli, rssReportEnv} from './packed-cli.js'
+import {runGcOnce, startBench, type GcOnceRun} from './setup.js'
 
 const {values} = parseArgs({
   options: {
@@ -46,9 +39,8 @@ const log = (line: string): void => {
   process.stderr.write(line + '\n')
 }
 
-const cli = await packCli(log)
-const dir = await mkdtemp(join(tmpdir(), 'nfdctl-bench-'))
-const plane = await ControlPlane.start({binDir: await ensureBinaries(log), dir, log})
+const env = await startBench(log)
+const {plane} = env
 try {
   const seeder = await plane.client()
   await ensureNamespace(seeder, 'nfd')
@@ -70,27 +62,18 @@ try {
   log(`seeded ${seeded} objects in ${((performance.now() - seedStarted) / 1000).toFixed(1)}s`)
 
   // The real CLI, as an operator runs it.
-  const args = ['gc', 'once', '--json', '--kubeconfig', plane.kubeconfig,
-    ...(concurrency === undefined ? [] : ['--concurrency', String(concurrency)]), ...(qps === undefined ? [] : ['--qps', String(qps)]),
-    '--list-size', values['list-size']!]
+  const args = [...(concurrency === undefined ? [] : ['--concurrency', String(concurrency)]), ...(qps === undefined ? [] : ['--qps', String(qps)]), '--list-size', values['list-size']!]
   const {client} = await openCluster({kubeconfig: plane.kubeconfig}, {maxConnections: ceilingConcurrency})
   const paths = goneNames.flatMap((n) => [nodeFeaturePath('nfd', n), topologyPath(n)])
   // Rounds alternate gc once and the ceiling on the same server, so that neither gets the quieter
   // moments (etcd compaction, the seeding's aftermath) to itself; the medians are compared.
-  const gcRuns: Array<{seconds: number; report: SweepReport; peakRss: number}> = []
+  const gcRuns: GcOnceRun[] = []
   const ceilingRuns: number[] = []
   for (let round = 1; round <= rounds; round++) {
     if (round > 1) await seedStale()
     await sleep(settleMs)
-    const rssFile = join(dir, `rss-${round}`)
-    const started = performance.now()
-    const {code, stdout} = await run(cli.bin, args, rssReportEnv(rssFile))
-    const seconds = (performance.now() - started) / 1000
-    if (code !== 0) throw new Error(`gc once exited ${code}: ${stdout.slice(0, 500)}`)
-    const report = JSON.parse(stdout) as SweepReport
-    const deletedNow = report.kinds.reduce((n, k) => n + k.deleted, 0)
-    if (deletedNow !== stale) throw new Error(`gc once deleted ${deletedNow} objects, expected ${stale}`)
-    gcRuns.push({peakRss: Number(await readFile(rssFile, 'utf8')), report, seconds})
+    const gcRun = await runGcOnce(env, args, stale)
+    gcRuns.push(gcRun)
 
     await seedStale()
     await sleep(settleMs)
@@ -98,17 +81,14 @@ try {
     await inParallel(paths, ceilingConcurrency, (path) => client.request('DELETE', path))
     ceilingRuns.push((performance.now() - ceilingStarted) / 1000)
     client.close()
-    log(`round ${round}: gc once ${seconds.toFixed(2)} s, ceiling ${ceilingRuns.at(-1)!.toFixed(2)} s`)
+    log(`round ${round}: gc once ${gcRun.seconds.toFixed(2)} s, ceiling ${ceilingRuns.at(-1)!.toFixed(2)} s`)
   }
-  client.close()
-  seeder.close()
   const median = <T>(items: readonly T[], key: (item: T) => number): T => [...items].sort((a, b) => key(a) - key(b))[Math.floor(items.length / 2)]!
   const {report, seconds: gcSeconds} = median(gcRuns, (r) => r.seconds)
   const ceilingSeconds = median(ceilingRuns, (s) => s)
   const peakRss = Math.max(...gcRuns.map((r) => r.peakRss))
-  const deleted = stale
 
-  const gcRate = deleted / gcSeconds
+  const gcRate = stale / gcSeconds
   const ceilingRate = stale / ceilingSeconds
   const ratio = gcRate / ceilingRate
   process.stdout.write([
@@ -124,17 +104,5 @@ try {
   ].join('\n'))
   process.exitCode = ratio >= 0.9 && peakRss <= 100 * 1024 * 1024 ? 0 : 1
 } finally {
-  await plane.stop()
-  await rm(dir, {force: true, recursive: true})
-  await cli.remove()
-}
-
-function run(command: string, args: string[], env: Record<string, string>): Promise<{code: number | null; stdout: string}> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(command, args, {env: {...process.env, ...env}, stdio: ['ignore', 'pipe', 'inherit']})
-    let stdout = ''
-    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()))
-    child.on('error', reject)
-    child.on('close', (code) => resolve({code, stdout}))
-  })
+  await env.close()
 }

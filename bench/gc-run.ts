@@ -6,20 +6,13 @@
 // timed from the DELETE until both of its objects are gone; a node pool of <scale-down> Nodes (with their
 // objects) added, then scaled down at once, timed until all their objects are gone; its steady RSS again
 // and its peak RSS over the whole run. Budgets: steady <= 80 MB, peak <= 100 MB, reaction p95 <= 1 s.
-import {spawn} from 'node:child_process'
-import {mkdtemp, rm} from 'node:fs/promises'
-import {tmpdir} from 'node:os'
-import {join} from 'node:path'
-import {createInterface} from 'node:readline'
 import {setTimeout as sleep} from 'node:timers/promises'
 import {parseArgs} from 'node:util'
 
-import {ControlPlane} from '../test/controlplane/control-plane.js'
-import {ensureBinaries} from '../test/controlplane/paths.js'
 import {ensureNamespace, inParallel, seedNodesWithObjects} from '../test/support/seed.js'
 import {waitFor} from '../test/support/wait.js'
 import {countObjects, memoryOf, percentile, row, timeNodeDeletions, verdict} from './measure.js'
-import {packCli} from './packed-cli.js'
+import {startBench, startGcRun} from './setup.js'
 
 const {values} = parseArgs({options: {deletions: {default: '50', type: 'string'}, nodes: {default: '5000', type: 'string'}, 'scale-down': {default: '2000', type: 'string'}}})
 const nodes = Number(values.nodes)
@@ -34,10 +27,9 @@ const log = (line: string): void => {
   process.stderr.write(line + '\n')
 }
 
-const cli = await packCli(log)
-const dir = await mkdtemp(join(tmpdir(), 'nfdctl-bench-run-'))
-const plane = await ControlPlane.start({binDir: await ensureBinaries(log), dir, log})
+const env = await startBench(log)
 try {
+  const {plane} = env
   const client = await plane.client()
   await ensureNamespace(client, 'nfd')
   const names = [...Array(nodes).keys()].map((i) => `node-${i}`)
@@ -46,15 +38,9 @@ try {
   await seedNodesWithObjects(client, names, 'nfd', 64)
   log(`seeded ${nodes} nodes and ${2 * nodes} objects in ${((performance.now() - seedStarted) / 1000).toFixed(1)}s`)
 
-  const child = spawn(cli.bin, ['gc', 'run', '--kubeconfig', plane.kubeconfig, '--grace-period', '0', '--interval', '1h', '--metrics-port', '0', '--log-format', 'json'], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  })
-  const messages: string[] = []
-  createInterface({input: child.stdout}).on('line', (line) => messages.push((JSON.parse(line) as {msg: string}).msg))
-  const exited = new Promise<number | null>((resolve) => child.once('exit', resolve))
-  await waitFor('the first sweep of gc run', async () => messages.includes('sweep done'), {timeoutMs: 120_000})
+  const gc = await startGcRun(env, 120_000)
   await sleep(10_000)
-  const steadyMb = (await memoryOf(child.pid!)).rssMb
+  const steadyMb = (await memoryOf(gc.pid)).rssMb
   log(`steady after the first sweep: ${steadyMb.toFixed(0)} MB`)
 
   const latencies = await timeNodeDeletions(client, names.slice(0, deletions))
@@ -68,11 +54,9 @@ try {
   await waitFor(`the ${2 * scaleDown} objects of the scaled-down pool gone`, async () => (await countObjects(client)) === before - 2 * scaleDown, {intervalMs: 200, timeoutMs: 300_000})
   const cleanupSeconds = (performance.now() - scaleStarted) / 1000
   await sleep(10_000)
-  const after = await memoryOf(child.pid!)
+  const after = await memoryOf(gc.pid)
 
-  child.kill('SIGTERM')
-  const code = await exited
-  if (code !== 0) throw new Error(`gc run exited ${code} on SIGTERM`)
+  await gc.stop()
   client.close()
 
   const p95 = percentile(latencies, 95)
@@ -92,7 +76,5 @@ try {
   ].join('\n'))
   process.exitCode = steadyOk && peakOk && p95Ok ? 0 : 1
 } finally {
-  await plane.stop()
-  await rm(dir, {force: true, recursive: true})
-  await cli.remove()
+  await env.close()
 }

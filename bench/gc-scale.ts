@@ -7,20 +7,11 @@
 // each timed from the DELETE until both of its objects are gone.
 // Budgets: full sweep <= 60 s, gc run peak RSS <= 250 MB, node deletion reaction p95 <= 250 ms.
 // It takes tens of minutes (seeding ~200,000 objects is most of it); it is not part of npm test.
-import {execFile, spawn} from 'node:child_process'
-import {mkdtemp, readFile, rm} from 'node:fs/promises'
-import {tmpdir} from 'node:os'
-import {join} from 'node:path'
-import {createInterface} from 'node:readline'
-import {parseArgs, promisify} from 'node:util'
+import {parseArgs} from 'node:util'
 
-import type {SweepReport} from '../src/lib/gc/sweep-report.js'
-import {ControlPlane} from '../test/controlplane/control-plane.js'
-import {ensureBinaries} from '../test/controlplane/paths.js'
 import {createNodeFeature, createTopology, ensureNamespace, inParallel, seedNodesWithObjects} from '../test/support/seed.js'
-import {waitFor} from '../test/support/wait.js'
 import {memoryOf, percentile, row, timeNodeDeletions, verdict} from './measure.js'
-import {packCli, rssReportEnv} from './packed-cli.js'
+import {runGcOnce, startBench, startGcRun} from './setup.js'
 
 const {values} = parseArgs({options: {deletions: {default: '100', type: 'string'}, nodes: {default: '65000', type: 'string'}, stale: {default: '5000', type: 'string'}}})
 const nodes = Number(values.nodes)
@@ -36,10 +27,9 @@ const log = (line: string): void => {
 }
 log(`bench:gc-scale: ${nodes} nodes, ${2 * nodes + stale} objects; this takes tens of minutes (seeding is most of it)`)
 
-const cli = await packCli(log)
-const dir = await mkdtemp(join(tmpdir(), 'nfdctl-bench-scale-'))
-const plane = await ControlPlane.start({binDir: await ensureBinaries(log), dir, log})
+const env = await startBench(log)
 try {
+  const {plane} = env
   const client = await plane.client()
   await ensureNamespace(client, 'nfd')
   const names = [...Array(nodes).keys()].map((i) => `node-${i}`)
@@ -57,27 +47,16 @@ try {
   const seeded = 3 * nodes + stale
   log(`seeded ${seeded} objects in ${seedSeconds.toFixed(0)} s (${(seeded / seedSeconds).toFixed(0)} /s)`)
 
-  const rssFile = join(dir, 'rss-once')
-  const onceStarted = performance.now()
-  const {stdout} = await promisify(execFile)(cli.bin, ['gc', 'once', '--json', '--kubeconfig', plane.kubeconfig], {env: {...process.env, ...rssReportEnv(rssFile)}, maxBuffer: 256 * 1024 * 1024})
-  const sweepSeconds = (performance.now() - onceStarted) / 1000
-  const report = JSON.parse(stdout) as SweepReport
-  const deleted = report.kinds.reduce((n, k) => n + k.deleted, 0)
-  if (deleted !== stale) throw new Error(`gc once deleted ${deleted} objects, expected ${stale}`)
-  const oncePeakMb = Number(await readFile(rssFile, 'utf8')) / 1024 / 1024
+  const {peakRss, report, seconds: sweepSeconds} = await runGcOnce(env, [], stale)
+  const oncePeakMb = peakRss / 1024 / 1024
   log(`gc once: ${sweepSeconds.toFixed(1)} s, ${report.apiRequests} requests`)
 
   const runStarted = performance.now()
-  const child = spawn(cli.bin, ['gc', 'run', '--kubeconfig', plane.kubeconfig, '--grace-period', '0', '--interval', '1h', '--metrics-port', '0', '--log-format', 'json'], {stdio: ['ignore', 'pipe', 'inherit']})
-  const messages: string[] = []
-  createInterface({input: child.stdout}).on('line', (line) => messages.push((JSON.parse(line) as {msg: string}).msg))
-  const exited = new Promise<number | null>((resolve) => child.once('exit', resolve))
-  await waitFor('the first sweep of gc run', async () => messages.includes('sweep done'), {intervalMs: 50, timeoutMs: 300_000})
+  const gc = await startGcRun(env, 300_000)
   const startupSeconds = (performance.now() - runStarted) / 1000
   const latencies = await timeNodeDeletions(client, names.slice(0, deletions))
-  const run = await memoryOf(child.pid!)
-  child.kill('SIGTERM')
-  if ((await exited) !== 0) throw new Error('gc run did not exit 0 on SIGTERM')
+  const run = await memoryOf(gc.pid)
+  await gc.stop()
   client.close()
 
   const p95 = percentile(latencies, 95)
@@ -96,7 +75,5 @@ try {
   ].join('\n'))
   process.exitCode = sweepSeconds <= budgets.sweepSeconds && p95 <= budgets.reactionP95Ms && run.peakMb <= budgets.runPeakMb ? 0 : 1
 } finally {
-  await plane.stop()
-  await rm(dir, {force: true, recursive: true})
-  await cli.remove()
+  await env.close()
 }

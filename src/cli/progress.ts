@@ -12,22 +12,20 @@ export class Progress {
   private constructor(
     private readonly mode: 'lines' | 'silent' | 'spinner',
     private readonly writeLine: (line: string) => void,
-    private readonly ora: Spinners,
+    /** Loaded in spinner mode only; no other mode draws one. */
+    private readonly ora?: Spinners,
   ) {}
 
   /** ora and its two dozen modules (about 9 MB) are loaded only when a spinner is drawn. */
   static async open(mode: 'lines' | 'silent' | 'spinner', writeLine: (line: string) => void = (line) => process.stderr.write(line + '\n')): Promise<Progress> {
-    const ora: Spinners = mode === 'spinner' ? (await import('ora')).default : () => {
-      throw new Error('no spinner outside spinner mode')
-    }
-    return new Progress(mode, writeLine, ora)
+    return new Progress(mode, writeLine, mode === 'spinner' ? (await import('ora')).default : undefined)
   }
 
   /** Transient status: spinner text on a TTY, nothing in line mode. */
   update(text: string): void {
     if (this.mode !== 'spinner') return
     if (this.#spinner) this.#spinner.text = text
-    else this.#spinner = this.ora({stream: process.stderr, text}).start()
+    else this.#spinner = this.#newSpinner(text).start()
   }
 
   /** Intermediate progress worth a line in a log (every tenth of a long job, say); spinner text on a TTY. */
@@ -40,7 +38,7 @@ export class Progress {
   step(text: string): void {
     if (this.mode === 'silent') return
     if (this.mode === 'spinner') {
-      ;(this.#spinner ?? this.ora({stream: process.stderr})).succeed(text)
+      ;(this.#spinner ?? this.#newSpinner()).succeed(text)
       this.#spinner = undefined
     } else {
       this.writeLine(text)
@@ -51,11 +49,15 @@ export class Progress {
   warn(text: string): void {
     if (this.mode === 'silent') return
     if (this.mode === 'spinner') {
-      ;(this.#spinner ?? this.ora({stream: process.stderr})).warn(text)
+      ;(this.#spinner ?? this.#newSpinner()).warn(text)
       this.#spinner = undefined
     } else {
       this.writeLine(`warning: ${text}`)
     }
+  }
+
+  #newSpinner(text?: string): Ora {
+    return this.ora!({stream: process.stderr, text})
   }
 
   stop(): void {

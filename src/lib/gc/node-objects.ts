@@ -1,6 +1,6 @@
 import {isStatus} from '../kube/api-error.js'
 import type {KubeClient} from '../kube/kube-client.js'
-import {getMetadata, listMetadata} from '../kube/metadata-list.js'
+import {findMetadata, getMetadata, listMetadata} from '../kube/metadata-list.js'
 import {objectPath} from '../kube/resource.js'
 import type {GcKind} from './kinds.js'
 import type {ObservedObject} from './sweep-planner.js'
@@ -28,8 +28,8 @@ export async function findObjectsNamedAfterNodes(
       }
       for (const namespace of namespaces(kind)) {
         for (const node of nodes) {
-          const list = await listMetadata(client, kind.resource, {fieldSelector: `metadata.name=${node}`, namespace, pageSize: 0, signal})
-          for (const meta of list.items) if (kind.nodeOf(meta) === node) found.push({kind, meta})
+          const meta = await findMetadata(client, kind.resource, node, namespace, signal)
+          if (meta !== undefined && kind.nodeOf(meta) === node) found.push({kind, meta})
         }
       }
     } catch (error) {

@@ -20,8 +20,7 @@ export interface AgentOptions {
 export async function createAgent(server: URL, tls: TlsMaterial, options: AgentOptions): Promise<http.Agent> {
   const {proxy} = options
   if (!proxy) return directAgent(server, tls, options.maxSockets)
-  const tlsOptions = Object.fromEntries(Object.entries(tls).filter(([, v]) => v !== undefined))
-  const agent = await proxyAgent(server, proxy, {keepAlive: true, maxSockets: options.maxSockets, ...tlsOptions})
+  const agent = await proxyAgent(server, proxy, {keepAlive: true, maxSockets: options.maxSockets, ...setOnly(tls)})
   // agent-base guesses its protocol from the call stack; http(s).request checks it, so say it.
   agent.protocol = server.protocol
   return agent
@@ -36,9 +35,7 @@ export async function createAgent(server: URL, tls: TlsMaterial, options: AgentO
 export function directAgent(server: URL, tls: TlsMaterial, maxSockets: number): http.Agent {
   if (server.protocol !== 'https:') return new http.Agent({keepAlive: true, maxSockets})
   const {ca, cert, key, rejectUnauthorized, servername} = tls
-  const material = Object.fromEntries(Object.entries({ca, cert, key}).filter(([, v]) => v !== undefined))
-  const perConnection = Object.fromEntries(Object.entries({rejectUnauthorized, servername}).filter(([, v]) => v !== undefined))
-  return new https.Agent({keepAlive: true, maxSockets, secureContext: createSecureContext(material), ...perConnection})
+  return new https.Agent({keepAlive: true, maxSockets, secureContext: createSecureContext(setOnly({ca, cert, key})), ...setOnly({rejectUnauthorized, servername})})
 }
 
 async function proxyAgent(server: URL, proxy: URL, agentOptions: https.AgentOptions): Promise<http.Agent & {protocol: string}> {
@@ -73,5 +70,10 @@ function withServerTls<T extends ConnectingAgent>(Base: T, tls: https.AgentOptio
 
 function pickTls(options: https.AgentOptions): https.AgentOptions {
   const {ca, cert, key, rejectUnauthorized, servername} = options
-  return Object.fromEntries(Object.entries({ca, cert, key, rejectUnauthorized, servername}).filter(([, v]) => v !== undefined))
+  return setOnly({ca, cert, key, rejectUnauthorized, servername})
+}
+
+/** Only the options that are set, so that spreading them never replaces a value with `undefined`. */
+function setOnly<T extends object>(options: T): Partial<T> {
+  return Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)) as Partial<T>
 }

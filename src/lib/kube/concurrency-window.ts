@@ -1,3 +1,4 @@
+import {AbortFanout} from '../abort.js'
 import {AbortedError} from '../errors.js'
 
 /**
@@ -110,9 +111,8 @@ export interface WindowStats {
 export class ConcurrencyWindow {
   #state: WindowState
   #inFlight = 0
-  readonly #waiting: Array<{signal?: AbortSignal; wake: () => void}> = []
-  /** One abort listener per signal, however many requests wait on it (a sweep shares one signal). */
-  readonly #listening = new WeakSet<AbortSignal>()
+  readonly #waiting: Array<{wake: () => void}> = []
+  readonly #aborts = new AbortFanout()
   readonly stats: WindowStats
 
   constructor(
@@ -130,8 +130,19 @@ export class ConcurrencyWindow {
     while (this.#inFlight >= Math.floor(this.#state.limit)) {
       if (signal?.aborted) throw new AbortedError('cancelled while waiting for a request slot')
       await new Promise<void>((resolve) => {
-        this.#waiting.push({signal, wake: resolve})
-        this.#listen(signal)
+        const waiter = {wake: resolve}
+        if (signal) {
+          // A cancelled waiter leaves the queue, so it does not take a wake-up meant for another.
+          const stopListening = this.#aborts.add(signal, () => {
+            this.#waiting.splice(this.#waiting.indexOf(waiter), 1)
+            resolve()
+          })
+          waiter.wake = () => {
+            stopListening()
+            resolve()
+          }
+        }
+        this.#waiting.push(waiter)
       })
     }
     this.#inFlight++
@@ -159,17 +170,5 @@ export class ConcurrencyWindow {
   #wake(): void {
     let free = Math.floor(this.#state.limit) - this.#inFlight
     while (free-- > 0 && this.#waiting.length > 0) this.#waiting.shift()!.wake()
-  }
-
-  #listen(signal: AbortSignal | undefined): void {
-    if (signal === undefined || this.#listening.has(signal)) return
-    this.#listening.add(signal)
-    // Cancelled waiters leave the queue, so they do not take wake-ups meant for others.
-    signal.addEventListener('abort', () => {
-      for (const waiter of this.#waiting.filter((w) => w.signal === signal)) {
-        this.#waiting.splice(this.#waiting.indexOf(waiter), 1)
-        waiter.wake()
-      }
-    }, {once: true})
   }
 }

@@ -84,8 +84,7 @@ export function toMeta(m: ObjectMeta): ObjectMeta {
  * least-privilege role has no `get`; undefined when it does not exist.
  */
 export async function findMetadata(client: KubeClient, ref: ResourceRef, name: string, namespace?: string, signal?: AbortSignal): Promise<ObjectMeta | undefined> {
-  const fieldSelector = `metadata.name=${name}${ref.namespaced && namespace !== undefined ? `,metadata.namespace=${namespace}` : ''}`
-  const list = await listMetadata(client, ref, {fieldSelector, pageSize: 0, signal})
+  const list = await listMetadata(client, ref, {fieldSelector: `metadata.name=${name}`, namespace: ref.namespaced ? namespace : undefined, pageSize: 0, signal})
   return list.items.find((m) => m.name === name && (!ref.namespaced || m.namespace === namespace))
 }
 

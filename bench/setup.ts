@@ -1,0 +1,111 @@
+// What a benchmark runs against: the CLI as users install it, a private control plane, and the CLI's
+// `gc once` and `gc run` processes as an operator starts them.
+import {execFile, spawn} from 'node:child_process'
+import {copyFile, mkdtemp, readdir, readFile, rm} from 'node:fs/promises'
+import {tmpdir} from 'node:os'
+import {join} from 'node:path'
+import {createInterface} from 'node:readline'
+import {promisify} from 'node:util'
+
+import type {SweepReport} from '../src/lib/gc/sweep-report.js'
+import {ControlPlane} from '../test/controlplane/control-plane.js'
+import {ensureBinaries, repoRoot} from '../test/controlplane/paths.js'
+import {waitFor} from '../test/support/wait.js'
+
+const run = promisify(execFile)
+
+export interface BenchEnvironment {
+  /** The installed package's `bin/run.js`: run directly, so its shebang (and V8 flags) apply, as npm's bin link does. */
+  readonly bin: string
+  readonly plane: ControlPlane
+  /** A temporary directory for the benchmark's own files; removed by close(). */
+  readonly dir: string
+  readonly close: () => Promise<void>
+}
+
+/** The packed CLI and a private control plane, both removed by close(). */
+export async function startBench(log: (line: string) => void): Promise<BenchEnvironment> {
+  const dir = await mkdtemp(join(tmpdir(), 'nfdctl-bench-'))
+  const bin = await packCli(dir, log)
+  const plane = await ControlPlane.start({binDir: await ensureBinaries(log), dir: join(dir, 'controlplane'), log})
+  const close = async (): Promise<void> => {
+    await plane.stop()
+    await rm(dir, {force: true, recursive: true})
+  }
+  return {bin, close, dir, plane}
+}
+
+/**
+ * The CLI as users get it: `npm pack` (build plus oclif manifest), unpacked, and its production
+ * dependencies installed from the lockfile. About 15 s. Returns its `bin/run.js`.
+ */
+async function packCli(dir: string, log: (line: string) => void): Promise<string> {
+  const started = performance.now()
+  await run('npm', ['pack', '--silent', '--pack-destination', dir], {cwd: repoRoot})
+  const tarball = (await readdir(dir)).find((name) => name.endsWith('.tgz'))
+  if (tarball === undefined) throw new Error(`npm pack wrote no tarball into ${dir}`)
+  await run('tar', ['xzf', join(dir, tarball), '-C', dir])
+  const pkg = join(dir, 'package')
+  await copyFile(join(repoRoot, 'package-lock.json'), join(pkg, 'package-lock.json'))
+  await run('npm', ['ci', '--omit=dev', '--ignore-scripts', '--no-audit', '--no-fund', '--silent'], {cwd: pkg})
+  log(`packed and installed the CLI in ${((performance.now() - started) / 1000).toFixed(1)}s (${pkg})`)
+  return join(pkg, 'bin', 'run.js')
+}
+
+export interface GcOnceRun {
+  readonly seconds: number
+  readonly report: SweepReport
+  /** Peak RSS of the process, in bytes (written by report-max-rss.cjs as it exits). */
+  readonly peakRss: number
+}
+
+/** `gc once --json` to its end, timed as a whole process; it must delete exactly `expectDeleted` objects. */
+export async function runGcOnce(env: BenchEnvironment, args: readonly string[], expectDeleted: number): Promise<GcOnceRun> {
+  const rssFile = join(env.dir, `rss-${Date.now()}`)
+  const started = performance.now()
+  const {code, stdout} = await runToEnd(env.bin, ['gc', 'once', '--json', '--kubeconfig', env.plane.kubeconfig, ...args], {
+    NFDCTL_BENCH_RSS_FILE: rssFile,
+    NODE_OPTIONS: `--require ${join(repoRoot, 'bench/report-max-rss.cjs')}`,
+  })
+  const seconds = (performance.now() - started) / 1000
+  if (code !== 0) throw new Error(`gc once exited ${code}: ${stdout.slice(0, 500)}`)
+  const report = JSON.parse(stdout) as SweepReport
+  const deleted = report.kinds.reduce((n, k) => n + k.deleted, 0)
+  if (deleted !== expectDeleted) throw new Error(`gc once deleted ${deleted} objects, expected ${expectDeleted}`)
+  return {peakRss: Number(await readFile(rssFile, 'utf8')), report, seconds}
+}
+
+function runToEnd(command: string, args: string[], env: Record<string, string>): Promise<{code: number | null; stdout: string}> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, {env: {...process.env, ...env}, stdio: ['ignore', 'pipe', 'inherit']})
+    let stdout = ''
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()))
+    child.on('error', reject)
+    child.on('close', (code) => resolve({code, stdout}))
+  })
+}
+
+export interface GcRunProcess {
+  readonly pid: number
+  /** Stops it with SIGTERM; throws unless it exits 0. */
+  readonly stop: () => Promise<void>
+}
+
+/** `gc run --grace-period 0 --interval 1h` with JSON logs, resolved once its first sweep is done. */
+export async function startGcRun(env: BenchEnvironment, timeoutMs: number): Promise<GcRunProcess> {
+  const child = spawn(env.bin, ['gc', 'run', '--kubeconfig', env.plane.kubeconfig, '--grace-period', '0', '--interval', '1h', '--metrics-port', '0', '--log-format', 'json'], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  })
+  const messages: string[] = []
+  createInterface({input: child.stdout}).on('line', (line) => messages.push((JSON.parse(line) as {msg: string}).msg))
+  const exited = new Promise<number | null>((resolve) => child.once('exit', resolve))
+  await waitFor('the first sweep of gc run', async () => messages.includes('sweep done'), {intervalMs: 50, timeoutMs})
+  return {
+    pid: child.pid!,
+    stop: async () => {
+      child.kill('SIGTERM')
+      const code = await exited
+      if (code !== 0) throw new Error(`gc run exited ${code} on SIGTERM`)
+    },
+  }
+}
