@@ -10,7 +10,7 @@ import {setTimeout as sleep} from 'node:timers/promises'
 import {parseArgs} from 'node:util'
 
 import {openCluster} from '../src/lib/kube/connect.js'
-import {createNodeFeature, createTopology, ensureNamespace, inParallel, nodeFeaturePath, topologyPath, seedNodesWithObjects} from '../test/support/seed.js'
+import {createNodeFeature, createTopology, inParallel, nodeFeaturePath, topologyPath, seedNodesWithObjects} from '../test/support/seed.js'
 import {row, verdict} from './measure.js'
 import {runGcOnce, startBench, type GcOnceRun} from './setup.js'
 
@@ -40,10 +40,8 @@ const log = (line: string): void => {
 }
 
 const env = await startBench(log)
-const {plane} = env
 try {
-  const seeder = await plane.client()
-  await ensureNamespace(seeder, 'nfd')
+  const seeder = env.client
   const seedStarted = performance.now()
   const liveNames = [...Array(nodes).keys()].map((i) => `node-${i}`)
   const goneNames = [...Array(stale / 2).keys()].map((i) => `gone-${i}`)
@@ -63,7 +61,7 @@ try {
 
   // The real CLI, as an operator runs it.
   const args = [...(concurrency === undefined ? [] : ['--concurrency', String(concurrency)]), ...(qps === undefined ? [] : ['--qps', String(qps)]), '--list-size', values['list-size']!]
-  const {client} = await openCluster({kubeconfig: plane.kubeconfig}, {maxConnections: ceilingConcurrency})
+  const {client} = await openCluster({kubeconfig: env.plane.kubeconfig}, {maxConnections: ceilingConcurrency})
   const paths = goneNames.flatMap((n) => [nodeFeaturePath('nfd', n), topologyPath(n)])
   // Rounds alternate gc once and the ceiling on the same server, so that neither gets the quieter
   // moments (etcd compaction, the seeding's aftermath) to itself; the medians are compared.

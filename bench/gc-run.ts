@@ -9,7 +9,7 @@
 import {setTimeout as sleep} from 'node:timers/promises'
 import {parseArgs} from 'node:util'
 
-import {ensureNamespace, inParallel, seedNodesWithObjects} from '../test/support/seed.js'
+import {inParallel, seedNodesWithObjects} from '../test/support/seed.js'
 import {waitFor} from '../test/support/wait.js'
 import {countObjects, memoryOf, percentile, row, timeNodeDeletions, verdict} from './measure.js'
 import {startBench, startGcRun} from './setup.js'
@@ -29,9 +29,7 @@ const log = (line: string): void => {
 
 const env = await startBench(log)
 try {
-  const {plane} = env
-  const client = await plane.client()
-  await ensureNamespace(client, 'nfd')
+  const {client} = env
   const names = [...Array(nodes).keys()].map((i) => `node-${i}`)
   const pool = [...Array(scaleDown).keys()].map((i) => `pool-${i}`)
   const seedStarted = performance.now()
@@ -57,7 +55,6 @@ try {
   const after = await memoryOf(gc.pid)
 
   await gc.stop()
-  client.close()
 
   const p95 = percentile(latencies, 95)
   const steadyOk = steadyMb <= budgets.steadyMb

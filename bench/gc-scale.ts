@@ -9,7 +9,7 @@
 // It takes tens of minutes (seeding ~200,000 objects is most of it); it is not part of npm test.
 import {parseArgs} from 'node:util'
 
-import {createNodeFeature, createTopology, ensureNamespace, inParallel, seedNodesWithObjects} from '../test/support/seed.js'
+import {createNodeFeature, createTopology, inParallel, seedNodesWithObjects} from '../test/support/seed.js'
 import {memoryOf, percentile, row, timeNodeDeletions, verdict} from './measure.js'
 import {runGcOnce, startBench, startGcRun} from './setup.js'
 
@@ -29,9 +29,7 @@ log(`bench:gc-scale: ${nodes} nodes, ${2 * nodes + stale} objects; this takes te
 
 const env = await startBench(log)
 try {
-  const {plane} = env
-  const client = await plane.client()
-  await ensureNamespace(client, 'nfd')
+  const {client} = env
   const names = [...Array(nodes).keys()].map((i) => `node-${i}`)
   const seedStarted = performance.now()
   const chunk = 5000
@@ -57,7 +55,6 @@ try {
   const latencies = await timeNodeDeletions(client, names.slice(0, deletions))
   const run = await memoryOf(gc.pid)
   await gc.stop()
-  client.close()
 
   const p95 = percentile(latencies, 95)
   const lists = report.apiRequests - stale

@@ -8,8 +8,10 @@ import {createInterface} from 'node:readline'
 import {promisify} from 'node:util'
 
 import type {SweepReport} from '../src/lib/gc/sweep-report.js'
+import type {KubeClient} from '../src/lib/kube/kube-client.js'
 import {ControlPlane} from '../test/controlplane/control-plane.js'
 import {ensureBinaries, repoRoot} from '../test/controlplane/paths.js'
+import {ensureNamespace} from '../test/support/seed.js'
 import {waitFor} from '../test/support/wait.js'
 
 const run = promisify(execFile)
@@ -18,21 +20,26 @@ export interface BenchEnvironment {
   /** The installed package's `bin/run.js`: run directly, so its shebang (and V8 flags) apply, as npm's bin link does. */
   readonly bin: string
   readonly plane: ControlPlane
+  /** An admin client of the plane, the `nfd` namespace already made. */
+  readonly client: KubeClient
   /** A temporary directory for the benchmark's own files; removed by close(). */
   readonly dir: string
   readonly close: () => Promise<void>
 }
 
-/** The packed CLI and a private control plane, both removed by close(). */
+/** The packed CLI, a private control plane and a client of it, all removed by close(). */
 export async function startBench(log: (line: string) => void): Promise<BenchEnvironment> {
   const dir = await mkdtemp(join(tmpdir(), 'nfdctl-bench-'))
   const bin = await packCli(dir, log)
   const plane = await ControlPlane.start({binDir: await ensureBinaries(log), dir: join(dir, 'controlplane'), log})
+  const client = await plane.client()
+  await ensureNamespace(client, 'nfd')
   const close = async (): Promise<void> => {
+    client.close()
     await plane.stop()
     await rm(dir, {force: true, recursive: true})
   }
-  return {bin, close, dir, plane}
+  return {bin, client, close, dir, plane}
 }
 
 /**
