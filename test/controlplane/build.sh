@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Builds kube-apiserver and etcd from the Go module proxy into a per-version cache outside the repo.
-# Idempotent: a version whose binaries are already cached is not rebuilt.
+# Builds kube-apiserver and etcd (and, with the argument `kubelet`, kubelet for the node harness) from the Go
+# module proxy into a per-version cache outside the repo. Idempotent: a cached binary is not rebuilt.
+#
+#   build.sh [kubelet]
 #
 #   KUBE_VERSION   Kubernetes release to build (default v1.37.2)
 #   ETCD_VERSION   etcd server release (default v3.7.3)
@@ -38,12 +40,14 @@ build_etcd() {
   rm -rf "$mod"
 }
 
-build_apiserver() {
-  [[ -x "$BIN/kube-apiserver" ]] && return 0
+# kube-apiserver and kubelet live in k8s.io/kubernetes, whose staging modules need replace lines.
+build_kubernetes_command() {
+  local command="$1"
+  [[ -x "$BIN/$command" ]] && return 0
   local mod minor v0; mod="$(mktemp -d)"
   minor="$(cut -d. -f2 <<<"$KUBE_VERSION")"
   v0="v0.${KUBE_VERSION#v1.}"
-  log "building kube-apiserver $KUBE_VERSION (module dir $mod)"
+  log "building $command $KUBE_VERSION (module dir $mod)"
   (
     cd "$mod"
     go mod init nfdctl.local/apiserver-build >/dev/null 2>&1
@@ -56,17 +60,23 @@ build_apiserver() {
     staging="$(grep -oE 'k8s\.io/[a-z0-9-]+ => \./staging' "$gomod" | awk '{print $1}' | sort -u)"
     for m in $staging; do go mod edit "-replace=$m=$m@$v0"; done
     log "replaced $(wc -w <<<"$staging") staging modules with $v0"
-    go get -tool "k8s.io/kubernetes/cmd/kube-apiserver@$KUBE_VERSION"
+    go get -tool "k8s.io/kubernetes/cmd/$command@$KUBE_VERSION"
     go build -trimpath -tags grpcnotrace \
       -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=$KUBE_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor" \
-      -o "$BIN/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver
+      -o "$BIN/$command.tmp" "k8s.io/kubernetes/cmd/$command"
   )
-  mv "$BIN/kube-apiserver.tmp" "$BIN/kube-apiserver"
+  mv "$BIN/$command.tmp" "$BIN/$command"
   rm -rf "$mod"
 }
 
 start=$(date +%s)
 build_etcd
-build_apiserver
+build_kubernetes_command kube-apiserver
+for extra in "$@"; do
+  case "$extra" in
+    kubelet) build_kubernetes_command kubelet ;;
+    *) log "unknown component $extra (only kubelet can be added)"; exit 2 ;;
+  esac
+done
 log "binaries ready in $BIN ($(( $(date +%s) - start ))s)"
 echo "$BIN"

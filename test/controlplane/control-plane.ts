@@ -1,11 +1,11 @@
-import {spawn, type ChildProcess} from 'node:child_process'
-import {closeSync, openSync} from 'node:fs'
+import type {ChildProcess} from 'node:child_process'
 import {mkdir, readFile, writeFile} from 'node:fs/promises'
 import {join} from 'node:path'
 import {setTimeout as sleep} from 'node:timers/promises'
 
 import {openCluster} from '../../src/lib/kube/connect.js'
 import type {KubeClient} from '../../src/lib/kube/kube-client.js'
+import {launchDaemon, terminate} from '../support/daemon.js'
 import {freePort} from '../support/free-port.js'
 import {waitFor} from '../support/wait.js'
 import {createCertificates, mintClientCertificate} from './certs.js'
@@ -212,36 +212,5 @@ function apiserverArgs(options: ControlPlaneOptions, ports: State['ports'], etcd
 }
 
 function launch(options: ControlPlaneOptions, binary: string, args: string[]): ChildProcess {
-  const logFd = openSync(join(options.dir, `${binary}.log`), 'a')
-  const child = spawn(join(options.binDir, binary), args, {
-    detached: options.detached ?? false,
-    stdio: ['ignore', logFd, logFd],
-  })
-  closeSync(logFd)
-  if (options.detached) {
-    child.unref()
-  } else {
-    // Never leave an apiserver behind when the test process dies.
-    const killOnExit = (): void => void child.kill('SIGKILL')
-    process.once('exit', killOnExit)
-    child.once('exit', () => process.off('exit', killOnExit))
-  }
-  return child
-}
-
-async function terminate(pid: number | undefined, child?: ChildProcess): Promise<void> {
-  if (pid === undefined) return
-  const alive = (): boolean => {
-    if (child) return child.exitCode === null && child.signalCode === null
-    try {
-      process.kill(pid, 0)
-      return true
-    } catch {
-      return false
-    }
-  }
-  if (!alive()) return
-  process.kill(pid, 'SIGTERM')
-  for (let i = 0; i < 100 && alive(); i++) await sleep(100)
-  if (alive()) process.kill(pid, 'SIGKILL')
+  return launchDaemon(join(options.binDir, binary), args, {detached: options.detached, logFile: join(options.dir, `${binary}.log`)})
 }

@@ -8,13 +8,13 @@ export const buildScript = fileURLToPath(new URL('build.sh', import.meta.url))
 export const crdDir = fileURLToPath(new URL('../../deploy/crds', import.meta.url))
 
 /**
- * Builds (or finds, when cached) kube-apiserver and etcd and returns their directory. The build script
+ * Builds (or finds, when cached) kube-apiserver and etcd (and kubelet when asked) and returns their directory. The build script
  * prints the directory as its last line; its progress goes to stderr.
  */
-export async function ensureBinaries(log: (line: string) => void = () => {}): Promise<string> {
-  log('control plane: looking for cached kube-apiserver and etcd (a first build takes 10-25 minutes)')
-  const {stdout} = await promisify(execFile)('bash', [buildScript], {maxBuffer: 64 * 1024 * 1024})
+export async function ensureBinaries(log: (line: string) => void = () => {}, extra: ReadonlyArray<'kubelet'> = []): Promise<string> {
+  log(`control plane: looking for cached kube-apiserver, etcd${extra.map((e) => `, ${e}`).join('')} (a first build takes 10-25 minutes)`)
+  const {stdout} = await promisify(execFile)('bash', [buildScript, ...extra], {maxBuffer: 64 * 1024 * 1024})
   const dir = stdout.trim().split('\n').at(-1) ?? ''
-  if (!existsSync(`${dir}/kube-apiserver`) || !existsSync(`${dir}/etcd`)) throw new Error(`control plane build printed no binary directory (got "${dir}")`)
+  if (!['kube-apiserver', 'etcd', ...extra].every((binary) => existsSync(`${dir}/${binary}`))) throw new Error(`control plane build printed no binary directory (got "${dir}")`)
   return dir
 }

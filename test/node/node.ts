@@ -1,0 +1,114 @@
+import {mkdir, readFile, writeFile} from 'node:fs/promises'
+import {join} from 'node:path'
+
+import type {KubeClient} from '../../src/lib/kube/kube-client.js'
+import {terminate} from '../support/daemon.js'
+import {Containerd, stopContainerd} from './containerd.js'
+import {HostChanges, kubeletPluginDir} from './host-changes.js'
+import {buildBusyboxImage} from './images.js'
+import {Kubelet} from './kubelet.js'
+import {nodeIp, outsideTestNetns} from './netns.js'
+
+export interface TestNodeOptions {
+  /** Everything of the node lives below it (kubelet root, containerd root and state, logs). */
+  readonly dir: string
+  /** Directory holding the kubelet binary (test/controlplane/build.sh kubelet). */
+  readonly binDir: string
+  /** kubelet's kubeconfig (the admin one of the test control plane). */
+  readonly kubeconfig: string
+  readonly nodeName: string
+  /** Leave containerd and kubelet running when this process exits (npm run node:up). */
+  readonly detached?: boolean
+  readonly log?: (line: string) => void
+}
+
+interface State {
+  readonly pids: {containerd: number; kubelet: number}
+  readonly containerdSocket: string
+}
+
+const podSubnet = '10.223.0.0/24'
+const bridge = 'nfdctlbr0'
+
+/**
+ * A real Kubernetes node on this machine: a private containerd and a real kubelet registered with the test
+ * control plane, inside the test's network namespace (it refuses to start outside one). Pods really run.
+ * stop() puts the host back (HostChanges).
+ */
+export class TestNode {
+  readonly pluginDir = kubeletPluginDir
+
+  private constructor(
+    readonly options: TestNodeOptions,
+    readonly containerd: Containerd,
+    readonly kubelet: Kubelet,
+    readonly host: HostChanges,
+  ) {}
+
+  get name(): string {
+    return this.options.nodeName
+  }
+
+  static async start(options: TestNodeOptions, client: KubeClient): Promise<TestNode> {
+    const log = options.log ?? (() => {})
+    const started = Date.now()
+    const outside = await outsideTestNetns()
+    if (outside !== undefined) throw new Error(`test node: ${outside}`)
+    if (process.getuid?.() !== 0) throw new Error('test node: needs root (containerd, kubelet, cgroups, /var/lib/kubelet/device-plugins)')
+    await mkdir(options.dir, {recursive: true})
+    const cgroupRoot = `/nfdctl-${options.nodeName}`
+    const host = await HostChanges.apply(options.dir, cgroupRoot)
+    const containerd = new Containerd({bridge, detached: options.detached, dir: join(options.dir, 'containerd'), podSubnet})
+    const kubelet = new Kubelet({
+      binary: join(options.binDir, 'kubelet'),
+      cgroupRoot,
+      containerdSocket: containerd.socket,
+      detached: options.detached,
+      dir: join(options.dir, 'kubelet'),
+      kubeconfig: options.kubeconfig,
+      nodeIp,
+      nodeName: options.nodeName,
+    })
+    const node = new TestNode(options, containerd, kubelet, host)
+    try {
+      // A Node of the same name left by an earlier run would have its old status and CSINode.
+      await client.request('DELETE', `/api/v1/nodes/${options.nodeName}`).catch(() => {})
+      await containerd.start()
+      const image = join(options.dir, 'busybox.tar')
+      await buildBusyboxImage(image)
+      await containerd.importImage(image)
+      await kubelet.start(client)
+      await writeFile(join(options.dir, 'state.json'), JSON.stringify({containerdSocket: containerd.socket, pids: {containerd: containerd.pid!, kubelet: kubelet.pid!}} satisfies State))
+    } catch (error) {
+      await node.stop().catch(() => {})
+      throw error
+    }
+    log(`test node: ${options.nodeName} Ready in ${((Date.now() - started) / 1000).toFixed(1)}s (containerd ${containerd.socket}, logs in ${options.dir})`)
+    return node
+  }
+
+  /** Stops kubelet, removes what it left in containerd, stops containerd, restores the host. Idempotent. */
+  async stop(): Promise<void> {
+    await this.kubelet.stop()
+    await this.containerd.stop()
+    await this.host.restore()
+  }
+
+  /** Stops a node started by `start({detached: true})` in another process (npm run node:down). */
+  static async stopDetached(dir: string): Promise<boolean> {
+    const host = await HostChanges.load(dir)
+    if (host === undefined) return false
+    const state = await readFile(join(dir, 'state.json'), 'utf8').then((text) => JSON.parse(text) as State, () => undefined)
+    if (state !== undefined) {
+      await terminate(state.pids.kubelet)
+      await stopContainerd(state.pids.containerd, state.containerdSocket)
+    }
+    await host.restore()
+    return true
+  }
+
+  /** Runs a command in a running container (through containerd, as `kubectl exec` would end up doing). */
+  async exec(containerId: string, command: readonly string[]): Promise<string> {
+    return this.containerd.ctr('-n', 'k8s.io', 'tasks', 'exec', '--fifo-dir', join(this.options.dir, 'fifo'), '--exec-id', `nfdctl-test-${Date.now()}-${Math.random().toString(36).slice(2, 8)}`, containerId, ...command)
+  }
+}
