@@ -1,5 +1,7 @@
 import {Flags} from '@oclif/core'
 
+import {observeFlags} from './observe-flags.js'
+
 /** Flags of the long-running collector (`gc run`) beyond what it collects. */
 export const runFlags = {
   'grace-period': Flags.string({default: '30s', description: 'delete an object only after it was seen stale twice this far apart (0 = at once)'}),
@@ -10,7 +12,5 @@ export const runFlags = {
   'leader-elect-namespace': Flags.string({description: 'namespace of the Lease (default: $POD_NAMESPACE, the service account namespace, the kubeconfig context namespace, or default)', helpGroup: 'LEADER ELECTION'}),
   'leader-elect-renew-deadline': Flags.string({default: '10s', description: 'the leader steps down when it could not renew for this long', helpGroup: 'LEADER ELECTION'}),
   'leader-elect-retry-period': Flags.string({default: '2s', description: 'time between attempts to acquire or renew', helpGroup: 'LEADER ELECTION'}),
-  'log-format': Flags.string({description: 'json or text (default: json unless stdout is a terminal)', helpGroup: 'OBSERVABILITY'}),
-  'log-level': Flags.string({default: 'info', description: 'debug, info, warn or error', helpGroup: 'OBSERVABILITY'}),
-  'metrics-port': Flags.integer({default: 8080, description: 'port of /metrics, /healthz and /readyz (0 disables)', helpGroup: 'OBSERVABILITY'}),
+  ...observeFlags,
 }

@@ -114,6 +114,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
     default_runtime_name = "runc"
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
+      # Device-plugin annotations reach the OCI spec only through this allow-list (as on a node set up for them).
+      container_annotations = ["classes.devices.nfdctl.io/*"]
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
         Root = "${dir}/runc-root"

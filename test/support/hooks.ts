@@ -1,6 +1,8 @@
-// Loaded by mocha (.mocharc.json "require"): stops every control plane the run started.
+// Loaded by mocha (.mocharc.json "require"): stops the test node and every control plane the run started.
 import {stopAllControlPlanes} from './cluster.js'
+import {stopTestNode} from './test-node.js'
 
 export async function mochaGlobalTeardown(): Promise<void> {
-  await stopAllControlPlanes()
+  // The node first: kubelet must not outlive its control plane, and the host must be put back.
+  await stopTestNode().finally(stopAllControlPlanes)
 }

@@ -40,7 +40,7 @@ async function install(): Promise<InstalledCli> {
   await Promise.all([
     run(process.execPath, [tsc, '-p', join(root, 'tsconfig.json'), '--outDir', join(dir, 'dist'), '--declaration', 'false', '--sourceMap', 'false']),
     // One cp for a few thousand small files: far faster than fs.cp.
-    productionPackages().then(async (packages) => run('cp', ['-R', '--parents', '-t', dir, 'package.json', 'bin', 'deploy/crds', ...packages], {cwd: root})),
+    productionPackages().then(async (packages) => run('cp', ['-R', '--parents', '-t', dir, 'package.json', 'bin', 'deploy/crds', 'proto', ...packages], {cwd: root})),
   ])
   await run('chmod', ['-R', 'a+rX', dir]) // whatever the umask or the modes in the checkout
   await chmod(dir, 0o755)

@@ -4,12 +4,10 @@ import {hostname} from 'node:os'
 import {NfdctlCommand} from '../../cli/nfdctl-command.js'
 import {listedDevice, renderDevices, renderWatchEvent, type ListedDevice} from '../../cli/render-devices.js'
 import {untilAborted} from '../../lib/abort.js'
-import {loadClassFiles} from '../../lib/devices/class-file.js'
-import {fetchDeviceClasses, fetchNodeLabels} from '../../lib/devices/cluster-classes.js'
-import {ClassMemory, classesForNode, DeviceMatcher} from '../../lib/devices/device-matcher.js'
+import {ClassMemory, DeviceMatcher} from '../../lib/devices/device-matcher.js'
 import {DeviceWatcher} from '../../lib/devices/device-watcher.js'
+import {nodeClasses, type NodeClasses} from '../../lib/devices/node-classes.js'
 import {SysfsScanner} from '../../lib/devices/sysfs-scanner.js'
-import type {DeviceClass} from '../../lib/devices/types.js'
 import {UsageError} from '../../lib/errors.js'
 import {openCluster} from '../../lib/kube/connect.js'
 
@@ -39,22 +37,16 @@ Classes come from --class-file (YAML or JSON, several documents) and/or the clus
     if (flags.watch && this.jsonEnabled()) throw new UsageError('--json cannot stream; use --watch -o json for one JSON object per line')
     const flagLabels = parseNodeLabels(flags['node-label'] ?? [])
     const nodeName = flags['node-name'] ?? hostname()
-    const classes: DeviceClass[] = flags['class-file'] ? await loadClassFiles(flags['class-file']) : []
-    let nodeLabels = flagLabels
-    if (flags.kubeconfig !== undefined || flags.context !== undefined) {
-      const {client} = await openCluster({context: flags.context, kubeconfig: flags.kubeconfig}, {burst: 10, qps: 20})
-      try {
-        const fromCluster = await fetchDeviceClasses(client, this.signal)
-        for (const problem of fromCluster.problems) this.warnAlways(problem)
-        classes.push(...fromCluster.classes)
-        const labels = await fetchNodeLabels(client, nodeName, this.signal)
-        if (labels === undefined) this.warnAlways(`Node ${nodeName} is not in the cluster; nodeSelectors see only --node-label labels (set --node-name)`)
-        nodeLabels = {...labels, ...flagLabels}
-      } finally {
-        client.close()
-      }
+    const useCluster = flags.kubeconfig !== undefined || flags.context !== undefined
+    const cluster = useCluster ? await openCluster({context: flags.context, kubeconfig: flags.kubeconfig}, {burst: 10, qps: 20}) : undefined
+    let found: NodeClasses
+    try {
+      found = await nodeClasses({classFiles: flags['class-file'] ?? [], client: cluster?.client, extraLabels: flagLabels, nodeName, signal: this.signal})
+    } finally {
+      cluster?.client.close()
     }
-    const applicable = classesForNode(classes, nodeLabels)
+    for (const warning of found.warnings) this.warnAlways(warning)
+    const {all: classes, applicable} = found
     const showAll = flags.all || classes.length === 0
     if (classes.length === 0 && !this.jsonEnabled()) this.warn('no DeviceClasses given (--class-file, --kubeconfig): showing every device')
     const matcher = new DeviceMatcher(applicable)

@@ -1,10 +1,10 @@
 import {maxDurationMs, parseDurationMs} from '../duration.js'
 import {UsageError} from '../errors.js'
-import {logLevels, type LogFormat, type LogLevel} from '../observe/logger.js'
+import {observeOptionsFrom, type ObserveOptions, type RawObserveFlags} from '../observe/observe-options.js'
 import {sweepOptionsFrom, type RawSweepFlags, type SweepOptions} from './sweep-options.js'
 
 /** The flags of `gc run` as oclif hands them over. */
-export interface RawRunFlags extends Omit<RawSweepFlags, 'dry-run' | 'fail-on-stale' | 'timeout'> {
+export interface RawRunFlags extends Omit<RawSweepFlags, 'dry-run' | 'fail-on-stale' | 'timeout'>, RawObserveFlags {
   readonly interval: string
   readonly 'grace-period': string
   readonly 'leader-elect': boolean
@@ -13,19 +13,12 @@ export interface RawRunFlags extends Omit<RawSweepFlags, 'dry-run' | 'fail-on-st
   readonly 'leader-elect-lease-duration': string
   readonly 'leader-elect-renew-deadline': string
   readonly 'leader-elect-retry-period': string
-  readonly 'metrics-port': number
-  readonly 'log-format'?: string
-  readonly 'log-level': string
 }
 
-export interface RunOptions extends SweepOptions {
+export interface RunOptions extends SweepOptions, ObserveOptions {
   readonly intervalMs: number
   readonly graceMs: number
   readonly leaderElection?: {namespace?: string; name: string; leaseDurationMs: number; renewDeadlineMs: number; retryPeriodMs: number}
-  /** 0: no metrics/health server. */
-  readonly metricsPort: number
-  readonly logFormat: LogFormat
-  readonly logLevel: LogLevel
 }
 
 function duration(flag: string, text: string, min: 'positive' | 'zero-or-more'): number {
@@ -41,12 +34,7 @@ export function runOptionsFrom(flags: RawRunFlags, stdoutIsTty: boolean): RunOpt
   const sweep = sweepOptionsFrom({...flags, 'dry-run': false, 'fail-on-stale': false, timeout: '0'})
   const intervalMs = duration('interval', flags.interval, 'positive')
   const graceMs = duration('grace-period', flags['grace-period'], 'zero-or-more')
-  const port = flags['metrics-port']
-  if (!Number.isInteger(port) || port < 0 || port > 65_535) throw new UsageError(`--metrics-port must be a port from 1 to 65535, or 0 to disable, got ${port}`)
-  const format = flags['log-format'] ?? (stdoutIsTty ? 'text' : 'json')
-  if (format !== 'json' && format !== 'text') throw new UsageError(`--log-format must be json or text, got "${format}"`)
-  const level = flags['log-level']
-  if (!(logLevels as readonly string[]).includes(level)) throw new UsageError(`--log-level must be one of ${logLevels.join(', ')}, got "${level}"`)
+  const observe = observeOptionsFrom(flags, stdoutIsTty)
   let leaderElection: RunOptions['leaderElection']
   if (flags['leader-elect']) {
     const leaseDurationMs = duration('leader-elect-lease-duration', flags['leader-elect-lease-duration'], 'positive')
@@ -56,5 +44,5 @@ export function runOptionsFrom(flags: RawRunFlags, stdoutIsTty: boolean): RunOpt
     if (!(renewDeadlineMs > retryPeriodMs)) throw new UsageError('--leader-elect-renew-deadline must be longer than --leader-elect-retry-period')
     leaderElection = {leaseDurationMs, name: flags['leader-elect-lease-name'], namespace: flags['leader-elect-namespace'], renewDeadlineMs, retryPeriodMs}
   }
-  return {...sweep, graceMs, intervalMs, leaderElection, logFormat: format, logLevel: level as LogLevel, metricsPort: port}
+  return {...sweep, ...observe, graceMs, intervalMs, leaderElection}
 }

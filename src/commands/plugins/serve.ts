@@ -1,0 +1,95 @@
+import {Flags} from '@oclif/core'
+import {hostname} from 'node:os'
+import {Registry} from 'prom-client'
+
+import {NfdctlCommand} from '../../cli/nfdctl-command.js'
+import {observeFlags} from '../../cli/observe-flags.js'
+import {untilAborted} from '../../lib/abort.js'
+import {DeviceWatcher} from '../../lib/devices/device-watcher.js'
+import {nodeClasses} from '../../lib/devices/node-classes.js'
+import {SysfsScanner} from '../../lib/devices/sysfs-scanner.js'
+import {UsageError} from '../../lib/errors.js'
+import {openCluster} from '../../lib/kube/connect.js'
+import {HealthServer} from '../../lib/observe/health-server.js'
+import {createLogger} from '../../lib/observe/logger.js'
+import {observeOptionsFrom} from '../../lib/observe/observe-options.js'
+import {createPluginMetrics} from '../../lib/plugins/plugin-metrics.js'
+import {PluginSet} from '../../lib/plugins/plugin-set.js'
+
+export default class PluginsServe extends NfdctlCommand {
+  static override description = `Run one kubelet device plugin per DeviceClass (devices.nfdctl.io): pods request a class with the resource limit devices.nfdctl.io/<class>: N.
+
+Each class is served on <plugin-dir>/nfdctl-<class>.sock and registered with kubelet. Class allocation advertises "capacity" slots, and a container gets every device of the class present when it starts; Device allocation advertises one ID per device (Unhealthy once it is gone). Device lists follow kernel uevents at once. When kubelet restarts, every plugin serves again and re-registers. Classes come from the cluster (--kubeconfig, --context, $KUBECONFIG, in-cluster) and/or --class-file; with only --class-file, no cluster is needed. SIGTERM stops the servers and removes their sockets.`
+  static override examples = [
+    '<%= config.bin %> <%= command.id %>',
+    '<%= config.bin %> <%= command.id %> --class-file classes.yaml --class loop',
+    '<%= config.bin %> <%= command.id %> --kubeconfig ~/.kube/config --node-name worker-1 --cdi',
+  ]
+  static override flags = {
+    cdi: Flags.boolean({description: 'also name CDI devices in Allocate answers and write a CDI spec per class to --cdi-dir'}),
+    'cdi-dir': Flags.string({default: '/var/run/cdi', description: 'where CDI spec files go (with --cdi)'}),
+    class: Flags.string({description: 'serve only this class (repeatable; default: every class that applies to this node)', multiple: true}),
+    'class-file': Flags.string({description: 'DeviceClass file (YAML or JSON; repeatable)', multiple: true}),
+    context: Flags.string({description: 'kubeconfig context: read DeviceClasses and the Node from the cluster', helpGroup: 'KUBERNETES'}),
+    kubeconfig: Flags.string({description: 'kubeconfig: read DeviceClasses and the Node from the cluster (default: $KUBECONFIG, ~/.kube/config, in-cluster)', helpGroup: 'KUBERNETES'}),
+    'node-name': Flags.string({description: 'this node\'s name, for nodeSelectors (default: $NODE_NAME, then the hostname)'}),
+    'plugin-dir': Flags.string({default: '/var/lib/kubelet/device-plugins', description: 'kubelet\'s device-plugin directory (its kubelet.sock and our sockets)'}),
+    ...observeFlags,
+  }
+
+  async run(): Promise<void> {
+    const {flags} = await this.parse(PluginsServe)
+    const observe = observeOptionsFrom(flags, Boolean(process.stdout.isTTY))
+    if (flags['plugin-dir'].trim() === '') throw new UsageError('--plugin-dir must be a directory, got ""')
+    const nodeName = flags['node-name'] ?? (process.env.NODE_NAME || hostname())
+    const classFiles = flags['class-file'] ?? []
+    const useCluster = flags.kubeconfig !== undefined || flags.context !== undefined || classFiles.length === 0
+    const log = createLogger({base: {component: 'plugins', node: nodeName}, format: observe.logFormat, level: observe.logLevel})
+
+    const cluster = useCluster ? await openCluster({context: flags.context, kubeconfig: flags.kubeconfig}, {burst: 10, qps: 20}) : undefined
+    let found
+    try {
+      found = await nodeClasses({classFiles, client: cluster?.client, nodeName, signal: this.signal})
+    } finally {
+      cluster?.client.close()
+    }
+    for (const warning of found.warnings) log.warn({}, warning)
+    const wanted = flags.class ?? []
+    const unknown = wanted.filter((name) => !found.all.some((c) => c.metadata.name === name))
+    if (unknown.length > 0) throw new UsageError(`unknown DeviceClass ${unknown.join(', ')}: the known ones are ${found.all.map((c) => c.metadata.name).join(', ') || 'none'} (--class-file, the cluster)`)
+    const notHere = wanted.filter((name) => !found.applicable.some((c) => c.metadata.name === name))
+    if (notHere.length > 0) throw new UsageError(`DeviceClass ${notHere.join(', ')} does not apply to node ${nodeName} (its nodeSelector); set --node-name or drop --class`)
+    const classes = wanted.length > 0 ? found.applicable.filter((c) => wanted.includes(c.metadata.name)) : found.applicable
+    if (classes.length === 0) throw new UsageError(`no DeviceClass applies to node ${nodeName}: create one (kubectl apply) or give --class-file`)
+
+    const registry = new Registry()
+    const scanner = new SysfsScanner({})
+    const plugins = new PluginSet({
+      cdiDir: flags.cdi ? flags['cdi-dir'] : undefined, classes, logger: log, metrics: createPluginMetrics(registry),
+      pluginDir: flags['plugin-dir'], readAttribute: scanner.readAttribute,
+    })
+    const health = new HealthServer({port: observe.metricsPort, readiness: () => plugins.status(), registry})
+    // A dead uevent socket ends the command (exit 1) rather than leaving kubelet with lists that never change.
+    const failed = new AbortController()
+    const signal = AbortSignal.any([this.signal, failed.signal])
+    const watcher = new DeviceWatcher({
+      logger: log,
+      onError: (error) => failed.abort(error),
+      onEvent: ({action, device}) => plugins.deviceEvent(action, device),
+      source: scanner,
+    })
+    await watcher.start(signal, (devices) => {
+      for (const device of devices) plugins.deviceEvent('add', device)
+    })
+    if (observe.metricsPort > 0) await health.start()
+    log.info({cdi: flags.cdi, classes: plugins.classNames, metricsPort: observe.metricsPort, pluginDir: flags['plugin-dir']}, 'plugins serve starting')
+    await plugins.start()
+    await untilAborted(signal)
+    log.info({reason: signal.reason instanceof Error ? signal.reason.message : String(signal.reason)}, 'shutting down')
+    await watcher.stop()
+    await plugins.stop()
+    await health.stop()
+    log.info({}, 'stopped')
+    if (failed.signal.aborted) throw failed.signal.reason
+  }
+}

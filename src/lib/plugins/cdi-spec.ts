@@ -1,0 +1,59 @@
+import {randomBytes} from 'node:crypto'
+import {mkdir, rename, rm, writeFile} from 'node:fs/promises'
+import {join} from 'node:path'
+
+import type {Device} from '../devices/types.js'
+import {resourceDomain} from './class-allocation.js'
+
+/** hostPath on device nodes needs CDI 0.5.0; nothing newer is used, so older runtimes read the files too. */
+export const cdiVersion = '0.5.0'
+
+export interface CdiSpec {
+  cdiVersion: string
+  kind: string
+  devices: Array<{name: string; containerEdits: {deviceNodes: CdiDeviceNode[]}}>
+}
+
+interface CdiDeviceNode {
+  path: string
+  hostPath: string
+  type: 'b' | 'c'
+  major: number
+  minor: number
+  permissions: string
+}
+
+/** The CDI kind of a class, `devices.nfdctl.io/<class>`: a container asks for `devices.nfdctl.io/<class>=<id>`. */
+export const cdiKindOf = (className: string): string => `${resourceDomain}/${className}`
+
+/** The spec file of a class in the CDI directory; one file per class, so that classes never overwrite each other. */
+export const cdiFileOf = (cdiDir: string, className: string): string => join(cdiDir, `${resourceDomain}-${className}.json`)
+
+/** A class's CDI spec: one CDI device per device of the class, named by its stable ID. */
+export function cdiSpecOf(className: string, devices: ReadonlyArray<readonly [string, Device]>, permissions: string): CdiSpec {
+  return {
+    cdiVersion,
+    devices: devices.map(([id, d]) => ({
+      containerEdits: {deviceNodes: [{hostPath: d.devNode, major: d.major, minor: d.minor, path: d.devNode, permissions, type: d.type === 'block' ? 'b' : 'c'}]},
+      name: id,
+    })),
+    kind: cdiKindOf(className),
+  }
+}
+
+/**
+ * Writes the spec atomically (a temporary file in the same directory, then rename), so a runtime reading the
+ * directory never sees half a file. A spec without devices is invalid per CDI: the file is removed instead.
+ */
+export async function writeCdiSpec(cdiDir: string, spec: CdiSpec): Promise<void> {
+  const file = cdiFileOf(cdiDir, spec.kind.slice(resourceDomain.length + 1))
+  if (spec.devices.length === 0) {
+    await rm(file, {force: true})
+    return
+  }
+  await mkdir(cdiDir, {recursive: true})
+  // The temporary name does not end in .json: CDI registries only load *.json and *.yaml.
+  const temporary = `${file}.${randomBytes(4).toString('hex')}.tmp`
+  await writeFile(temporary, JSON.stringify(spec, null, 2) + '\n', {mode: 0o644})
+  await rename(temporary, file)
+}

@@ -1,0 +1,27 @@
+import {lstat} from 'node:fs/promises'
+import {join} from 'node:path'
+
+import {devicePluginVersion, kubeletApi, unary, type DevicePluginOptions} from './kubelet-api.js'
+
+/** kubelet's registration socket in the device-plugin directory. */
+export const kubeletSocketName = 'kubelet.sock'
+
+/**
+ * The identity of the running kubelet's registration socket (its inode), or undefined when there is none.
+ * kubelet makes a new socket each time it starts, so a changed inode means a kubelet that does not know us.
+ */
+export async function kubeletSocketIdentity(pluginDir: string): Promise<number | undefined> {
+  const stat = await lstat(join(pluginDir, kubeletSocketName)).catch(() => undefined)
+  return stat?.isSocket() ? stat.ino : undefined
+}
+
+/** Registers one plugin endpoint (a socket file name in the same directory) for a resource with kubelet. */
+export async function registerWithKubelet(pluginDir: string, endpoint: string, resourceName: string, options: DevicePluginOptions, timeoutMs = 5000): Promise<void> {
+  const api = await kubeletApi()
+  const client = new api.registration(`unix:${join(pluginDir, kubeletSocketName)}`, api.grpc.credentials.createInsecure())
+  try {
+    await unary(client, 'Register', {endpoint, options, resource_name: resourceName, version: devicePluginVersion}, timeoutMs)
+  } finally {
+    client.close()
+  }
+}

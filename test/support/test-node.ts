@@ -1,0 +1,150 @@
+import {execFile} from 'node:child_process'
+import {mkdtemp, readdir, readFile, rm} from 'node:fs/promises'
+import {tmpdir} from 'node:os'
+import {join} from 'node:path'
+import {promisify} from 'node:util'
+
+import type {KubeClient} from '../../src/lib/kube/kube-client.js'
+import type {ControlPlane} from '../controlplane/control-plane.js'
+import {ensureBinaries} from '../controlplane/paths.js'
+import {outsideTestNetns} from '../node/netns.js'
+import {TestNode} from '../node/node.js'
+import {startControlPlane} from './cluster.js'
+import {missingPrerequisite} from './prerequisites.js'
+import {waitFor} from './wait.js'
+
+export interface NodeEnv {
+  readonly node: TestNode
+  readonly plane: ControlPlane
+  readonly client: KubeClient
+}
+
+const log = (line: string): void => {
+  process.stderr.write(`      ${line}\n`)
+}
+
+let shared: Promise<NodeEnv> | undefined
+let dir: string | undefined
+
+/**
+ * The run's one real node (containerd + kubelet) on its own control plane, started on first use and
+ * stopped at the end of the run. One node at a time: it owns /var/lib/kubelet/device-plugins.
+ */
+export async function testNode(context: Mocha.Context): Promise<NodeEnv> {
+  context.timeout(15 * 60_000) // a cold kubelet build on 2 cores
+  if (process.getuid?.() !== 0) missingPrerequisite(context, 'a real node (containerd, kubelet, cgroups) needs root')
+  const outside = await outsideTestNetns()
+  if (outside !== undefined) missingPrerequisite(context, outside)
+  for (const tool of ['containerd', 'runc', 'ctr']) {
+    await promisify(execFile)(tool, ['--version']).catch(() => missingPrerequisite(context, `${tool} is not installed (apt-get install containerd runc)`))
+  }
+  shared ??= (async () => {
+    const binDir = await ensureBinaries(log, ['kubelet'])
+    const plane = await startControlPlane(context, ['--kubelet-preferred-address-types=InternalIP'])
+    const client = await plane.client()
+    dir = await mkdtemp(join(tmpdir(), 'nfdctl-node-'))
+    const node = await TestNode.start({binDir, dir, kubeconfig: plane.kubeconfig, log, nodeName: `nfdctl-test-${process.pid}`}, client)
+    return {client, node, plane}
+  })()
+  return shared
+}
+
+/** Stops the node (before the control planes): the host is put back and checked for leftovers. */
+export async function stopTestNode(): Promise<void> {
+  if (shared === undefined) return
+  const env = await shared.catch(() => undefined)
+  shared = undefined
+  if (env === undefined) return
+  await env.node.stop()
+  const left = await env.node.host.leftovers()
+  env.client.close()
+  if (dir !== undefined) await rm(dir, {force: true, recursive: true})
+  if (left.length > 0) throw new Error(`the test node left things on the host: ${left.join('; ')}`)
+}
+
+export interface PodSpec {
+  readonly name: string
+  readonly command: readonly string[]
+  readonly limits?: Readonly<Record<string, string>>
+  readonly annotations?: Readonly<Record<string, string>>
+}
+
+export interface RunningPod {
+  readonly name: string
+  readonly uid: string
+  /** containerd's id of the pod's one container (for `node.exec`). */
+  readonly containerId: string
+}
+
+/** Creates a one-container busybox pod on the node (no scheduler here: spec.nodeName) and waits until it runs. */
+export async function runPod(env: NodeEnv, spec: PodSpec): Promise<RunningPod> {
+  await createPod(env, spec)
+  return waitForPod(env, spec.name)
+}
+
+export async function createPod(env: NodeEnv, spec: PodSpec): Promise<void> {
+  await env.client.request('POST', '/api/v1/namespaces/default/pods', {
+    body: {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: {annotations: spec.annotations, name: spec.name},
+      spec: {
+        automountServiceAccountToken: false,
+        containers: [{command: spec.command, image: 'localhost/nfdctl-test/busybox:1', imagePullPolicy: 'Never', name: 'main', resources: {limits: spec.limits}}],
+        nodeName: env.node.name,
+        terminationGracePeriodSeconds: 1,
+      },
+    },
+  })
+}
+
+interface PodObject {
+  metadata: {uid: string}
+  status?: {phase?: string; reason?: string; message?: string; containerStatuses?: Array<{containerID?: string; state?: object}>}
+}
+
+export async function waitForPod(env: NodeEnv, name: string, timeoutMs = 30_000): Promise<RunningPod> {
+  return waitFor(`pod ${name} Running`, async () => {
+    const pod = await env.client.request<PodObject>('GET', `/api/v1/namespaces/default/pods/${name}`)
+    if (pod.status?.phase === 'Failed') throw new Error(`pod ${name} failed: ${pod.status.reason}: ${pod.status.message}`)
+    const id = pod.status?.containerStatuses?.[0]?.containerID
+    return pod.status?.phase === 'Running' && id !== undefined ? {containerId: id.replace(/^containerd:\/\//, ''), name, uid: pod.metadata.uid} : undefined
+  }, {intervalMs: 100, timeoutMs})
+}
+
+/** The pod's phase, reason and message as the API server has them. */
+export async function podStatus(env: NodeEnv, name: string): Promise<{phase?: string; reason?: string; message?: string}> {
+  const pod = await env.client.request<PodObject>('GET', `/api/v1/namespaces/default/pods/${name}`)
+  return {message: pod.status?.message, phase: pod.status?.phase, reason: pod.status?.reason}
+}
+
+/** Deletes pods and waits until kubelet has removed them (their devices are free again). */
+export async function deletePods(env: NodeEnv, names: readonly string[]): Promise<void> {
+  for (const name of names) await env.client.request('DELETE', `/api/v1/namespaces/default/pods/${name}`, {body: {gracePeriodSeconds: 0}}).catch(() => {})
+  for (const name of names) {
+    await waitFor(`pod ${name} gone`, async () => {
+      try {
+        await env.client.request('GET', `/api/v1/namespaces/default/pods/${name}`)
+        return false
+      } catch {
+        return true
+      }
+    }, {timeoutMs: 30_000})
+  }
+}
+
+/** What the pod's container wrote to stdout, from kubelet's pod log files. */
+export async function podLog(env: NodeEnv, pod: RunningPod): Promise<string> {
+  const podsDir = join(env.node.kubelet.options.dir, 'pod-logs')
+  const podDir = (await readdir(podsDir)).find((d) => d.endsWith(pod.uid))
+  if (podDir === undefined) return ''
+  const text = await readFile(join(podsDir, podDir, 'main', '0.log'), 'utf8').catch(() => '')
+  // CRI log lines: <time> <stream> <tag> <text>
+  return text.split('\n').filter(Boolean).map((l) => l.split(' ').slice(3).join(' ')).join('\n')
+}
+
+/** The Node's allocatable count of a resource, as kubelet last reported it. */
+export async function allocatable(env: NodeEnv, resource: string): Promise<number> {
+  const node = await env.client.request<{status?: {allocatable?: Record<string, string>; capacity?: Record<string, string>}}>('GET', `/api/v1/nodes/${env.node.name}`)
+  return Number(node.status?.allocatable?.[resource] ?? 0)
+}

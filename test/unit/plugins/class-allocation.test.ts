@@ -1,0 +1,93 @@
+import {expect} from 'chai'
+
+import type {Device, DeviceClass} from '../../../src/lib/devices/types.js'
+import {ClassAllocation, envNameOf, stableDeviceId} from '../../../src/lib/plugins/class-allocation.js'
+
+function loop(minor: number, properties: Record<string, string> = {}): Device {
+  return {
+    devName: `loop${minor}`, devNode: `/dev/loop${minor}`, devPath: `/devices/virtual/block/loop${minor}`, id: `b7:${minor}`, kernelName: `loop${minor}`,
+    major: 7, minor, properties, subsystem: 'block', type: 'block',
+  }
+}
+
+function serial(devName: string, minor: number, serialNumber: string, iface = '00'): Device {
+  return {
+    devName, devNode: `/dev/${devName}`, devPath: `/devices/pci0000:00/0000:00:14.0/usb1/1-2/1-2:1.0/${devName}/tty/${devName}`, id: `c188:${minor}`, kernelName: devName,
+    major: 188, minor, properties: {ID_SERIAL: serialNumber, ID_USB_INTERFACE_NUM: iface}, subsystem: 'tty', type: 'char',
+  }
+}
+
+function deviceClass(allocation: 'Class' | 'Device', capacity = 1): DeviceClass {
+  return {apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', metadata: {name: 'usb-serial'}, spec: {allocation, capacity, match: [{subsystem: 'tty'}], permissions: 'rw'}}
+}
+
+describe('stableDeviceId', function () {
+  it('follows the udev serial, not the kernel name: an adapter re-plugged as ttyUSB1 keeps its ID', function () {
+    expect(stableDeviceId(serial('ttyUSB1', 1, 'FTDI_FT232R_A10KXYZ'))).to.equal(stableDeviceId(serial('ttyUSB0', 0, 'FTDI_FT232R_A10KXYZ')))
+    expect(stableDeviceId(serial('ttyUSB0', 0, 'FTDI_FT232R_A10KXYZ'))).to.not.equal(stableDeviceId(serial('ttyUSB0', 0, 'FTDI_FT232R_B20QQQ')))
+  })
+
+  it('tells the ports of one multi-port adapter apart by interface number', function () {
+    expect(stableDeviceId(serial('ttyUSB0', 0, 'FTDI_Quad', '00'))).to.not.equal(stableDeviceId(serial('ttyUSB1', 1, 'FTDI_Quad', '01')))
+  })
+
+  it('falls back to the udev path, then the sysfs path, and stays within kubelet\'s 63 characters as a CDI-valid name', function () {
+    const byPath = stableDeviceId(loop(3, {ID_PATH: 'platform-loop3'}))
+    const bySysfs = stableDeviceId(loop(3))
+    expect(byPath).to.not.equal(bySysfs)
+    expect(bySysfs).to.match(/^loop3-[0-9a-f]{12}$/)
+    const long = stableDeviceId(serial('ttyUSB0', 0, `_${'x'.repeat(200)}`))
+    expect(long.length).to.be.at.most(63)
+    expect(long).to.match(/^[A-Za-z0-9][A-Za-z0-9_.-]*$/)
+  })
+})
+
+describe('ClassAllocation', function () {
+  it('Class allocation: capacity slots, Healthy with or without devices, and a container gets every device present', function () {
+    const allocation = new ClassAllocation(deviceClass('Class', 3), false)
+    expect(allocation.listAndWatch()).to.deep.equal([0, 1, 2].map((i) => ({health: 'Healthy', ID: `slot-${i}`})))
+    expect(allocation.setDevices([serial('ttyUSB0', 0, 'A'), serial('ttyUSB1', 1, 'B')])).to.equal(false) // the slots did not change
+    const answer = allocation.allocate(['slot-1'])
+    expect(answer.devices).to.deep.equal([
+      {container_path: '/dev/ttyUSB0', host_path: '/dev/ttyUSB0', permissions: 'rw'},
+      {container_path: '/dev/ttyUSB1', host_path: '/dev/ttyUSB1', permissions: 'rw'},
+    ])
+    expect(answer.envs).to.deep.equal({NFDCTL_DEVICES_USB_SERIAL: '/dev/ttyUSB0,/dev/ttyUSB1'})
+    expect(answer.annotations).to.deep.equal({'classes.devices.nfdctl.io/usb-serial': 'slot-1'})
+    expect(answer.cdi_devices).to.deep.equal([])
+    allocation.setDevices([])
+    expect(allocation.allocate(['slot-0']).devices).to.deep.equal([]) // devices plugged in later come from the agent
+  })
+
+  it('Device allocation: one ID per device; a gone device stays Unhealthy until it returns; allocating it is refused', function () {
+    const allocation = new ClassAllocation(deviceClass('Device'), true)
+    const a = serial('ttyUSB0', 0, 'A')
+    const b = serial('ttyUSB1', 1, 'B')
+    expect(allocation.setDevices([a, b])).to.equal(true)
+    const [idA, idB] = [stableDeviceId(a), stableDeviceId(b)]
+    expect(allocation.listAndWatch()).to.deep.equal([{health: 'Healthy', ID: idA}, {health: 'Healthy', ID: idB}].sort((x, y) => x.ID.localeCompare(y.ID)))
+    expect(allocation.setDevices([a])).to.equal(true)
+    expect(allocation.listAndWatch()).to.deep.include({health: 'Unhealthy', ID: idB})
+    expect(() => allocation.allocate([idB])).to.throw(`device ${idB} of class usb-serial is not present on this node any more`)
+    expect(allocation.setDevices([a])).to.equal(false)
+    // Back under another kernel name: the same ID, Healthy again.
+    expect(allocation.setDevices([a, serial('ttyUSB2', 2, 'B')])).to.equal(true)
+    expect(allocation.listAndWatch().every((d) => d.health === 'Healthy')).to.equal(true)
+    const answer = allocation.allocate([idB])
+    expect(answer.devices).to.deep.equal([{container_path: '/dev/ttyUSB2', host_path: '/dev/ttyUSB2', permissions: 'rw'}])
+    expect(answer.cdi_devices).to.deep.equal([{name: `devices.nfdctl.io/usb-serial=${idB}`}])
+  })
+
+  it('prefers the devices kubelet must include, then the others in ID order (numeric: slot-2 before slot-10)', function () {
+    const allocation = new ClassAllocation(deviceClass('Class', 12), false)
+    const request = {container_requests: [
+      {allocation_size: 2, available_deviceIDs: ['slot-10', 'slot-2', 'slot-3'], must_include_deviceIDs: []},
+      {allocation_size: 2, available_deviceIDs: ['slot-10', 'slot-2', 'slot-3'], must_include_deviceIDs: ['slot-10']},
+    ]}
+    expect(allocation.preferredAllocation(request)).to.deep.equal([['slot-2', 'slot-3'], ['slot-10', 'slot-2']])
+  })
+
+  it('names the variable after the class in shell-safe upper case', function () {
+    expect(envNameOf('usb-serial.v2')).to.equal('NFDCTL_DEVICES_USB_SERIAL_V2')
+  })
+})
