@@ -6,11 +6,14 @@ import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 import {promisify} from 'node:util'
 
+import {parseAllDocuments} from 'yaml'
+
 import {kubeletApi, unary, type AllocateResponse} from '../../src/lib/plugins/kubelet-api.js'
 import {allocatedDevices, listPodResources} from '../../src/lib/plugins/pod-resources.js'
 import {CliProcess} from '../support/cli-process.js'
 import {addLoopDevice, canUseLoopControl, removeLoopDevice} from '../support/loop-devices.js'
 import {missingPrerequisite} from '../support/prerequisites.js'
+import {bindClusterRole, type PolicyRule} from '../support/rbac.js'
 import {nfdctl} from '../support/run-cli.js'
 import {allocatable, createPod, deletePods, podStatus, runPod, testNode, type NodeEnv} from '../support/test-node.js'
 import {waitFor} from '../support/wait.js'
@@ -252,6 +255,31 @@ describe('plugins serve on a real node (kubelet + containerd)', function () {
     removeLoopDevice(361)
     loops.delete(361)
     await waitFor('the spec without loop361', async () => (JSON.parse(await readFile(file, 'utf8')) as {devices: unknown[]}).devices.length === 1)
+  })
+
+  it('takes its classes from the cluster, as an identity bound to exactly deploy/plugins/rbac.yaml, and serves only those for this node', async function () {
+    addLoops(370)
+    const rbac = parseAllDocuments(await readFile(new URL('../../deploy/plugins/rbac.yaml', import.meta.url), 'utf8')).map((d) => d.toJS() as {kind: string; rules?: PolicyRule[]})
+    await bindClusterRole(env.client, 'nfdctl-plugins-test', 'nfdctl-plugins-test', rbac.find((d) => d.kind === 'ClusterRole')!.rules!)
+    const kubeconfig = await env.plane.kubeconfigFor('nfdctl-plugins-test')
+    const collection = '/apis/devices.nfdctl.io/v1alpha1/deviceclasses'
+    const deviceClass = (name: string, nodeSelector?: object): object => ({
+      apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', metadata: {name},
+      spec: {allocation: 'Device', match: [{devName: 'loop37[0-9]', subsystem: 'block'}], nodeSelector},
+    })
+    await env.client.request('POST', collection, {body: deviceClass('loopk')})
+    await env.client.request('POST', collection, {body: deviceClass('elsewhere', {matchLabels: {'nfdctl.io/test': 'no-such-node'}})})
+    try {
+      const cli = new CliProcess(['plugins', 'serve', '--kubeconfig', kubeconfig, '--node-name', env.node.name, '--metrics-port', '0', '--log-format', 'json'])
+      serving.push(cli)
+      await registered(cli, 'loopk')
+      await waitAllocatable('devices.nfdctl.io/loopk', 1)
+      const starting = await cli.waitForLine<LogLine & {classes: string[]}>('the start line', (l) => l.msg === 'plugins serve starting')
+      expect(starting.value.classes).to.deep.equal(['loopk'])
+      expect(await lstat(join(env.node.pluginDir, 'nfdctl-elsewhere.sock')).then(() => 'served', () => 'not served')).to.equal('not served')
+    } finally {
+      for (const name of ['loopk', 'elsewhere']) await env.client.request('DELETE', `${collection}/${name}`).catch(() => {})
+    }
   })
 
   it('bad input: an unknown class and a bad class file are one line and exit 2, with nothing served', async function () {
