@@ -1,5 +1,5 @@
 // What a benchmark runs against: the CLI as users install it, a private control plane, and the CLI's
-// `gc once` and `gc run` processes as an operator starts them.
+// `gc once` and `gc run` processes as an operator starts them; for the device benchmarks, a real node.
 import {execFile, spawn} from 'node:child_process'
 import {copyFile, mkdtemp, readdir, readFile, rm} from 'node:fs/promises'
 import {tmpdir} from 'node:os'
@@ -11,6 +11,7 @@ import type {SweepReport} from '../src/lib/gc/sweep-report.js'
 import type {KubeClient} from '../src/lib/kube/kube-client.js'
 import {ControlPlane} from '../test/controlplane/control-plane.js'
 import {ensureBinaries, repoRoot} from '../test/controlplane/paths.js'
+import {TestNode} from '../test/node/node.js'
 import {ensureNamespace} from '../test/support/seed.js'
 import {waitFor} from '../test/support/wait.js'
 
@@ -42,6 +43,37 @@ export async function startBench(log: (line: string) => void): Promise<BenchEnvi
   return {bin, client, close, dir, plane}
 }
 
+export interface NodeBenchEnvironment extends BenchEnvironment {
+  readonly node: TestNode
+}
+
+/**
+ * The packed CLI, a private control plane and a real node (containerd + kubelet) on it; close() stops the
+ * node first and puts the host back. Must run inside a test network namespace (test/node/in-namespace.ts).
+ */
+export async function startNodeBench(log: (line: string) => void): Promise<NodeBenchEnvironment> {
+  const dir = await mkdtemp(join(tmpdir(), 'nfdctl-bench-'))
+  const bin = await packCli(dir, log)
+  const binDir = await ensureBinaries(log, ['kubelet'])
+  const plane = await ControlPlane.start({apiserverFlags: ['--kubelet-preferred-address-types=InternalIP'], binDir, dir: join(dir, 'controlplane'), log})
+  const client = await plane.client()
+  let node: TestNode
+  try {
+    node = await TestNode.start({binDir, dir: join(dir, 'node'), kubeconfig: plane.kubeconfig, log, nodeName: 'nfdctl-bench'}, client)
+  } catch (error) {
+    client.close()
+    await plane.stop()
+    throw error
+  }
+  const close = async (): Promise<void> => {
+    await node.stop()
+    client.close()
+    await plane.stop()
+    await rm(dir, {force: true, recursive: true})
+  }
+  return {bin, client, close, dir, node, plane}
+}
+
 /**
  * The CLI as users get it: `npm pack` (build plus oclif manifest), unpacked, and its production
  * dependencies installed from the lockfile. About 15 s. Returns its `bin/run.js`.
@@ -54,7 +86,8 @@ async function packCli(dir: string, log: (line: string) => void): Promise<string
   await run('tar', ['xzf', join(dir, tarball), '-C', dir])
   const pkg = join(dir, 'package')
   await copyFile(join(repoRoot, 'package-lock.json'), join(pkg, 'package-lock.json'))
-  await run('npm', ['ci', '--omit=dev', '--ignore-scripts', '--no-audit', '--no-fund', '--silent'], {cwd: pkg})
+  // From npm's cache: the device benchmarks run in a network namespace with no way out.
+  await run('npm', ['ci', '--omit=dev', '--ignore-scripts', '--no-audit', '--no-fund', '--silent', '--prefer-offline'], {cwd: pkg})
   log(`packed and installed the CLI in ${((performance.now() - started) / 1000).toFixed(1)}s (${pkg})`)
   return join(pkg, 'bin', 'run.js')
 }
