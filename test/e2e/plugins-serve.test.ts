@@ -11,6 +11,7 @@ import {parseAllDocuments} from 'yaml'
 import {kubeletApi, unary, type AllocateResponse} from '../../src/lib/plugins/kubelet-api.js'
 import {allocatedDevices, listPodResources} from '../../src/lib/plugins/pod-resources.js'
 import {CliProcess} from '../support/cli-process.js'
+import {freePort} from '../support/free-port.js'
 import {addLoopDevice, canUseLoopControl, removeLoopDevice} from '../support/loop-devices.js'
 import {missingPrerequisite} from '../support/prerequisites.js'
 import {bindClusterRole, type PolicyRule} from '../support/rbac.js'
@@ -67,7 +68,8 @@ describe('plugins serve on a real node (kubelet + containerd)', function () {
     await run('losetup', [`/dev/loop${index}`, file])
   }
   const serve = (...args: string[]): CliProcess => {
-    const cli = new CliProcess(['plugins', 'serve', '--class-file', classFile, '--node-name', env.node.name, '--metrics-port', '0', '--log-format', 'json', ...args])
+    const metrics = args.includes('--metrics-port') ? [] : ['--metrics-port', '0']
+    const cli = new CliProcess(['plugins', 'serve', '--class-file', classFile, '--node-name', env.node.name, ...metrics, '--log-format', 'json', ...args])
     serving.push(cli)
     return cli
   }
@@ -178,18 +180,33 @@ describe('plugins serve on a real node (kubelet + containerd)', function () {
     expect(other).to.be.oneOf(['/dev/loop320', '/dev/loop321']).and.not.equal(device)
   })
 
-  it('kubelet absent at start: waits, says so once, and registers when kubelet comes', async function () {
+  it('kubelet absent at start: waits, says so once (and on /readyz), and registers when kubelet comes', async function () {
     addLoops(330)
+    const port = await freePort()
+    const get = async (path: string): Promise<{status: number; text: string}> => {
+      const res = await fetch(`http://127.0.0.1:${port}${path}`)
+      return {status: res.status, text: await res.text()}
+    }
     await env.node.kubelet.stop()
     let cli: CliProcess
     try {
-      cli = serve('--class', 'loopd')
+      cli = serve('--class', 'loopd', '--metrics-port', String(port))
       await cli.waitForLine<LogLine>('a waiting state', (l) => l.class === 'loopd' && (l.state === 'kubelet absent' || l.state === 'register failed'))
+      const waiting = await get('/readyz')
+      expect(waiting.status).to.equal(503)
+      expect(waiting.text).to.match(/^loopd: (kubelet absent|register failed)/)
+      expect((await get('/healthz')).status).to.equal(200)
     } finally {
       await env.node.kubelet.start(env.client)
     }
     await registered(cli!, 'loopd')
     await waitAllocatable('devices.nfdctl.io/loopd', 1)
+    expect(await get('/readyz')).to.deep.equal({status: 200, text: 'registered: loopd\n'})
+    const metrics = (await get('/metrics')).text
+    expect(metrics).to.match(/^nfdctl_plugin_registrations_total\{class="loopd"\} 1$/m)
+    expect(metrics).to.match(/^nfdctl_plugin_registered\{class="loopd"\} 1$/m)
+    expect(metrics).to.match(/^nfdctl_plugin_devices\{class="loopd",health="Healthy"\} 1$/m)
+    expect(Number(/^nfdctl_plugin_list_and_watch_sends_total\{class="loopd"\} (\d+)$/m.exec(metrics)?.[1])).to.be.at.least(1)
     // Once per state change, not once per attempt.
     expect(cli!.json<LogLine>().filter((l) => l.class === 'loopd' && l.state !== undefined && l.state !== 'registered').length).to.be.at.most(2)
     pods.push('plugins-late-kubelet')
