@@ -67,6 +67,7 @@ try {
   // moments (etcd compaction, the seeding's aftermath) to itself; the medians are compared.
   const gcRuns: GcOnceRun[] = []
   const ceilingRuns: number[] = []
+  const ceilingCpu: number[] = []
   for (let round = 1; round <= rounds; round++) {
     if (round > 1) await seedStale()
     await sleep(settleMs)
@@ -76,8 +77,11 @@ try {
     await seedStale()
     await sleep(settleMs)
     const ceilingStarted = performance.now()
+    const cpuBefore = process.cpuUsage()
     await inParallel(paths, ceilingConcurrency, (path) => client.request('DELETE', path))
     ceilingRuns.push((performance.now() - ceilingStarted) / 1000)
+    const cpu = process.cpuUsage(cpuBefore)
+    ceilingCpu.push((cpu.user + cpu.system) / 1e6)
     client.close()
     log(`round ${round}: gc once ${gcRun.seconds.toFixed(2)} s, ceiling ${ceilingRuns.at(-1)!.toFixed(2)} s`)
   }
@@ -97,6 +101,7 @@ try {
     row('peak RSS (highest of the rounds)', `${(peakRss / 1024 / 1024).toFixed(0)} MB`, `budget <= 100 MB: ${verdict(peakRss <= 100 * 1024 * 1024)}`),
     row('429 answers / window', `${report.apiThrottled} / ${report.concurrency.lowest}-${report.concurrency.highest}`),
     row('ceiling: plain concurrent DELETEs', `${ceilingRate.toFixed(0)} /s`, `(${stale} deletes in ${ceilingSeconds.toFixed(2)} s, ${ceilingConcurrency} in flight; rounds: ${ceilingRuns.map((x) => x.toFixed(1)).join(', ')} s)`),
+    row('client CPU (user + system), median', `${median(gcRuns, (r) => r.cpuSeconds).cpuSeconds.toFixed(2)} s`, `(ceiling's client: ${median(ceilingCpu, (s) => s).toFixed(2)} s; the API server and etcd share the same cores)`),
     row('gc once / ceiling', `${(100 * ratio).toFixed(0)}%`, `budget >= 90%: ${verdict(ratio >= 0.9)}`),
     '',
   ].join('\n'))

@@ -97,6 +97,8 @@ export interface GcOnceRun {
   readonly report: SweepReport
   /** Peak RSS of the process, in bytes (written by report-max-rss.cjs as it exits). */
   readonly peakRss: number
+  /** CPU time the process used, user + system, in seconds. */
+  readonly cpuSeconds: number
 }
 
 /** `gc once --json` to its end, timed as a whole process; it must delete exactly `expectDeleted` objects. */
@@ -112,7 +114,8 @@ export async function runGcOnce(env: BenchEnvironment, args: readonly string[], 
   const report = JSON.parse(stdout) as SweepReport
   const deleted = report.kinds.reduce((n, k) => n + k.deleted, 0)
   if (deleted !== expectDeleted) throw new Error(`gc once deleted ${deleted} objects, expected ${expectDeleted}`)
-  return {peakRss: Number(await readFile(rssFile, 'utf8')), report, seconds}
+  const [rss, cpu] = (await readFile(rssFile, 'utf8')).split(' ').map(Number)
+  return {cpuSeconds: cpu / 1e6, peakRss: rss, report, seconds}
 }
 
 function runToEnd(command: string, args: string[], env: Record<string, string>): Promise<{code: number | null; stdout: string}> {
