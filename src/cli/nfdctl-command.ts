@@ -26,6 +26,19 @@ export abstract class NfdctlCommand extends Command {
     process.stderr.write(`Warning: ${message}\n`)
   }
 
+  /**
+   * --json for programs: plain JSON unless stdout is a terminal (oclif colours it for people). oclif
+   * tokenises the whole document for colours even when it then prints none: for a 4,000-object sweep
+   * report that was 0.1 s and ~10 MB of peak RSS (bench:gc). The text is the same either way.
+   */
+  override logJson(json: unknown): void {
+    if (process.stdout.isTTY) {
+      super.logJson(json)
+      return
+    }
+    process.stdout.write(`${JSON.stringify(json, null, 2)}\n`)
+  }
+
   override async init(): Promise<void> {
     await super.init()
     this.#onSignal = (signal) => this.#controller.abort(new Error(`received ${signal}`))
