@@ -11,12 +11,16 @@ export const sys = {
   eventfd: libc.func('int eventfd(unsigned int initval, int flags)'),
   getsockopt: libc.func('int getsockopt(int fd, int level, int name, _Out_ void *val, _Inout_ uint32_t *len)'),
   ioctl: libc.func('int ioctl(int fd, unsigned long request, long arg)'),
+  mkdirat: libc.func('int mkdirat(int dirfd, const char *path, uint32_t mode)'),
+  mknodat: libc.func('int mknodat(int dirfd, const char *path, uint32_t mode, uint64_t dev)'),
   open: libc.func('int open(const char *path, int flags)'),
+  openat: libc.func('int openat(int dirfd, const char *path, int flags, uint32_t mode)'),
   poll: libc.func('int poll(_Inout_ void *fds, unsigned long nfds, int timeout)'),
   read: libc.func('long read(int fd, _Out_ void *buf, size_t n)'),
   recvfrom: libc.func('long recvfrom(int fd, _Out_ void *buf, size_t len, int flags, _Out_ void *src, _Inout_ uint32_t *srclen)'),
   setsockopt: libc.func('int setsockopt(int fd, int level, int name, void *val, uint32_t len)'),
   socket: libc.func('int socket(int domain, int type, int protocol)'),
+  unlinkat: libc.func('int unlinkat(int dirfd, const char *path, int flags)'),
   write: libc.func('long write(int fd, void *buf, size_t n)'),
 }
 
@@ -26,8 +30,8 @@ export function errno(): number {
 }
 
 export const errnoNames: Record<number, string> = {
-  1: 'EPERM', 4: 'EINTR', 9: 'EBADF', 11: 'EAGAIN', 12: 'ENOMEM', 13: 'EACCES', 14: 'EFAULT', 17: 'EEXIST', 19: 'ENODEV', 22: 'EINVAL',
-  23: 'ENFILE', 24: 'EMFILE', 88: 'ENOTSOCK', 93: 'EPROTONOSUPPORT', 105: 'ENOBUFS',
+  1: 'EPERM', 2: 'ENOENT', 4: 'EINTR', 9: 'EBADF', 11: 'EAGAIN', 12: 'ENOMEM', 13: 'EACCES', 14: 'EFAULT', 17: 'EEXIST', 19: 'ENODEV', 22: 'EINVAL',
+  20: 'ENOTDIR', 21: 'EISDIR', 23: 'ENFILE', 24: 'EMFILE', 40: 'ELOOP', 88: 'ENOTSOCK', 93: 'EPROTONOSUPPORT', 105: 'ENOBUFS',
 }
 
 export function errnoText(code: number): string {

@@ -1,0 +1,214 @@
+import {fileURLToPath} from 'node:url'
+
+import type * as grpc from '@grpc/grpc-js'
+import type * as protobuf from 'protobufjs'
+
+/** A containerd container as nfdctl needs it: its id, its labels (the CRI ones name the pod), its OCI spec. */
+export interface RuntimeContainer {
+  readonly id: string
+  readonly labels: Readonly<Record<string, string>>
+  /** The OCI runtime spec, parsed from the container's JSON spec; undefined when it has none. */
+  readonly spec?: OciSpec
+}
+
+/** The parts of an OCI runtime spec nfdctl reads. */
+export interface OciSpec {
+  readonly linux?: {
+    readonly cgroupsPath?: string
+    readonly resources?: {readonly devices?: ReadonlyArray<{allow: boolean; type?: string; major?: number; minor?: number; access?: string}>}
+  }
+}
+
+/** A container's init process, when it has a task. */
+export interface RuntimeTask {
+  readonly containerId: string
+  readonly pid: number
+  readonly status: 'UNKNOWN' | 'CREATED' | 'RUNNING' | 'STOPPED' | 'PAUSED' | 'PAUSING'
+}
+
+/** One event from containerd's stream, its payload decoded by the type URL's bare name. */
+export interface RuntimeEvent {
+  readonly namespace: string
+  readonly topic: string
+  /** e.g. containerd.events.TaskStart; undefined payload for a type nfdctl does not decode. */
+  readonly type: string
+  readonly payload?: Record<string, unknown>
+}
+
+const protoDir = fileURLToPath(new URL('../../../proto/containerd/', import.meta.url))
+
+interface Loaded {
+  readonly grpc: typeof grpc
+  readonly containers: grpc.ServiceClientConstructor
+  readonly tasks: grpc.ServiceClientConstructor
+  readonly events: grpc.ServiceClientConstructor
+  readonly payloads: protobuf.Root
+}
+
+let loaded: Promise<Loaded> | undefined
+
+async function containerdApi(): Promise<Loaded> {
+  loaded ??= (async () => {
+    const [grpcModule, {loadSync}, protobufjs] = await Promise.all([import('@grpc/grpc-js'), import('@grpc/proto-loader'), import('protobufjs')])
+    const options = {defaults: true, enums: String, keepCase: true, longs: Number}
+    const packageOf = (file: string): grpc.GrpcObject => grpcModule.loadPackageDefinition(loadSync(`${protoDir}${file}`, options))
+    const service = (root: grpc.GrpcObject, path: string): grpc.ServiceClientConstructor =>
+      path.split('.').reduce<unknown>((node, part) => (node as Record<string, unknown>)[part], root) as grpc.ServiceClientConstructor
+    const payloads = await new protobufjs.default.Root().load(`${protoDir}event-payloads.proto`, {keepCase: true})
+    return {
+      containers: service(packageOf('containers.proto'), 'containerd.services.containers.v1.Containers'),
+      events: service(packageOf('events.proto'), 'containerd.services.events.v1.Events'),
+      grpc: grpcModule,
+      payloads,
+      tasks: service(packageOf('tasks.proto'), 'containerd.services.tasks.v1.Tasks'),
+    }
+  })()
+  return loaded
+}
+
+export interface ContainerdClientOptions {
+  /** containerd's gRPC socket, e.g. /run/containerd/containerd.sock. */
+  readonly address: string
+  /** The containerd namespace of the containers (kubelet's CRI: k8s.io). */
+  readonly namespace: string
+  readonly timeoutMs?: number
+}
+
+/**
+ * containerd over gRPC (@grpc/grpc-js), with containerd's published API: containers list/get, tasks list
+ * (each container's init PID), and the event stream. Every call but Subscribe carries the namespace.
+ */
+export class ContainerdClient {
+  #api: Loaded | undefined
+  #clients: grpc.Client[] = []
+
+  constructor(readonly options: ContainerdClientOptions) {}
+
+  async listContainers(): Promise<RuntimeContainer[]> {
+    const answer = await this.#unary<{containers: WireContainer[]}>('containers', 'List', {filters: []})
+    return answer.containers.map(fromWire)
+  }
+
+  /** The container, or undefined when containerd does not know it (any more). */
+  async getContainer(id: string): Promise<RuntimeContainer | undefined> {
+    try {
+      const answer = await this.#unary<{container: WireContainer}>('containers', 'Get', {id})
+      return fromWire(answer.container)
+    } catch (error) {
+      if ((error as grpc.ServiceError).code === 5) return undefined // NOT_FOUND
+      throw error
+    }
+  }
+
+  /** Every task of the namespace: the container's init process (exec processes are not listed). */
+  async listTasks(): Promise<RuntimeTask[]> {
+    const answer = await this.#unary<{tasks: Array<{container_id: string; id: string; pid: number; status: RuntimeTask['status']}>}>('tasks', 'List', {filter: ''})
+    // containerd names an init process by its container's id in `id` and leaves container_id empty.
+    return answer.tasks.map((t) => ({containerId: t.container_id || t.id, pid: t.pid, status: t.status}))
+  }
+
+  /**
+   * Subscribes to the namespace's container and task events. `onEvent` gets each one decoded; `onEnd` is called
+   * once when the stream ends for any reason (containerd stopped or restarted): re-list, then subscribe again.
+   * Resolves once the stream is open, so that a list made after it misses nothing.
+   */
+  async subscribe(onEvent: (event: RuntimeEvent) => void, onEnd: (error: Error) => void): Promise<() => void> {
+    const api = await this.#load()
+    const client = this.#client('events')
+    const filters = [`namespace==${this.options.namespace},topic~="^/(containers|tasks)/"`]
+    const call = (client as unknown as {Subscribe: (r: object) => grpc.ClientReadableStream<WireEnvelope>}).Subscribe({filters})
+    let ended = false
+    const end = (error: Error): void => {
+      if (ended) return
+      ended = true
+      onEnd(error)
+    }
+    call.on('data', (envelope: WireEnvelope) => onEvent(decodeEnvelope(api.payloads, envelope)))
+    call.on('error', (error: Error) => end(error))
+    call.on('end', () => end(new Error('containerd closed the event stream')))
+    // The stream is open once containerd sent its headers; there is no other acknowledgement.
+    await new Promise<void>((resolve, reject) => {
+      call.once('metadata', () => resolve())
+      call.once('error', reject)
+    })
+    return () => {
+      ended = true
+      call.cancel()
+    }
+  }
+
+  close(): void {
+    for (const client of this.#clients.splice(0)) client.close()
+  }
+
+  async #load(): Promise<Loaded> {
+    this.#api ??= await containerdApi()
+    return this.#api
+  }
+
+  #client(service: 'containers' | 'tasks' | 'events'): grpc.Client {
+    const api = this.#api!
+    const client = new api[service](`unix:${this.options.address}`, api.grpc.credentials.createInsecure())
+    this.#clients.push(client)
+    return client
+  }
+
+  async #unary<T>(service: 'containers' | 'tasks', method: string, request: object): Promise<T> {
+    const api = await this.#load()
+    const client = this.#client(service)
+    const metadata = new api.grpc.Metadata()
+    metadata.set('containerd-namespace', this.options.namespace)
+    try {
+      return await new Promise<T>((resolve, reject) => {
+        const call = (client as unknown as Record<string, (r: object, m: grpc.Metadata, o: object, cb: (e: grpc.ServiceError | null, v: T) => void) => void>)[method]
+        call.call(client, request, metadata, {deadline: Date.now() + (this.options.timeoutMs ?? 10_000)}, (error, value) => (error ? reject(error) : resolve(value)))
+      })
+    } finally {
+      client.close()
+      this.#clients.splice(this.#clients.indexOf(client), 1)
+    }
+  }
+}
+
+interface WireContainer {
+  id: string
+  labels: Record<string, string>
+  spec?: {type_url: string; value: Buffer} | null
+}
+
+interface WireEnvelope {
+  namespace: string
+  topic: string
+  event?: {type_url: string; value: Buffer} | null
+}
+
+function fromWire(container: WireContainer): RuntimeContainer {
+  let spec: OciSpec | undefined
+  if (container.spec?.value && container.spec.value.length > 0) {
+    try {
+      spec = JSON.parse(container.spec.value.toString('utf8')) as OciSpec
+    } catch {
+      spec = undefined // not JSON: a spec type nfdctl does not read
+    }
+  }
+  return {id: container.id, labels: {...container.labels}, spec}
+}
+
+/** Type URLs are bare (`containerd.events.TaskStart`); a `type.googleapis.com/` prefix is accepted too. */
+function decodeEnvelope(payloads: protobuf.Root, envelope: WireEnvelope): RuntimeEvent {
+  const type = (envelope.event?.type_url ?? '').replace(/^.*\//, '')
+  let payload: Record<string, unknown> | undefined
+  const messageType = type.startsWith('containerd.events.') ? lookupType(payloads, type) : undefined
+  if (messageType !== undefined && envelope.event?.value) {
+    payload = messageType.toObject(messageType.decode(envelope.event.value), {defaults: true, longs: Number}) as Record<string, unknown>
+  }
+  return {namespace: envelope.namespace, payload, topic: envelope.topic, type}
+}
+
+function lookupType(root: protobuf.Root, name: string): protobuf.Type | undefined {
+  try {
+    return root.lookupType(name)
+  } catch {
+    return undefined // an event type nfdctl does not decode (images, snapshots, exec)
+  }
+}
