@@ -1,0 +1,106 @@
+import type {Device, DeviceClass} from '../devices/types.js'
+import {resourceDomain, stableDeviceId} from '../plugins/class-allocation.js'
+import type {DeviceRule} from '../runtime/device-cgroup.js'
+
+/** How a container asked for a class: a resource limit (kubelet allocated it) or the pod annotation. */
+export type RequestedVia = 'limit' | 'annotation'
+
+/** One container of a pod on this node and the classes it asked for. */
+export interface ContainerRequest {
+  readonly namespace: string
+  readonly pod: string
+  readonly container: string
+  readonly classes: ReadonlyMap<string, RequestedVia>
+}
+
+interface PodLike {
+  readonly metadata: {readonly namespace?: string; readonly name: string; readonly annotations?: Readonly<Record<string, string>>}
+  readonly spec?: {readonly containers?: ReadonlyArray<{readonly name: string; readonly resources?: {readonly limits?: Readonly<Record<string, string>>}}>}
+}
+
+/**
+ * The class requests of a pod's containers: limits `devices.nfdctl.io/<class>` and the annotation
+ * `devices.nfdctl.io/<container-name>: class-a,class-b`. A limit wins over the annotation for the same class
+ * (it carries kubelet's allocation). Containers that ask for nothing are left out.
+ */
+export function containerRequests(pod: PodLike): ContainerRequest[] {
+  const prefix = `${resourceDomain}/`
+  const requests: ContainerRequest[] = []
+  for (const container of pod.spec?.containers ?? []) {
+    const classes = new Map<string, RequestedVia>()
+    const annotated = pod.metadata.annotations?.[`${prefix}${container.name}`]
+    for (const name of annotated?.split(',').map((c) => c.trim()).filter(Boolean) ?? []) classes.set(name, 'annotation')
+    for (const [resource, quantity] of Object.entries(container.resources?.limits ?? {})) {
+      if (resource.startsWith(prefix) && quantity !== '0') classes.set(resource.slice(prefix.length), 'limit')
+    }
+    if (classes.size > 0) requests.push({classes, container: container.name, namespace: pod.metadata.namespace ?? 'default', pod: pod.metadata.name})
+  }
+  return requests
+}
+
+/** A device a container may use, with the access its classes give. */
+export interface DeviceAccess {
+  readonly device: Device
+  /** Subset of r, w, m, in that order. */
+  readonly access: string
+}
+
+export interface WantedAccessInput {
+  readonly request: ContainerRequest
+  readonly classes: ReadonlyMap<string, DeviceClass>
+  /** The devices of each class present now. */
+  readonly members: ReadonlyMap<string, readonly Device[]>
+  /** Device allocation: the device IDs kubelet gave this container, per class (from PodResources). */
+  readonly allocated: ReadonlyMap<string, readonly string[]>
+}
+
+/**
+ * The devices a container should have now, by device id (b7:0): every device present in a Class-allocation
+ * class it holds; for Device allocation requested by limit, only the devices kubelet allocated to it (by
+ * stable ID); by annotation, every device of the class (access without scheduling accounting). A device in
+ * two classes gets the union of their permissions. Unknown classes give nothing.
+ */
+export function wantedAccess(input: WantedAccessInput): Map<string, DeviceAccess> {
+  const wanted = new Map<string, DeviceAccess>()
+  for (const [name, via] of input.request.classes) {
+    const deviceClass = input.classes.get(name)
+    if (deviceClass === undefined) continue
+    const allocated = new Set(input.allocated.get(name) ?? [])
+    for (const device of input.members.get(name) ?? []) {
+      if (deviceClass.spec.allocation === 'Device' && via === 'limit' && !allocated.has(stableDeviceId(device))) continue
+      const before = wanted.get(device.id)?.access ?? ''
+      wanted.set(device.id, {access: unionAccess(before, deviceClass.spec.permissions), device})
+    }
+  }
+  return wanted
+}
+
+const unionAccess = (a: string, b: string): string => ['r', 'w', 'm'].filter((c) => a.includes(c) || b.includes(c)).join('')
+
+export const ruleOf = (access: DeviceAccess): DeviceRule => ({access: access.access, major: access.device.major, minor: access.device.minor, type: access.device.type === 'block' ? 'b' : 'c'})
+
+export interface AccessChange {
+  readonly grant: DeviceAccess[]
+  readonly revoke: DeviceAccess[]
+}
+
+/**
+ * What to change so that a container has exactly the wanted class devices: `current` is what it has of the
+ * class devices now (from its cgroup), `base` the devices its runtime spec already allows (standard devices,
+ * kubelet's DeviceSpecs) — those are never revoked. A device whose access changed is revoked and granted again:
+ * apply the revokes first.
+ */
+export function diffAccess(current: ReadonlyMap<string, DeviceAccess>, wanted: ReadonlyMap<string, DeviceAccess>, base: ReadonlySet<string> = new Set()): AccessChange {
+  const grant: DeviceAccess[] = []
+  const revoke: DeviceAccess[] = []
+  for (const [id, have] of current) {
+    const want = wanted.get(id)
+    if (base.has(id)) continue
+    if (want === undefined || want.access !== have.access) revoke.push(have)
+  }
+  for (const [id, want] of wanted) {
+    const have = current.get(id)
+    if (have === undefined || have.access !== want.access) grant.push(want)
+  }
+  return {grant, revoke}
+}
