@@ -5,16 +5,20 @@ import {noopLogger, type Logger} from '../observe/logger.js'
 import {isStatus} from './api-error.js'
 import {afterList, afterWait, afterWatch, failuresOf, initialInformerState, watchOpened, reconnectDelayMs, vanished, type Ending, type InformerState} from './informer-state.js'
 import type {KubeClient} from './kube-client.js'
-import {listMetadata, metadataObjectAccept, toMeta} from './metadata-list.js'
+import {listObjects, metadataCodec, type ObjectCodec} from './metadata-list.js'
 import {collectionPath, describeResource, type ObjectMeta, type ResourceRef} from './resource.js'
 
-export interface InformerOptions {
+export interface InformerOptions<T = ObjectMeta> {
   readonly client: KubeClient
   readonly resource: ResourceRef
   readonly pageSize: number
+  /** e.g. spec.nodeName=worker-1: only these objects are listed and watched. */
+  readonly fieldSelector?: string
   readonly logger?: Logger
   /** A deletion seen on the watch, or found by diffing a relist (a missed deletion). */
-  readonly onDeleted?: (object: ObjectMeta) => void
+  readonly onDeleted?: (object: T) => void
+  /** An object added or changed on the watch, or the cache replaced by a relist (`undefined`). */
+  readonly onChanged?: (object: T | undefined) => void
   readonly random?: () => number
   /** Server-side watch timeout; the watch is then resumed from the last resourceVersion. */
   readonly watchTimeoutSeconds?: number
@@ -29,12 +33,12 @@ interface WatchEvent {
 }
 
 /**
- * A metadata-only list+watch cache of one resource that never gives up: 410 relists and emits the
- * deletions it missed, any other failure reconnects with back-off from the last resourceVersion, and
- * connection changes are reported once per change, not once per attempt.
+ * A list+watch cache of one resource that never gives up: 410 relists and emits the deletions it missed,
+ * any other failure reconnects with back-off from the last resourceVersion, and connection changes are
+ * reported once per change, not once per attempt. The codec says what is kept of each object.
  */
-export class MetadataInformer {
-  readonly cache = new Map<string, ObjectMeta>()
+export class Informer<T> {
+  readonly cache = new Map<string, T>()
   #state: InformerState = initialInformerState
   #synced = false
   #connected?: boolean
@@ -42,7 +46,10 @@ export class MetadataInformer {
   #loop?: Promise<void>
   readonly #log: Logger
 
-  constructor(readonly options: InformerOptions) {
+  constructor(
+    readonly options: InformerOptions<T>,
+    private readonly codec: ObjectCodec<T>,
+  ) {
     this.#log = options.logger ?? noopLogger
   }
 
@@ -83,8 +90,8 @@ export class MetadataInformer {
       const state = this.#state
       if (state.phase === 'listing') {
         try {
-          const list = await listMetadata(this.options.client, this.options.resource, {pageSize: this.options.pageSize, signal})
-          const fresh = new Map(list.items.map((o) => [key(o), o]))
+          const list = await listObjects(this.options.client, this.options.resource, this.codec, {fieldSelector: this.options.fieldSelector, pageSize: this.options.pageSize, signal})
+          const fresh = new Map(list.items.map((o) => [key(this.codec.metaOf(o)), o]))
           const missed = this.#synced ? vanished(this.cache, fresh) : []
           this.cache.clear()
           for (const [k, o] of fresh) this.cache.set(k, o)
@@ -96,6 +103,7 @@ export class MetadataInformer {
             resolveSynced()
           }
           for (const object of missed) this.options.onDeleted?.(object)
+          this.options.onChanged?.(undefined)
         } catch (error) {
           if (signal.aborted) break
           this.#setConnected(false, error)
@@ -131,8 +139,8 @@ export class MetadataInformer {
     try {
       armIdle()
       const events = await this.options.client.openWatch(collectionPath(this.options.resource), {
-        accept: metadataObjectAccept,
-        query: {allowWatchBookmarks: true, resourceVersion, timeoutSeconds, watch: true},
+        accept: this.codec.watchAccept,
+        query: {allowWatchBookmarks: true, fieldSelector: this.options.fieldSelector, resourceVersion, timeoutSeconds, watch: true},
         signal: AbortSignal.any([signal, idle.signal]),
         timeoutMs: (timeoutSeconds + 30) * 1000,
       })
@@ -151,11 +159,14 @@ export class MetadataInformer {
         if (!meta) continue
         if (meta.resourceVersion) seen(meta.resourceVersion)
         if (event.type === 'BOOKMARK') continue
+        const item = this.codec.toItem(event.object)
+        if (item === undefined) continue
         if (event.type === 'DELETED') {
           this.cache.delete(key(meta))
-          this.options.onDeleted?.(meta)
+          this.options.onDeleted?.(item)
         } else {
-          this.cache.set(key(meta), toMeta(meta))
+          this.cache.set(key(meta), item)
+          this.options.onChanged?.(item)
         }
       }
       return 'closed'
@@ -181,4 +192,11 @@ export class MetadataInformer {
 
 function key(o: ObjectMeta): string {
   return o.namespace ? `${o.namespace}/${o.name}` : o.name
+}
+
+/** The Node cache of `gc run`: metadata only. */
+export class MetadataInformer extends Informer<ObjectMeta> {
+  constructor(options: InformerOptions) {
+    super(options, metadataCodec)
+  }
 }

@@ -30,9 +30,35 @@ export interface ListResult {
   readonly restarts: number
 }
 
-interface MetadataList {
+interface ObjectList {
   metadata?: {continue?: string; resourceVersion?: string}
-  items?: Array<{metadata?: ObjectMeta}>
+  items?: unknown[]
+}
+
+/** How a list or watch asks for its objects and what it keeps of each. */
+export interface ObjectCodec<T> {
+  /** Accept header of lists (metadata-only, or plain JSON for whole objects). */
+  readonly listAccept: string
+  /** Accept header of a watch stream's objects. */
+  readonly watchAccept: string
+  /** What to keep of one list item or watched object; undefined skips it. */
+  readonly toItem: (raw: unknown) => T | undefined
+  readonly metaOf: (item: T) => ObjectMeta
+}
+
+/** Metadata only, trimmed to the fields nfdctl reads (toMeta). */
+export const metadataCodec: ObjectCodec<ObjectMeta> = {
+  listAccept: metadataListAccept,
+  metaOf: (m) => m,
+  toItem: (raw) => {
+    const meta = (raw as {metadata?: ObjectMeta}).metadata
+    return meta === undefined ? undefined : toMeta(meta)
+  },
+  watchAccept: metadataObjectAccept,
+}
+
+export interface ObjectListResult<T> extends Omit<ListResult, 'items'> {
+  readonly items: T[]
 }
 
 /**
@@ -41,21 +67,29 @@ interface MetadataList {
  * consistent snapshot or nothing.
  */
 export async function listMetadata(client: KubeClient, ref: ResourceRef, options: ListOptions): Promise<ListResult> {
+  return listObjects(client, ref, metadataCodec, options)
+}
+
+/** The same for any codec: whole objects (the agent's pods and classes) or metadata. */
+export async function listObjects<T>(client: KubeClient, ref: ResourceRef, codec: ObjectCodec<T>, options: ListOptions): Promise<ObjectListResult<T>> {
   const maxRestarts = options.maxRestarts ?? 3
   for (let restarts = 0; ; restarts++) {
-    const items: ObjectMeta[] = []
+    const items: T[] = []
     let continueToken: string | undefined
     let resourceVersion = ''
     let pages = 0
     try {
       do {
-        const page = await client.request<MetadataList>('GET', collectionPath(ref, options.namespace), {
-          accept: metadataListAccept,
+        const page = await client.request<ObjectList>('GET', collectionPath(ref, options.namespace), {
+          accept: codec.listAccept,
           query: {continue: continueToken, fieldSelector: options.fieldSelector, labelSelector: options.labelSelector, limit: options.pageSize || undefined},
           signal: options.signal,
         })
         pages++
-        for (const item of page.items ?? []) if (item.metadata) items.push(toMeta(item.metadata))
+        for (const raw of page.items ?? []) {
+          const item = codec.toItem(raw)
+          if (item !== undefined) items.push(item)
+        }
         continueToken = page.metadata?.continue || undefined
         resourceVersion = page.metadata?.resourceVersion ?? resourceVersion
         await options.onPage?.({continueToken, items: page.items?.length ?? 0, restarted: restarts > 0 && pages === 1, total: items.length})
