@@ -1,4 +1,6 @@
 import type {Device, DeviceClass} from '../devices/types.js'
+import {toMeta, type ObjectCodec} from '../kube/metadata-list.js'
+import type {ObjectMeta} from '../kube/resource.js'
 import {resourceDomain, stableDeviceId} from '../plugins/class-allocation.js'
 import type {DeviceRule} from '../runtime/device-cgroup.js'
 
@@ -13,9 +15,28 @@ export interface ContainerRequest {
   readonly classes: ReadonlyMap<string, RequestedVia>
 }
 
-interface PodLike {
+/** What the agent keeps of a Pod: its name, annotations and containers' limits (a node's pods, not their status). */
+export interface PodLike {
   readonly metadata: {readonly namespace?: string; readonly name: string; readonly annotations?: Readonly<Record<string, string>>}
   readonly spec?: {readonly containers?: ReadonlyArray<{readonly name: string; readonly resources?: {readonly limits?: Readonly<Record<string, string>>}}>}
+}
+
+/** A pod as the agent's informer keeps it. */
+export type NodePod = PodLike & {readonly metadata: ObjectMeta & PodLike['metadata']}
+
+/** The pod informer's codec: whole objects, trimmed to NodePod. */
+export const podCodec: ObjectCodec<NodePod> = {
+  listAccept: 'application/json',
+  metaOf: (pod) => pod.metadata,
+  toItem: (raw) => {
+    const pod = raw as {metadata?: ObjectMeta & {annotations?: Record<string, string>}; spec?: PodLike['spec']}
+    if (pod.metadata === undefined) return undefined
+    return {
+      metadata: {...toMeta(pod.metadata), annotations: pod.metadata.annotations},
+      spec: {containers: pod.spec?.containers?.map((c) => ({name: c.name, resources: {limits: c.resources?.limits}}))},
+    }
+  },
+  watchAccept: 'application/json',
 }
 
 /**

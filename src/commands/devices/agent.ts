@@ -1,0 +1,84 @@
+import {Flags} from '@oclif/core'
+import {hostname} from 'node:os'
+import {Registry} from 'prom-client'
+
+import {NfdctlCommand} from '../../cli/nfdctl-command.js'
+import {observeFlags} from '../../cli/observe-flags.js'
+import {untilAborted} from '../../lib/abort.js'
+import {NodeAgent} from '../../lib/agent/node-agent.js'
+import {nodeClasses} from '../../lib/devices/node-classes.js'
+import {parseDurationMs} from '../../lib/duration.js'
+import {UsageError} from '../../lib/errors.js'
+import {openCluster} from '../../lib/kube/connect.js'
+import {HealthServer} from '../../lib/observe/health-server.js'
+import {createLogger} from '../../lib/observe/logger.js'
+import {observeOptionsFrom} from '../../lib/observe/observe-options.js'
+import {ContainerdClient} from '../../lib/runtime/containerd-client.js'
+
+export default class DevicesAgent extends NfdctlCommand {
+  static override description = `The node agent: running containers get the devices of the DeviceClasses (devices.nfdctl.io) they asked for, including devices plugged in after they started, and lose them when the devices go.
+
+Containers ask by resource limit devices.nfdctl.io/<class> (the agent also serves the kubelet device plugins, as plugins serve does) or by the pod annotation devices.nfdctl.io/<container-name>: class-a,class-b. Kernel uevents, containerd's events and the node's pods are batched (--batch-quiet, --batch-max-wait) and each batch applies only the difference: a cgroup v1 device rule and a device node inside the container. SIGTERM stops the agent and leaves granted access in place.`
+  static override examples = [
+    '<%= config.bin %> <%= command.id %> --node-name worker-1',
+    '<%= config.bin %> <%= command.id %> --kubeconfig /etc/nfdctl/kubeconfig --containerd-address /run/containerd/containerd.sock --batch-quiet 100ms',
+  ]
+  static override flags = {
+    'batch-max-wait': Flags.string({default: '1s', description: 'process a batch at the latest this long after its first event'}),
+    'batch-quiet': Flags.string({default: '200ms', description: 'process a batch once events pause this long'}),
+    cdi: Flags.boolean({description: 'also name CDI devices in Allocate answers and write CDI specs to --cdi-dir'}),
+    'cdi-dir': Flags.string({default: '/var/run/cdi', description: 'where CDI spec files go (with --cdi)'}),
+    'cgroup-mode': Flags.option({default: 'auto', description: 'device control: auto (per container), v1', options: ['auto', 'v1', 'v2'] as const})(),
+    'class-file': Flags.string({description: 'DeviceClass file (YAML or JSON; repeatable), besides the cluster\'s classes', multiple: true}),
+    'containerd-address': Flags.string({default: '/run/containerd/containerd.sock', description: 'containerd\'s gRPC socket'}),
+    'containerd-namespace': Flags.string({default: 'k8s.io', description: 'containerd namespace of kubelet\'s containers'}),
+    context: Flags.string({description: 'kubeconfig context', helpGroup: 'KUBERNETES'}),
+    kubeconfig: Flags.string({description: 'kubeconfig (default: $KUBECONFIG, ~/.kube/config, in-cluster)', helpGroup: 'KUBERNETES'}),
+    'node-name': Flags.string({description: 'this node\'s name (default: $NODE_NAME, then the hostname)'}),
+    'plugin-dir': Flags.string({default: '/var/lib/kubelet/device-plugins', description: 'kubelet\'s device-plugin directory'}),
+    'pod-resources-socket': Flags.string({default: '/var/lib/kubelet/pod-resources/kubelet.sock', description: 'kubelet\'s PodResources socket (the devices it allocated)'}),
+    workers: Flags.integer({default: 4, description: 'containers updated in parallel'}),
+    ...observeFlags,
+  }
+
+  async run(): Promise<void> {
+    const {flags} = await this.parse(DevicesAgent)
+    const observe = observeOptionsFrom(flags, Boolean(process.stdout.isTTY))
+    const quietMs = duration('batch-quiet', flags['batch-quiet'])
+    const maxWaitMs = duration('batch-max-wait', flags['batch-max-wait'])
+    if (maxWaitMs < quietMs) throw new UsageError(`--batch-max-wait (${flags['batch-max-wait']}) must be at least --batch-quiet (${flags['batch-quiet']})`)
+    if (!Number.isInteger(flags.workers) || flags.workers < 1 || flags.workers > 64) throw new UsageError(`--workers must be a whole number from 1 to 64, got ${flags.workers}`)
+    if (flags['cgroup-mode'] === 'v2') throw new UsageError('--cgroup-mode v2 is not supported yet: device programs for cgroup v2 come with a later release; use auto (v2 containers are reported and left alone) or v1')
+    const nodeName = flags['node-name'] ?? (process.env.NODE_NAME || hostname())
+    const log = createLogger({base: {component: 'agent', node: nodeName}, format: observe.logFormat, level: observe.logLevel})
+
+    const {client} = await openCluster({context: flags.context, kubeconfig: flags.kubeconfig}, {burst: 20, qps: 50})
+    const found = await nodeClasses({classFiles: flags['class-file'] ?? [], client, nodeName, signal: this.signal})
+    for (const warning of found.warnings) log.warn({}, warning)
+    if (found.applicable.length === 0) throw new UsageError(`no DeviceClass applies to node ${nodeName}: create one (kubectl apply) or give --class-file`)
+
+    const registry = new Registry()
+    const containerd = new ContainerdClient({address: flags['containerd-address'], namespace: flags['containerd-namespace']})
+    const agent = new NodeAgent({
+      cdiDir: flags.cdi ? flags['cdi-dir'] : undefined, classes: found.applicable, client, containerd, logger: log, maxWaitMs, nodeName,
+      pluginDir: flags['plugin-dir'], podResourcesSocket: flags['pod-resources-socket'], quietMs, registry, workers: flags.workers,
+    })
+    const health = new HealthServer({port: observe.metricsPort, readiness: () => agent.status(), registry})
+    if (observe.metricsPort > 0) await health.start()
+    log.info({classes: found.applicable.map((c) => c.metadata.name), containerd: flags['containerd-address'], metricsPort: observe.metricsPort}, 'devices agent starting')
+    await agent.start(this.signal)
+    await untilAborted(this.signal)
+    log.info({reason: this.signal.reason instanceof Error ? this.signal.reason.message : String(this.signal.reason)}, 'shutting down; granted access stays')
+    await agent.stop()
+    await health.stop()
+    containerd.close()
+    client.close()
+    log.info({}, 'stopped')
+  }
+}
+
+function duration(flag: string, text: string): number {
+  const ms = parseDurationMs(text)
+  if (ms === undefined || ms <= 0) throw new UsageError(`--${flag} must be a positive duration such as 200ms or 1s, got "${text}"`)
+  return ms
+}

@@ -1,0 +1,23 @@
+import {Counter, Gauge, Histogram, type Registry} from 'prom-client'
+
+/** `devices agent`'s own metrics (the embedded plugins add theirs, nfdctl_plugin_*). */
+export interface AgentMetrics {
+  readonly ruleChanges: Counter<'action'>
+  readonly errors: Counter<'kind'>
+  readonly batchSize: Histogram
+  readonly batchSeconds: Histogram
+  readonly classDevices: Gauge<'class'>
+  readonly classContainers: Gauge<'class'>
+}
+
+export function createAgentMetrics(registry: Registry): AgentMetrics {
+  const registers = [registry]
+  return {
+    batchSeconds: new Histogram({buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5], help: 'Time to process one batch of events', name: 'nfdctl_agent_batch_duration_seconds', registers}),
+    batchSize: new Histogram({buckets: [1, 2, 5, 10, 20, 50, 100, 500], help: 'Events per processed batch', name: 'nfdctl_agent_batch_events', registers}),
+    classContainers: new Gauge({help: 'Running containers holding the class', labelNames: ['class'], name: 'nfdctl_agent_class_containers', registers}),
+    classDevices: new Gauge({help: 'Devices of the class present on this node', labelNames: ['class'], name: 'nfdctl_agent_class_devices', registers}),
+    errors: new Counter({help: 'Errors by kind: containerd, pods, cgroup, device-node, pod-resources, unsupported-cgroup', labelNames: ['kind'], name: 'nfdctl_agent_errors_total', registers}),
+    ruleChanges: new Counter({help: 'Device access granted or revoked in running containers', labelNames: ['action'], name: 'nfdctl_agent_rule_changes_total', registers}),
+  }
+}

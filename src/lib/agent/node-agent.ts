@@ -1,0 +1,256 @@
+import {setTimeout as sleep} from 'node:timers/promises'
+
+import type {Registry} from 'prom-client'
+
+import {ClassMemory, DeviceMatcher} from '../devices/device-matcher.js'
+import {DeviceWatcher} from '../devices/device-watcher.js'
+import {SysfsScanner} from '../devices/sysfs-scanner.js'
+import type {Device, DeviceClass} from '../devices/types.js'
+import {errorMessage} from '../errors.js'
+import {Informer} from '../kube/informer.js'
+import type {KubeClient} from '../kube/kube-client.js'
+import type {Logger} from '../observe/logger.js'
+import {resourceNameOf} from '../plugins/class-allocation.js'
+import {createPluginMetrics} from '../plugins/plugin-metrics.js'
+import {PluginSet} from '../plugins/plugin-set.js'
+import {allocatedDevices, listPodResources} from '../plugins/pod-resources.js'
+import type {ContainerdClient, RuntimeContainer} from '../runtime/containerd-client.js'
+import {deviceControlOf} from '../runtime/device-cgroup.js'
+import {applyAccess, currentAccess} from './access-applier.js'
+import {createAgentMetrics, type AgentMetrics} from './agent-metrics.js'
+import {containerRequests, diffAccess, podCodec, wantedAccess, type ContainerRequest, type NodePod} from './container-access.js'
+import {EventBatcher} from './event-batcher.js'
+
+export interface NodeAgentOptions {
+  readonly nodeName: string
+  readonly client: KubeClient
+  readonly containerd: ContainerdClient
+  readonly classes: readonly DeviceClass[]
+  readonly pluginDir: string
+  readonly podResourcesSocket: string
+  readonly cdiDir?: string
+  readonly quietMs: number
+  readonly maxWaitMs: number
+  readonly workers: number
+  readonly logger: Logger
+  readonly registry: Registry
+}
+
+const podsResource = {group: '', namespaced: true, plural: 'pods', version: 'v1'}
+const criLabels = {container: 'io.kubernetes.container.name', kind: 'io.cri-containerd.kind', namespace: 'io.kubernetes.pod.namespace', pod: 'io.kubernetes.pod.name'}
+
+/**
+ * The node agent: keeps every running container's device access in step with the DeviceClasses it asked
+ * for, as devices come and go and containers start and stop. Sources are kernel uevents, containerd's event
+ * stream (re-listed on every reconnect: it has no replay) and a node-scoped pod informer; their events are
+ * batched on timers, and a batch reconciles every container: wanted access (its requests, the classes'
+ * devices, kubelet's allocations) against what its cgroup has, applying only the difference. The kubelet
+ * device plugins of the classes are served by the same process.
+ */
+export class NodeAgent {
+  readonly #log: Logger
+  readonly #metrics: AgentMetrics
+  readonly #plugins: PluginSet
+  readonly #scanner = new SysfsScanner({})
+  readonly #watcher: DeviceWatcher
+  readonly #memory: ClassMemory
+  readonly #batcher: EventBatcher<string>
+  readonly #pods: Informer<NodePod>
+  readonly #classes: Map<string, DeviceClass>
+  /** Devices of each class present now. */
+  readonly #members = new Map<string, Map<string, Device>>()
+  /** Every class device seen since start, present or not: a rule naming one of them is ours to manage. */
+  readonly #known = new Map<string, Device>()
+  readonly #unsupported = new Set<string>()
+  #unsubscribe: (() => void) | undefined
+  #endSubscription: (() => void) | undefined
+  #containerdUp: boolean | undefined
+  #stopped = false
+  #containerdLoop: Promise<void> | undefined
+
+  constructor(readonly options: NodeAgentOptions) {
+    this.#log = options.logger
+    this.#metrics = createAgentMetrics(options.registry)
+    this.#classes = new Map(options.classes.map((c) => [c.metadata.name, c]))
+    this.#memory = new ClassMemory(new DeviceMatcher(options.classes), this.#scanner.readAttribute)
+    this.#plugins = new PluginSet({
+      cdiDir: options.cdiDir, classes: options.classes, logger: options.logger, metrics: createPluginMetrics(options.registry),
+      pluginDir: options.pluginDir, readAttribute: this.#scanner.readAttribute,
+    })
+    this.#batcher = new EventBatcher<string>({
+      maxWaitMs: options.maxWaitMs,
+      onError: (error) => this.#log.error({err: errorMessage(error)}, 'batch failed; the next event retries'),
+      process: (events) => this.#reconcile(events),
+      quietMs: options.quietMs,
+    })
+    this.#watcher = new DeviceWatcher({
+      logger: options.logger,
+      onEvent: ({action, device}) => {
+        this.#deviceEvent(action, device)
+        this.#batcher.add(`device ${action} ${device.devName}`)
+      },
+      source: this.#scanner,
+    })
+    this.#pods = new Informer<NodePod>({
+      client: options.client, fieldSelector: `spec.nodeName=${options.nodeName}`, logger: options.logger,
+      onChanged: () => this.#batcher.add('pods'), onDeleted: () => this.#batcher.add('pods'), pageSize: 500, resource: podsResource,
+    }, podCodec)
+  }
+
+  status(): {ready: boolean; reason: string} {
+    if (!this.#pods.synced) return {ready: false, reason: 'pods not listed yet'}
+    if (this.#containerdUp !== true) return {ready: false, reason: 'containerd not connected'}
+    return this.#plugins.status()
+  }
+
+  async start(signal: AbortSignal): Promise<void> {
+    await this.#watcher.start(signal, (devices) => {
+      for (const device of devices) this.#deviceEvent('add', device)
+    })
+    await this.#plugins.start()
+    await this.#pods.start(signal)
+    this.#containerdLoop = this.#followContainerd(signal)
+    this.#batcher.add('start')
+  }
+
+  /** Stops watching; granted access stays in place (running pods keep their devices). */
+  async stop(): Promise<void> {
+    this.#stopped = true
+    // Cancelling the stream does not report an end: wake the loop ourselves.
+    this.#unsubscribe?.()
+    this.#endSubscription?.()
+    await this.#watcher.stop()
+    await this.#pods.stop()
+    await this.#batcher.stop()
+    await this.#plugins.stop()
+    await this.#containerdLoop
+  }
+
+  #deviceEvent(action: string, device: Device): void {
+    this.#plugins.deviceEvent(action, device)
+    const inClasses = new Set(this.#memory.classesAfter(action, device))
+    if (inClasses.size > 0) this.#known.set(device.id, device)
+    for (const name of this.#classes.keys()) {
+      let members = this.#members.get(name)
+      if (members === undefined) this.#members.set(name, (members = new Map()))
+      if (action !== 'remove' && inClasses.has(name)) members.set(device.id, device)
+      else members.delete(device.id)
+      this.#metrics.classDevices.set({class: name}, members.size)
+    }
+  }
+
+  /** containerd's event stream, subscribed again with back-off whenever it ends; every (re)connect is a full reconcile. */
+  async #followContainerd(signal: AbortSignal): Promise<void> {
+    let failures = 0
+    while (!signal.aborted && !this.#stopped) {
+      const ended = new Promise<Error>((resolve) => {
+        this.#endSubscription = () => resolve(new Error('agent stopped'))
+        this.options.containerd.subscribe((event) => {
+          if (/^\/(tasks\/(start|exit|delete)|containers\/(create|update|delete))$/.test(event.topic)) this.#batcher.add(event.topic)
+        }, resolve).then((unsubscribe) => {
+          this.#unsubscribe = unsubscribe
+          failures = 0
+          this.#setContainerd(true)
+          this.#batcher.add('containerd connected') // no replay: re-list everything
+        }, resolve)
+      })
+      const error = await ended
+      if (signal.aborted || this.#stopped) return
+      this.#setContainerd(false, error)
+      failures++
+      await sleep(Math.min(100 * 2 ** failures, 5000), undefined, {signal}).catch(() => {})
+    }
+  }
+
+  #setContainerd(up: boolean, error?: Error): void {
+    if (this.#containerdUp === up) return
+    this.#containerdUp = up
+    if (up) this.#log.info({address: this.options.containerd.options.address}, 'containerd connected')
+    else {
+      this.#metrics.errors.inc({kind: 'containerd'})
+      this.#log.warn({address: this.options.containerd.options.address, err: error?.message}, 'containerd connection lost; retrying with back-off')
+    }
+  }
+
+  /** One batch: every running container of a pod that asks for classes gets exactly its wanted access. */
+  async #reconcile(events: string[]): Promise<void> {
+    const started = performance.now()
+    this.#metrics.batchSize.observe(events.length)
+    const requests = new Map<string, ContainerRequest>()
+    for (const pod of this.#pods.cache.values()) for (const r of containerRequests(pod)) requests.set(`${r.namespace}/${r.pod}/${r.container}`, r)
+    let containers: RuntimeContainer[]
+    let tasks: Map<string, number>
+    try {
+      containers = await this.options.containerd.listContainers()
+      tasks = new Map((await this.options.containerd.listTasks()).filter((t) => t.status === 'RUNNING').map((t) => [t.containerId, t.pid]))
+    } catch (error) {
+      this.#metrics.errors.inc({kind: 'containerd'})
+      throw new Error(`cannot list containerd's containers: ${errorMessage(error)}`, {cause: error})
+    }
+    const work: Array<{container: RuntimeContainer; pid: number; request: ContainerRequest}> = []
+    for (const container of containers) {
+      const pid = tasks.get(container.id)
+      const l = container.labels
+      if (pid === undefined || l[criLabels.kind] === 'sandbox') continue
+      const request = requests.get(`${l[criLabels.namespace]}/${l[criLabels.pod]}/${l[criLabels.container]}`)
+      if (request !== undefined) work.push({container, pid, request})
+    }
+    const needsAllocations = work.some((w) => [...w.request.classes].some(([name, via]) => via === 'limit' && this.#classes.get(name)?.spec.allocation === 'Device'))
+    const allocations = needsAllocations ? await listPodResources(this.options.podResourcesSocket).catch((error: unknown) => {
+      this.#metrics.errors.inc({kind: 'pod-resources'})
+      this.#log.warn({err: errorMessage(error)}, 'cannot read kubelet\'s PodResources; Device-allocation containers keep their access for now')
+      return undefined
+    }) : []
+    const holding = new Map<string, number>()
+    const members = new Map([...this.#members].map(([name, m]) => [name, [...m.values()]]))
+    const queue = [...work]
+    const worker = async (): Promise<void> => {
+      for (let next = queue.shift(); next !== undefined; next = queue.shift()) {
+        const {container, pid, request} = next
+        for (const name of request.classes.keys()) holding.set(name, (holding.get(name) ?? 0) + 1)
+        if (allocations === undefined && [...request.classes].some(([name, via]) => via === 'limit' && this.#classes.get(name)?.spec.allocation === 'Device')) continue
+        try {
+          await this.#reconcileContainer(container, pid, request, members, allocations ?? [])
+        } catch (error) {
+          this.#log.warn({container: container.id, err: errorMessage(error), pod: `${request.namespace}/${request.pod}`}, 'could not update a container\'s devices')
+        }
+      }
+    }
+    await Promise.all(Array.from({length: Math.max(1, this.options.workers)}, worker))
+    for (const name of this.#classes.keys()) this.#metrics.classContainers.set({class: name}, holding.get(name) ?? 0)
+    this.#metrics.batchSeconds.observe((performance.now() - started) / 1000)
+  }
+
+  async #reconcileContainer(container: RuntimeContainer, pid: number, request: ContainerRequest, members: Map<string, Device[]>, pods: Awaited<ReturnType<typeof listPodResources>>): Promise<void> {
+    const control = await deviceControlOf(pid)
+    if (control.mode !== 'v1') {
+      if (!this.#unsupported.has(container.id)) {
+        this.#unsupported.add(container.id)
+        this.#metrics.errors.inc({kind: 'unsupported-cgroup'})
+        this.#log.warn({container: container.id, dir: control.dir}, 'container uses cgroup v2 device control, which this agent does not change yet; left as it is')
+      }
+      return
+    }
+    const allocated = new Map<string, string[]>()
+    for (const name of request.classes.keys()) allocated.set(name, allocatedDevices(pods, {name: request.pod, namespace: request.namespace}, request.container, resourceNameOf(name)))
+    const wanted = wantedAccess({allocated, classes: this.#classes, members, request})
+    const base = new Set((container.spec?.linux?.resources?.devices ?? [])
+      .filter((d) => d.allow && (d.type === 'b' || d.type === 'c') && d.major !== undefined && d.minor !== undefined)
+      .map((d) => `${d.type}${d.major}:${d.minor}`))
+    const change = diffAccess(await currentAccess(control, this.#known), wanted, base)
+    if (change.grant.length === 0 && change.revoke.length === 0) return
+    try {
+      await applyAccess(pid, control, change)
+    } catch (error) {
+      this.#metrics.errors.inc({kind: 'cgroup'})
+      throw error
+    } finally {
+      this.#metrics.ruleChanges.inc({action: 'grant'}, change.grant.length)
+      this.#metrics.ruleChanges.inc({action: 'revoke'}, change.revoke.length)
+    }
+    this.#log.info({
+      container: container.id.slice(0, 12), granted: change.grant.map((a) => `${a.device.devNode} ${a.access}`), pod: `${request.namespace}/${request.pod}`,
+      revoked: change.revoke.map((a) => a.device.devNode), workload: request.container,
+    }, 'devices updated')
+  }
+}
