@@ -5,6 +5,8 @@ import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 import {promisify} from 'node:util'
 
+import {parseDocument} from 'yaml'
+
 import {CliProcess} from '../support/cli-process.js'
 import {addLoopDevice, canUseLoopControl, removeLoopDevice} from '../support/loop-devices.js'
 import {missingPrerequisite} from '../support/prerequisites.js'
@@ -50,6 +52,15 @@ describe('devices agent on a real node: devices follow containers', function () 
     removeLoopDevice(index)
     loops.delete(index)
   }
+  const expectNoDevice = async (containerId: string, index: number): Promise<void> => {
+    try {
+      await env.node.exec(containerId, ['ls', `/dev/loop${index}`])
+    } catch (error) {
+      expect((error as Error & {stderr?: string}).stderr).to.match(/No such file/)
+      return
+    }
+    throw new Error(`/dev/loop${index} is in a container that did not ask for it`)
+  }
   const reads = async (containerId: string, index: number): Promise<string> => {
     try {
       return await env.node.exec(containerId, ['dd', `if=/dev/loop${index}`, 'bs=13', 'count=1', 'status=none'])
@@ -62,8 +73,14 @@ describe('devices agent on a real node: devices follow containers', function () 
     env = await testNode(this)
     if (!canUseLoopControl()) missingPrerequisite(this, '/dev/loop-control is not usable (needs root and the loop driver)')
     dir = await mkdtemp(join(tmpdir(), 'nfdctl-agent-'))
-    await writeFile(join(dir, 'classes.yaml'), classes)
   })
+
+  const classesPath = '/apis/devices.nfdctl.io/v1alpha1/deviceclasses'
+  interface NodeEntry {node: string; devices?: Array<{id: string; devName: string}>; containers?: Array<{namespace: string; pod: string; container: string}>; observedGeneration?: number}
+  const nodeEntry = async (name: string): Promise<NodeEntry | undefined> => {
+    const live = await env.client.request<{status?: {nodes?: NodeEntry[]}}>('GET', `${classesPath}/${name}`)
+    return live.status?.nodes?.find((n) => n.node === env.node.name)
+  }
 
   afterEach(async function () {
     this.timeout(60_000)
@@ -77,10 +94,13 @@ describe('devices agent on a real node: devices follow containers', function () 
     if (dir) await rm(dir, {force: true, recursive: true})
   })
 
-  it('hot-plugs a device into running containers (by limit and by annotation), takes it away on unplug, and leaves access in place on SIGTERM', async function () {
+  it('hot-plugs a device into running containers (by limit and by annotation), takes it away on unplug, writes the node'\''s status entry, gives nothing to a container that did not ask, and leaves access in place on SIGTERM', async function () {
     await addLoop(390)
+    // The class lives in the cluster, so that the agent writes the node's entry of its status.
+    const parsed = parseDocument(classes).toJS() as object
+    await env.client.request('POST', classesPath, {body: parsed}).catch(() => {})
     agent = new CliProcess([
-      'devices', 'agent', '--kubeconfig', env.plane.kubeconfig, '--node-name', env.node.name, '--class-file', join(dir, 'classes.yaml'),
+      'devices', 'agent', '--kubeconfig', env.plane.kubeconfig, '--node-name', env.node.name,
       '--containerd-address', env.node.containerd.socket, '--pod-resources-socket', env.node.kubelet.podResourcesSocket,
       '--metrics-port', '0', '--log-format', 'json', '--batch-quiet', '100ms',
     ])
@@ -89,7 +109,7 @@ describe('devices agent on a real node: devices follow containers', function () 
 
     pods.push('agent-limit', 'agent-annotation')
     const byLimit = await runPod(env, {command: ['sleep', '3600'], limits: {'devices.nfdctl.io/hotc': '1'}, name: 'agent-limit'})
-    const byAnnotation = await runPod(env, {annotations: {'devices.nfdctl.io/main': 'hotc'}, command: ['sleep', '3600'], name: 'agent-annotation'})
+    const byAnnotation = await runPod(env, {annotations: {'devices.nfdctl.io/main': 'hotc'}, command: ['sleep', '3600'], name: 'agent-annotation', sidecar: true})
     expect(await reads(byLimit.containerId, 390)).to.equal('loop-390-data') // from kubelet's Allocate
     // The annotated pod has no allocation: the agent gives it the device after it starts.
     await waitFor('the annotated pod reads loop390', async () => (await reads(byAnnotation.containerId, 390)) === 'loop-390-data', {timeoutMs: 10_000})
@@ -102,6 +122,20 @@ describe('devices agent on a real node: devices follow containers', function () 
     }
     const hotPlugMs = performance.now() - plugged
     expect(hotPlugMs, 'uevent → both containers can read the new device (ms)').to.be.below(3000)
+    // The container of the same pod that did not ask has neither device.
+    for (const index of [390, 391]) {
+      await expectNoDevice(byAnnotation.containerIds.sidecar, index)
+    }
+    const entry = await waitFor('the node\'s status entry with both devices and both containers', async () => {
+      const e = await nodeEntry('hotc')
+      return e?.devices?.length === 2 && e.containers?.length === 2 && e
+    }, {timeoutMs: 10_000})
+    expect(entry.devices?.map((d) => d.devName)).to.deep.equal(['loop390', 'loop391'])
+    expect(entry.containers).to.deep.equal([
+      {container: 'main', namespace: 'default', pod: 'agent-annotation'},
+      {container: 'main', namespace: 'default', pod: 'agent-limit'},
+    ])
+    expect(entry.observedGeneration).to.equal(1)
 
     // Unplugged: the rule and the node go from both. (Looked at with ls, not opened: opening a loop node that
     // no longer has a device makes the kernel create the device again.)
@@ -117,11 +151,13 @@ describe('devices agent on a real node: devices follow containers', function () 
       }, {timeoutMs: 10_000})
     }
     expect(agent.json<LogLine>().some((l) => l.msg === 'devices updated' && l.revoked?.includes('/dev/loop391'))).to.equal(true)
+    await waitFor('the status entry without loop391', async () => (await nodeEntry('hotc'))?.devices?.map((d) => d.devName).join() === 'loop390', {timeoutMs: 10_000})
 
     // SIGTERM: the agent stops, exit 0, and the containers keep what they were given.
     expect(await agent.stop('SIGTERM')).to.equal(0)
     agent = undefined
     expect(await reads(byLimit.containerId, 390)).to.equal('loop-390-data')
     expect(await reads(byAnnotation.containerId, 390)).to.equal('loop-390-data')
+    await env.client.request('DELETE', `${classesPath}/hotc`)
   })
 })

@@ -67,13 +67,17 @@ export interface PodSpec {
   readonly command: readonly string[]
   readonly limits?: Readonly<Record<string, string>>
   readonly annotations?: Readonly<Record<string, string>>
+  /** A second container, `sidecar`, that sleeps and asks for nothing. */
+  readonly sidecar?: boolean
 }
 
 export interface RunningPod {
   readonly name: string
   readonly uid: string
-  /** containerd's id of the pod's one container (for `node.exec`). */
+  /** containerd's id of the pod's container `main` (for `node.exec`). */
   readonly containerId: string
+  /** containerd's ids of all its containers, by name. */
+  readonly containerIds: Readonly<Record<string, string>>
 }
 
 /** Creates a one-container busybox pod on the node (no scheduler here: spec.nodeName) and waits until it runs. */
@@ -90,7 +94,10 @@ export async function createPod(env: NodeEnv, spec: PodSpec): Promise<void> {
       metadata: {annotations: spec.annotations, name: spec.name},
       spec: {
         automountServiceAccountToken: false,
-        containers: [{command: spec.command, image: 'localhost/nfdctl-test/busybox:1', imagePullPolicy: 'Never', name: 'main', resources: {limits: spec.limits}}],
+        containers: [
+          {command: spec.command, image: 'localhost/nfdctl-test/busybox:1', imagePullPolicy: 'Never', name: 'main', resources: {limits: spec.limits}},
+          ...(spec.sidecar ? [{command: ['sleep', '3600'], image: 'localhost/nfdctl-test/busybox:1', imagePullPolicy: 'Never', name: 'sidecar'}] : []),
+        ],
         nodeName: env.node.name,
         terminationGracePeriodSeconds: 1,
       },
@@ -100,15 +107,17 @@ export async function createPod(env: NodeEnv, spec: PodSpec): Promise<void> {
 
 interface PodObject {
   metadata: {uid: string}
-  status?: {phase?: string; reason?: string; message?: string; containerStatuses?: Array<{containerID?: string; state?: object}>}
+  status?: {phase?: string; reason?: string; message?: string; containerStatuses?: Array<{name: string; containerID?: string; state?: object}>}
 }
 
 export async function waitForPod(env: NodeEnv, name: string, timeoutMs = 30_000): Promise<RunningPod> {
   return waitFor(`pod ${name} Running`, async () => {
     const pod = await env.client.request<PodObject>('GET', `/api/v1/namespaces/default/pods/${name}`)
     if (pod.status?.phase === 'Failed') throw new Error(`pod ${name} failed: ${pod.status.reason}: ${pod.status.message}`)
-    const id = pod.status?.containerStatuses?.[0]?.containerID
-    return pod.status?.phase === 'Running' && id !== undefined ? {containerId: id.replace(/^containerd:\/\//, ''), name, uid: pod.metadata.uid} : undefined
+    const statuses = pod.status?.containerStatuses ?? []
+    if (pod.status?.phase !== 'Running' || statuses.length === 0 || statuses.some((c) => c.containerID === undefined)) return undefined
+    const containerIds = Object.fromEntries(statuses.map((c) => [c.name, c.containerID!.replace(/^containerd:\/\//, '')]))
+    return {containerId: containerIds.main, containerIds, name, uid: pod.metadata.uid}
   }, {intervalMs: 100, timeoutMs})
 }
 

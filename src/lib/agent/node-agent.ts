@@ -20,6 +20,7 @@ import {applyAccess, currentAccess} from './access-applier.js'
 import {createAgentMetrics, type AgentMetrics} from './agent-metrics.js'
 import {containerRequests, diffAccess, podCodec, wantedAccess, type ContainerRequest, type NodePod} from './container-access.js'
 import {EventBatcher} from './event-batcher.js'
+import {nodeClassStatus, StatusWriter, type NodeClassStatus} from './status-writer.js'
 
 export interface NodeAgentOptions {
   readonly nodeName: string
@@ -62,6 +63,8 @@ export class NodeAgent {
   /** Every class device seen since start, present or not: a rule naming one of them is ours to manage. */
   readonly #known = new Map<string, Device>()
   readonly #unsupported = new Set<string>()
+  readonly #status: StatusWriter
+  #statusOk = true
   #unsubscribe: (() => void) | undefined
   #endSubscription: (() => void) | undefined
   #containerdUp: boolean | undefined
@@ -72,6 +75,7 @@ export class NodeAgent {
     this.#log = options.logger
     this.#metrics = createAgentMetrics(options.registry)
     this.#classes = new Map(options.classes.map((c) => [c.metadata.name, c]))
+    this.#status = new StatusWriter(options.client, options.nodeName)
     this.#memory = new ClassMemory(new DeviceMatcher(options.classes), this.#scanner.readAttribute)
     this.#plugins = new PluginSet({
       cdiDir: options.cdiDir, classes: options.classes, logger: options.logger, metrics: createPluginMetrics(options.registry),
@@ -201,13 +205,13 @@ export class NodeAgent {
       this.#log.warn({err: errorMessage(error)}, 'cannot read kubelet\'s PodResources; Device-allocation containers keep their access for now')
       return undefined
     }) : []
-    const holding = new Map<string, number>()
+    const holding = new Map<string, NodeClassStatus['containers'][number][]>()
     const members = new Map([...this.#members].map(([name, m]) => [name, [...m.values()]]))
     const queue = [...work]
     const worker = async (): Promise<void> => {
       for (let next = queue.shift(); next !== undefined; next = queue.shift()) {
         const {container, pid, request} = next
-        for (const name of request.classes.keys()) holding.set(name, (holding.get(name) ?? 0) + 1)
+        for (const name of request.classes.keys()) holding.set(name, [...(holding.get(name) ?? []), {container: request.container, namespace: request.namespace, pod: request.pod}])
         if (allocations === undefined && [...request.classes].some(([name, via]) => via === 'limit' && this.#classes.get(name)?.spec.allocation === 'Device')) continue
         try {
           await this.#reconcileContainer(container, pid, request, members, allocations ?? [])
@@ -217,8 +221,28 @@ export class NodeAgent {
       }
     }
     await Promise.all(Array.from({length: Math.max(1, this.options.workers)}, worker))
-    for (const name of this.#classes.keys()) this.#metrics.classContainers.set({class: name}, holding.get(name) ?? 0)
+    const entries = new Map<string, NodeClassStatus>()
+    for (const [name, deviceClass] of this.#classes) {
+      this.#metrics.classContainers.set({class: name}, holding.get(name)?.length ?? 0)
+      entries.set(name, nodeClassStatus(this.options.nodeName, members.get(name) ?? [], holding.get(name) ?? [], deviceClass.metadata.generation))
+    }
+    await this.#writeStatus(entries)
     this.#metrics.batchSeconds.observe((performance.now() - started) / 1000)
+  }
+
+  /** The node's status entries; failures are logged once per change and retried with the next batch. */
+  async #writeStatus(entries: ReadonlyMap<string, NodeClassStatus>): Promise<void> {
+    try {
+      await this.#status.write(entries)
+      if (!this.#statusOk) this.#log.info({}, 'DeviceClass status written again')
+      this.#statusOk = true
+    } catch (error) {
+      this.#metrics.errors.inc({kind: 'status'})
+      if (this.#statusOk) this.#log.warn({err: errorMessage(error)}, 'cannot write DeviceClass status; retrying')
+      this.#statusOk = false
+      this.#status.reset()
+      setTimeout(() => this.#batcher.add('status retry'), 2000).unref()
+    }
   }
 
   async #reconcileContainer(container: RuntimeContainer, pid: number, request: ContainerRequest, members: Map<string, Device[]>, pods: Awaited<ReturnType<typeof listPodResources>>): Promise<void> {

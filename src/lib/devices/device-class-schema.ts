@@ -346,6 +346,20 @@ const nodeStatus: SchemaNode = {
         },
       },
     },
+    containers: {
+      description: 'The running containers on this node that hold the class.',
+      type: 'array',
+      'x-kubernetes-list-type': 'atomic',
+      items: {
+        type: 'object',
+        required: ['pod', 'container'],
+        properties: {
+          namespace: {type: 'string'},
+          pod: {type: 'string'},
+          container: {type: 'string'},
+        },
+      },
+    },
     observedGeneration: {type: 'integer', format: 'int64', minimum: 0},
     lastUpdateTime: {type: 'string', format: 'date-time'},
   },
