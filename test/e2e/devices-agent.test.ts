@@ -94,7 +94,7 @@ describe('devices agent on a real node: devices follow containers', function () 
     if (dir) await rm(dir, {force: true, recursive: true})
   })
 
-  it('hot-plugs a device into running containers (by limit and by annotation), takes it away on unplug, writes the node'\''s status entry, gives nothing to a container that did not ask, and leaves access in place on SIGTERM', async function () {
+  it("hot-plugs a device into running containers (by limit and by annotation), takes it away on unplug, writes the node's status entry, gives nothing to a container that did not ask, and leaves access in place on SIGTERM", async function () {
     await addLoop(390)
     // The class lives in the cluster, so that the agent writes the node's entry of its status.
     const parsed = parseDocument(classes).toJS() as object
