@@ -1,0 +1,57 @@
+import {expect} from 'chai'
+import {mkdir, mkdtemp, rm, writeFile} from 'node:fs/promises'
+import {tmpdir} from 'node:os'
+import {join} from 'node:path'
+
+import {deviceControlOf, formatRule, parseDeviceRules} from '../../../src/lib/runtime/device-cgroup.js'
+
+const hybridMounts = `cgroup /sys/fs/cgroup/devices cgroup rw,nosuid,nodev,noexec,relatime,devices 0 0
+cgroup2 /sys/fs/cgroup/unified cgroup2 rw,nosuid,nodev,noexec,relatime 0 0
+`
+const v2Mounts = 'cgroup2 /sys/fs/cgroup cgroup2 rw,nosuid,nodev,noexec,relatime,nsdelegate 0 0\n'
+
+describe('device cgroup of a process', function () {
+  let proc: string
+
+  beforeEach(async function () {
+    proc = await mkdtemp(join(tmpdir(), 'nfdctl-proc-'))
+    await mkdir(join(proc, '42'))
+    await mkdir(join(proc, 'self'))
+  })
+
+  afterEach(async function () {
+    await rm(proc, {force: true, recursive: true})
+  })
+
+  const given = async (cgroup: string, mounts: string): Promise<void> => {
+    await writeFile(join(proc, '42', 'cgroup'), cgroup)
+    await writeFile(join(proc, 'self', 'mounts'), mounts)
+  }
+
+  it('on cgroup v1 (hybrid, as here): the devices controller directory', async function () {
+    await given('5:devices:/kubepods/besteffort/pod1/abc\n0::/kubepods/besteffort/pod1/abc\n', hybridMounts)
+    expect(await deviceControlOf(42, proc)).to.deep.equal({dir: '/sys/fs/cgroup/devices/kubepods/besteffort/pod1/abc', mode: 'v1'})
+  })
+
+  it('on a v2-only host: the unified directory, reported as v2 (not half-applied as v1)', async function () {
+    await given('0::/kubepods.slice/abc.scope\n', v2Mounts)
+    expect(await deviceControlOf(42, proc)).to.deep.equal({dir: '/sys/fs/cgroup/kubepods.slice/abc.scope', mode: 'v2'})
+  })
+
+  it('says so when a process has neither', async function () {
+    await given('1:name=systemd:/\n', '')
+    try {
+      await deviceControlOf(42, proc)
+      expect.fail('no error')
+    } catch (error) {
+      expect((error as Error).message).to.equal('process 42 has neither a v1 devices cgroup nor a cgroup v2 one')
+    }
+  })
+
+  it('parses and formats devices.list rules', function () {
+    const rules = parseDeviceRules('b *:* m\nc 1:3 rwm\nb 7:300 r\n')
+    expect(rules).to.deep.equal([{access: 'm', major: '*', minor: '*', type: 'b'}, {access: 'rwm', major: 1, minor: 3, type: 'c'}, {access: 'r', major: 7, minor: 300, type: 'b'}])
+    expect(rules.map(formatRule)).to.deep.equal(['b *:* m', 'c 1:3 rwm', 'b 7:300 r'])
+    expect(() => parseDeviceRules('x 1:2 r')).to.throw('unexpected devices.list line "x 1:2 r"')
+  })
+})
