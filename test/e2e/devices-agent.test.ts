@@ -3,6 +3,7 @@ import {execFile} from 'node:child_process'
 import {mkdtemp, rm, writeFile} from 'node:fs/promises'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
+import {setTimeout as sleep} from 'node:timers/promises'
 import {promisify} from 'node:util'
 
 import {parseDocument} from 'yaml'
@@ -10,7 +11,7 @@ import {parseDocument} from 'yaml'
 import {CliProcess} from '../support/cli-process.js'
 import {addLoopDevice, canUseLoopControl, removeLoopDevice} from '../support/loop-devices.js'
 import {missingPrerequisite} from '../support/prerequisites.js'
-import {allocatable, deletePods, runPod, testNode, type NodeEnv} from '../support/test-node.js'
+import {allocatable, deletePods, runPod, testNode, waitForPod, type NodeEnv} from '../support/test-node.js'
 import {waitFor} from '../support/wait.js'
 
 const run = promisify(execFile)
@@ -69,6 +70,19 @@ describe('devices agent on a real node: devices follow containers', function () 
     }
   }
 
+  const startAgent = async (): Promise<CliProcess> => {
+    const cli = new CliProcess([
+      'devices', 'agent', '--kubeconfig', env.plane.kubeconfig, '--node-name', env.node.name,
+      '--containerd-address', env.node.containerd.socket, '--pod-resources-socket', env.node.kubelet.podResourcesSocket,
+      '--metrics-port', '0', '--log-format', 'json', '--batch-quiet', '100ms',
+    ])
+    await cli.waitForLine<LogLine>('hotc registered', (l) => l.class === 'hotc' && l.state === 'registered', 20_000)
+    return cli
+  }
+  const createClass = async (): Promise<void> => {
+    await env.client.request('POST', classesPath, {body: parseDocument(classes).toJS() as object}).catch(() => {})
+  }
+
   before(async function () {
     env = await testNode(this)
     if (!canUseLoopControl()) missingPrerequisite(this, '/dev/loop-control is not usable (needs root and the loop driver)')
@@ -97,14 +111,8 @@ describe('devices agent on a real node: devices follow containers', function () 
   it("hot-plugs a device into running containers (by limit and by annotation), takes it away on unplug, writes the node's status entry, gives nothing to a container that did not ask, and leaves access in place on SIGTERM", async function () {
     await addLoop(390)
     // The class lives in the cluster, so that the agent writes the node's entry of its status.
-    const parsed = parseDocument(classes).toJS() as object
-    await env.client.request('POST', classesPath, {body: parsed}).catch(() => {})
-    agent = new CliProcess([
-      'devices', 'agent', '--kubeconfig', env.plane.kubeconfig, '--node-name', env.node.name,
-      '--containerd-address', env.node.containerd.socket, '--pod-resources-socket', env.node.kubelet.podResourcesSocket,
-      '--metrics-port', '0', '--log-format', 'json', '--batch-quiet', '100ms',
-    ])
-    await agent.waitForLine<LogLine>('hotc registered', (l) => l.class === 'hotc' && l.state === 'registered', 20_000)
+    await createClass()
+    agent = await startAgent()
     await waitFor('allocatable hotc=3', async () => (await allocatable(env, 'devices.nfdctl.io/hotc')) === 3, {timeoutMs: 15_000})
 
     pods.push('agent-limit', 'agent-annotation')
@@ -159,5 +167,48 @@ describe('devices agent on a real node: devices follow containers', function () 
     expect(await reads(byLimit.containerId, 390)).to.equal('loop-390-data')
     expect(await reads(byAnnotation.containerId, 390)).to.equal('loop-390-data')
     await env.client.request('DELETE', `${classesPath}/hotc`)
+  })
+
+  it('keeps containers right across restarts: the agent (nothing applied twice), containerd (a device plugged meanwhile arrives), kubelet (plugins register again), a crashed container', async function () {
+    await addLoop(392)
+    await createClass()
+    try {
+      agent = await startAgent()
+      pods.push('agent-restarts')
+      const pod = await runPod(env, {annotations: {'devices.nfdctl.io/main': 'hotc'}, command: ['sleep', '3600'], name: 'agent-restarts'})
+      await waitFor('the pod reads loop392', async () => (await reads(pod.containerId, 392)) === 'loop-392-data', {timeoutMs: 10_000})
+
+      // The agent restarted: the container keeps its access and the new agent changes nothing.
+      expect(await agent.stop('SIGTERM')).to.equal(0)
+      agent = await startAgent()
+      await sleep(1500) // a start batch (quiet 100 ms) has run by now; what is asserted is that it did nothing
+      expect(agent.json<LogLine>().filter((l) => l.msg === 'devices updated')).to.deep.equal([])
+      expect(await reads(pod.containerId, 392)).to.equal('loop-392-data')
+
+      // containerd restarted, and a device plugged while it was away: the agent re-lists when it is back.
+      await env.node.containerd.restart(() => addLoop(393))
+      await waitFor('the pod reads loop393 after containerd is back', async () => (await reads(pod.containerId, 393)) === 'loop-393-data', {intervalMs: 50, timeoutMs: 15_000})
+      expect(await reads(pod.containerId, 392)).to.equal('loop-392-data')
+
+      // kubelet restarted: the embedded plugins register again and the pod keeps its devices.
+      const registrations = (): number => agent!.json<LogLine>().filter((l) => l.class === 'hotc' && l.state === 'registered').length
+      const before = registrations()
+      await env.node.kubelet.stop()
+      await env.node.kubelet.start(env.client)
+      await agent.waitFor('hotc registered again', () => (registrations() > before ? true : undefined), {timeoutMs: 10_000})
+      expect(await reads(pod.containerId, 393)).to.equal('loop-393-data')
+
+      // The container crashes and kubelet starts a new one: it gets both devices again.
+      await env.node.containerd.ctr('-n', 'k8s.io', 'tasks', 'kill', '-s', 'SIGKILL', pod.containerId)
+      const restarted = await waitFor('a new container for the pod', async () => {
+        const now = await waitForPod(env, 'agent-restarts', 500).catch(() => undefined)
+        return now !== undefined && now.containerId !== pod.containerId && now
+      }, {timeoutMs: 30_000})
+      for (const index of [392, 393]) {
+        await waitFor(`the new container reads loop${index}`, async () => (await reads(restarted.containerId, index)) === `loop-${index}-data`, {timeoutMs: 10_000})
+      }
+    } finally {
+      await env.client.request('DELETE', `${classesPath}/hotc`).catch(() => {})
+    }
   })
 })

@@ -49,9 +49,21 @@ export class Containerd {
       ],
     }))
     await writeFile(join(dir, 'config.toml'), configToml(dir))
+    await this.#launch()
+  }
+
+  async #launch(): Promise<void> {
+    const {dir} = this.options
     this.#child = launchDaemon('containerd', ['--config', join(dir, 'config.toml')], {detached: this.options.detached, logFile: join(dir, 'containerd.log')})
     const exited = new Promise<Error>((resolve) => this.#child!.once('exit', (code) => resolve(new Error(`containerd exited (${code}); see ${dir}/containerd.log`))))
     await waitFor('containerd', async () => (await this.ctr('version')).includes('Server'), {giveUpOn: exited, timeoutMs: 15_000})
+  }
+
+  /** Stops containerd alone (the shims keep the containers running, as on a real node) and starts it again. */
+  async restart(downtime: () => Promise<void> = async () => {}): Promise<void> {
+    await terminate(this.#child?.pid, this.#child)
+    await downtime()
+    await this.#launch()
   }
 
   /** Imports an OCI image tar into the `k8s.io` namespace, where the CRI plugin looks. */
