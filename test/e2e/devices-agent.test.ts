@@ -9,6 +9,7 @@ import {promisify} from 'node:util'
 import {parseDocument} from 'yaml'
 
 import {CliProcess} from '../support/cli-process.js'
+import {freePort} from '../support/free-port.js'
 import {addLoopDevice, canUseLoopControl, removeLoopDevice} from '../support/loop-devices.js'
 import {missingPrerequisite} from '../support/prerequisites.js'
 import {allocatable, deletePods, runPod, testNode, waitForPod, type NodeEnv} from '../support/test-node.js'
@@ -70,11 +71,11 @@ describe('devices agent on a real node: devices follow containers', function () 
     }
   }
 
-  const startAgent = async (): Promise<CliProcess> => {
+  const startAgent = async (metricsPort = 0): Promise<CliProcess> => {
     const cli = new CliProcess([
       'devices', 'agent', '--kubeconfig', env.plane.kubeconfig, '--node-name', env.node.name,
       '--containerd-address', env.node.containerd.socket, '--pod-resources-socket', env.node.kubelet.podResourcesSocket,
-      '--metrics-port', '0', '--log-format', 'json', '--batch-quiet', '100ms',
+      '--metrics-port', String(metricsPort), '--log-format', 'json', '--batch-quiet', '100ms',
     ])
     await cli.waitForLine<LogLine>('hotc registered', (l) => l.class === 'hotc' && l.state === 'registered', 20_000)
     return cli
@@ -211,4 +212,49 @@ describe('devices agent on a real node: devices follow containers', function () 
       await env.client.request('DELETE', `${classesPath}/hotc`).catch(() => {})
     }
   })
+
+  it('rides out a storm of 10,000 synthetic uevents: /healthz answers throughout, batches coalesce, and the final state is right', async function () {
+    await addLoop(394)
+    await createClass()
+    const port = await freePort()
+    try {
+      agent = await startAgent(port)
+      pods.push('agent-storm')
+      const pod = await runPod(env, {annotations: {'devices.nfdctl.io/main': 'hotc'}, command: ['sleep', '3600'], name: 'agent-storm'})
+      await waitFor('the pod reads loop394', async () => (await reads(pod.containerId, 394)) === 'loop-394-data', {timeoutMs: 10_000})
+      const batchesBefore = await metric(port, 'nfdctl_agent_batch_events_count')
+
+      let probing = true
+      const slowest: number[] = []
+      const probes = (async () => {
+        while (probing) {
+          const started = performance.now()
+          const res = await fetch(`http://127.0.0.1:${port}/healthz`)
+          expect(res.status).to.equal(200)
+          slowest.push(performance.now() - started)
+          await sleep(50)
+        }
+      })()
+      // `change` written to the device's uevent file: the kernel sends a real uevent for each.
+      const uevent = '/sys/devices/virtual/block/loop394/uevent'
+      for (let i = 0; i < 10_000; i++) {
+        await writeFile(uevent, 'change')
+        if (i === 5000) await addLoop(395) // a real plug-in in the middle of the storm
+      }
+      await waitFor('the pod reads loop395', async () => (await reads(pod.containerId, 395)) === 'loop-395-data', {timeoutMs: 20_000})
+      probing = false
+      await probes
+      expect(await reads(pod.containerId, 394)).to.equal('loop-394-data')
+      expect(Math.max(...slowest), '/healthz slowest answer during the storm (ms)').to.be.below(1000)
+      const batches = (await metric(port, 'nfdctl_agent_batch_events_count')) - batchesBefore
+      expect(batches, 'batches for 10,000 events').to.be.below(200)
+    } finally {
+      await env.client.request('DELETE', `${classesPath}/hotc`).catch(() => {})
+    }
+  })
 })
+
+async function metric(port: number, name: string): Promise<number> {
+  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text()
+  return Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1] ?? Number.NaN)
+}
