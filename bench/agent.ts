@@ -1,0 +1,153 @@
+// npm run bench:agent -- [--cycles 50] [--pods 100] [--classes 20]     (root; runs inside a test network namespace)
+//
+// `devices agent` from the installed CLI (npm pack) on a real node (containerd + kubelet v1.37.2):
+// 1. Hot-plug: a pod asks for a class by annotation; each cycle starts, inside its container, a waiter that
+//    tries to open /dev/loopN every 0.2 ms and writes to the container's log the moment it succeeds; then the
+//    loop device is created through /dev/loop-control. Timed from the moment the kernel's uevent reaches this
+//    process (its own netlink socket) until containerd stamps the waiter's line. Then the device is removed and
+//    the next cycle waits past the quiet window, so each plug-in is a lone event (leading edge).
+// 2. Idle CPU of the agent over 30 s, with nothing happening.
+// 3. RSS with --pods pods (one container each, asking for one of --classes classes by annotation) running.
+import {readdir, readFile} from 'node:fs/promises'
+import {setTimeout as sleep} from 'node:timers/promises'
+import {join} from 'node:path'
+import {parseArgs} from 'node:util'
+
+import {parseUevent} from '../src/lib/devices/uevent.js'
+import {NetlinkUeventSocket} from '../src/lib/sys/netlink-uevents.js'
+import {CliProcess} from '../test/support/cli-process.js'
+import {canUseLoopControl, loopControlAsync, removeLoopDevice} from '../test/support/loop-devices.js'
+import {waitFor} from '../test/support/wait.js'
+import {memoryOf, percentile, row, verdict} from './measure.js'
+import {startNodeBench} from './setup.js'
+
+const {values} = parseArgs({options: {classes: {default: '20', type: 'string'}, cycles: {default: '50', type: 'string'}, pods: {default: '100', type: 'string'}}})
+const [cycles, podCount, classCount] = [Number(values.cycles), Number(values.pods), Number(values.classes)]
+if (![cycles, podCount, classCount].every((n) => Number.isInteger(n) && n > 0) || podCount > 100) {
+  process.stderr.write('bench:agent: --cycles, --pods (at most 100: kubelet runs 110 pods) and --classes must be positive whole numbers\n')
+  process.exit(2)
+}
+if (!canUseLoopControl()) {
+  process.stderr.write('bench:agent: needs root and /dev/loop-control\n')
+  process.exit(2)
+}
+const log = (line: string): void => void process.stderr.write(`${line}\n`)
+log(`bench:agent: ${cycles} hot-plug cycles, 30 s idle, ${podCount} pods with ${classCount} classes; about ${Math.ceil(cycles * 0.8 / 60 + podCount * 0.6 / 60) + 2} minutes`)
+
+const loopIndex = 410
+const env = await startNodeBench(log)
+const classesPath = '/apis/devices.nfdctl.io/v1alpha1/deviceclasses'
+const classNames = ['bench-hot', ...Array.from({length: classCount - 1}, (_, i) => `bench-class-${i}`)]
+for (const [i, name] of classNames.entries()) {
+  const devName = i === 0 ? `loop${loopIndex}` : `nfdctl-bench-none-${i}` // the others match nothing: they cost what classes cost
+  await env.client.request('POST', classesPath, {body: {apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', metadata: {name}, spec: {allocation: 'Class', match: [{devName, subsystem: 'block'}]}}})
+}
+const agent = new CliProcess([
+  'devices', 'agent', '--kubeconfig', env.plane.kubeconfig, '--node-name', env.node.name, '--containerd-address', env.node.containerd.socket,
+  '--pod-resources-socket', env.node.kubelet.podResourcesSocket, '--metrics-port', '0', '--log-format', 'json',
+], env.bin)
+const pid = async (): Promise<number> => {
+  for (const entry of await readdir('/proc')) {
+    if (!/^\d+$/.test(entry)) continue
+    const cmdline = await readFile(`/proc/${entry}/cmdline`, 'utf8').catch(() => '')
+    if (cmdline.includes(env.bin) && cmdline.includes('agent')) return Number(entry)
+  }
+  throw new Error('the agent process is not running')
+}
+const cpuSeconds = async (p: number): Promise<number> => {
+  const fields = (await readFile(`/proc/${p}/stat`, 'utf8')).split(') ')[1].split(' ')
+  return (Number(fields[11]) + Number(fields[12])) / 100 // utime + stime, in clock ticks of 1/100 s
+}
+
+const uevents: Array<{action: string; at: number}> = []
+const netlink = new NetlinkUeventSocket({
+  onDatagram: (datagram) => {
+    const at = performance.timeOrigin + performance.now()
+    const event = parseUevent(datagram)
+    if (event?.subsystem === 'block' && event.env.DEVNAME === `loop${loopIndex}`) uevents.push({action: event.action, at})
+  },
+  onError: (error) => log(`uevent socket: ${error.message}`),
+  onOverflow: () => log('uevent socket overflowed'),
+})
+
+try {
+  await netlink.start()
+  await agent.waitForLine<{class?: string; state?: string}>('the classes registered', (l) => l.class === 'bench-hot' && l.state === 'registered', 30_000)
+  await env.client.request('POST', '/api/v1/namespaces/default/pods', {body: podBody('bench-hot-plug', 'bench-hot')})
+  const hotPod = await waitFor('the hot-plug pod', async () => podContainer('bench-hot-plug'), {timeoutMs: 30_000})
+  const podLog = async (): Promise<string> => {
+    const dir = join(env.node.kubelet.options.dir, 'pod-logs')
+    const podDir = (await readdir(dir)).find((d) => d.startsWith('default_bench-hot-plug_'))!
+    return readFile(join(dir, podDir, 'main', '0.log'), 'utf8')
+  }
+
+  const usable: number[] = []
+  for (let cycle = 0; cycle < cycles; cycle++) {
+    const marker = `usable-${cycle}`
+    // The waiter: started before the device exists, so its own start-up is not timed.
+    void env.node.exec(hotPod, ['sh', '-c', `until dd if=/dev/loop${loopIndex} of=/dev/null count=0 2>/dev/null; do usleep 200; done; echo ${marker} > /proc/1/fd/1`]).catch(() => {})
+    await sleep(400) // the waiter runs, and the quiet window after the last cycle's events has passed
+    const before = uevents.length
+    if ((await loopControlAsync('add', loopIndex)) < 0) throw new Error('loop add failed')
+    const added = await waitFor('the add uevent', async () => uevents.slice(before).find((e) => e.action === 'add'))
+    const line = await waitFor(`the waiter's line ${marker}`, async () => (await podLog()).split('\n').find((l) => l.endsWith(` ${marker}`)), {intervalMs: 5, timeoutMs: 10_000})
+    usable.push(criTime(line.split(' ')[0]) - added.at)
+    if ((await loopControlAsync('remove', loopIndex)) < 0) throw new Error('loop remove failed')
+    await waitFor('the node gone from the container', async () => {
+      try {
+        await env.node.exec(hotPod, ['ls', `/dev/loop${loopIndex}`])
+        return false
+      } catch {
+        return true
+      }
+    }, {timeoutMs: 10_000})
+  }
+
+  const agentPid = await pid()
+  const cpuBefore = await cpuSeconds(agentPid)
+  await sleep(30_000)
+  const idleCpu = ((await cpuSeconds(agentPid)) - cpuBefore) / 30
+
+  log(`starting ${podCount} pods`)
+  for (let i = 0; i < podCount; i++) await env.client.request('POST', '/api/v1/namespaces/default/pods', {body: podBody(`bench-pod-${i}`, classNames[i % classNames.length])})
+  await waitFor(`${podCount} pods running`, async () => {
+    const list = await env.client.request<{items: Array<{status?: {phase?: string}}>}>('GET', '/api/v1/namespaces/default/pods')
+    return list.items.filter((p) => p.status?.phase === 'Running').length >= podCount + 1
+  }, {intervalMs: 1000, timeoutMs: 15 * 60_000})
+  await sleep(5000) // their batches are done
+  const memory = await memoryOf(agentPid)
+
+  const p95 = percentile(usable, 95)
+  process.stdout.write([
+    `devices agent (installed CLI) on a real kubelet v1.37.2: ${cycles} hot-plug cycles; ${podCount} pods, ${classCount} classes`,
+    row('uevent → usable in the container, p50 / p95', `${percentile(usable, 50).toFixed(1)} / ${p95.toFixed(1)} ms`, `budget p95 <= 50 ms (leading edge): ${verdict(p95 <= 50)}`),
+    row('idle CPU over 30 s', `${(100 * idleCpu).toFixed(2)} % of a core`, `budget <= 0.5 %: ${verdict(idleCpu <= 0.005)}`),
+    row(`RSS with ${podCount} pods, ${classCount} classes`, `${memory.rssMb.toFixed(0)} MB`, `budget <= 90 MB: ${verdict(memory.rssMb <= 90)} (peak ${memory.peakMb.toFixed(0)} MB)`),
+    row('the Go agent (reference design)', '200 ms quiet', 'window plus 10 ms polling: ≥ 200 ms per hot-plug'),
+  ].join('\n') + '\n')
+  process.exitCode = p95 <= 50 && idleCpu <= 0.005 && memory.rssMb <= 90 ? 0 : 1
+} finally {
+  await agent.stop('SIGTERM')
+  await netlink.stop()
+  removeLoopDevice(loopIndex)
+  await env.close()
+}
+
+/** A CRI log timestamp (RFC 3339, nanoseconds) in epoch milliseconds with the sub-millisecond part kept. */
+function criTime(stamp: string): number {
+  const fraction = /\.(\d+)Z$/.exec(stamp)?.[1] ?? '0'
+  return Date.parse(stamp) + Number(`0.${fraction.slice(3) || '0'}`)
+}
+
+function podBody(name: string, className: string): object {
+  return {
+    apiVersion: 'v1', kind: 'Pod', metadata: {annotations: {'devices.nfdctl.io/main': className}, name},
+    spec: {automountServiceAccountToken: false, containers: [{command: ['sleep', '36000'], image: 'localhost/nfdctl-test/busybox:1', imagePullPolicy: 'Never', name: 'main'}], nodeName: env.node.name, terminationGracePeriodSeconds: 0},
+  }
+}
+
+async function podContainer(name: string): Promise<string | false> {
+  const pod = await env.client.request<{status?: {phase?: string; containerStatuses?: Array<{containerID?: string}>}}>('GET', `/api/v1/namespaces/default/pods/${name}`)
+  const id = pod.status?.containerStatuses?.[0]?.containerID
+  return pod.status?.phase === 'Running' && id !== undefined && id.replace(/^containerd:\/\//, '')
+}
