@@ -38,6 +38,8 @@ export class EventBatcher<E> {
   /** Until when a new event counts as part of a burst: the quiet window after the last event or batch. */
   #burstUntil = Number.NEGATIVE_INFINITY
   #running: Promise<void> | undefined
+  /** A lone event arrived while an unrelated batch ran: it goes as soon as that batch is done. */
+  #loneWaiting = false
   #stopped = false
 
   constructor(readonly options: EventBatcherOptions<E>) {
@@ -52,12 +54,13 @@ export class EventBatcher<E> {
   add(event: E): void {
     if (this.#stopped) return
     const now = this.#timers.now()
-    const lone = this.#pending.length === 0 && this.#running === undefined && now >= this.#burstUntil
+    const lone = this.#pending.length === 0 && now >= this.#burstUntil
     if (this.#pending.length === 0) this.#firstAt = now
     this.#lastAt = now
     this.#burstUntil = now + this.options.quietMs
     this.#pending.push(event)
-    if (lone) this.#start()
+    if (lone && this.#running === undefined) this.#start()
+    else if (lone) this.#loneWaiting = true
     else this.#schedule()
   }
 
@@ -95,9 +98,9 @@ export class EventBatcher<E> {
     this.#pending = []
     this.#running = this.options.process(batch).catch((error: unknown) => this.options.onError?.(error)).finally(() => {
       this.#running = undefined
-      // A burst that outlasts the processing keeps coalescing: the quiet window restarts after a batch.
-      this.#burstUntil = Math.max(this.#burstUntil, this.#timers.now() + this.options.quietMs)
-      if (this.#pending.length > 0 && this.#timers.now() >= this.#dueAt()) this.#start()
+      const lone = this.#loneWaiting && this.#pending.length === 1
+      this.#loneWaiting = false
+      if (this.#pending.length > 0 && (lone || this.#timers.now() >= this.#dueAt())) this.#start()
       else this.#schedule()
     })
   }

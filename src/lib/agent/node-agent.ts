@@ -9,6 +9,7 @@ import type {Device, DeviceClass} from '../devices/types.js'
 import {errorMessage} from '../errors.js'
 import {Informer} from '../kube/informer.js'
 import type {KubeClient} from '../kube/kube-client.js'
+import {returnIdleMemory} from '../memory.js'
 import type {Logger} from '../observe/logger.js'
 import {resourceNameOf} from '../plugins/class-allocation.js'
 import {createPluginMetrics} from '../plugins/plugin-metrics.js'
@@ -65,6 +66,7 @@ export class NodeAgent {
   readonly #unsupported = new Set<string>()
   readonly #status: StatusWriter
   #statusOk = true
+  #idleTimer: NodeJS.Timeout | undefined
   #unsubscribe: (() => void) | undefined
   #endSubscription: (() => void) | undefined
   #containerdUp: boolean | undefined
@@ -84,7 +86,10 @@ export class NodeAgent {
     this.#batcher = new EventBatcher<string>({
       maxWaitMs: options.maxWaitMs,
       onError: (error) => this.#log.error({err: errorMessage(error)}, 'batch failed; the next event retries'),
-      process: (events) => this.#reconcile(events),
+      process: async (events) => {
+        await this.#reconcile(events)
+        this.#whenIdle()
+      },
       quietMs: options.quietMs,
     })
     this.#watcher = new DeviceWatcher({
@@ -130,6 +135,13 @@ export class NodeAgent {
     await this.#containerdLoop
   }
 
+  /** Two seconds after the last batch, hand its garbage back (container lists with their OCI specs). */
+  #whenIdle(): void {
+    clearTimeout(this.#idleTimer)
+    this.#idleTimer = setTimeout(returnIdleMemory, 2000)
+    this.#idleTimer.unref()
+  }
+
   #deviceEvent(action: string, device: Device): void {
     this.#plugins.deviceEvent(action, device)
     const inClasses = new Set(this.#memory.classesAfter(action, device))
@@ -150,7 +162,9 @@ export class NodeAgent {
       const ended = new Promise<Error>((resolve) => {
         this.#endSubscription = () => resolve(new Error('agent stopped'))
         this.options.containerd.subscribe((event) => {
-          if (/^\/(tasks\/(start|exit|delete)|containers\/(create|update|delete))$/.test(event.topic)) this.#batcher.add(event.topic)
+          // An exec's exit (payload id is the exec id) changes nothing: only init processes matter.
+          const execExit = event.topic === '/tasks/exit' && event.payload?.id !== event.payload?.container_id
+          if (!execExit && /^\/(tasks\/(start|exit|delete)|containers\/(create|update|delete))$/.test(event.topic)) this.#batcher.add(event.topic)
         }, resolve).then((unsubscribe) => {
           this.#unsubscribe = unsubscribe
           failures = 0

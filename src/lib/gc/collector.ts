@@ -1,5 +1,6 @@
 import {AbortedError, errorMessage} from '../errors.js'
 import {MetadataInformer} from '../kube/informer.js'
+import {returnIdleMemory} from '../memory.js'
 import type {KubeClient} from '../kube/kube-client.js'
 import {nodesResource} from '../kube/resource.js'
 import {noopLogger, type Logger} from '../observe/logger.js'
@@ -178,7 +179,7 @@ export class Collector {
         deleted, durationMs: Date.now() - started, failed, nodes: read.view.nodes.size, pending: this.#sightings.size,
         scanned: read.view.objects.length, stale: plan.stale.length, trigger: why,
       }, 'sweep done')
-      returnSweepMemory()
+      returnIdleMemory()
     } catch (error) {
       this.#lastSweepOk = false
       if (!this.#stopped) this.#log.error({err: errorMessage(error), trigger: why}, 'sweep failed; nothing deleted')
@@ -287,14 +288,4 @@ function namespacesByKind(objects: readonly ObservedObject[]): Map<GcKind, Set<s
     namespaces.add(meta.namespace)
   }
   return byKind
-}
-
-/**
- * A sweep leaves megabytes of parsed list pages as old-generation garbage that V8 would keep, resident,
- * until its next major collection, which an idle daemon may not have for hours: collect it now. Only when
- * Node runs with --expose-gc, as bin/run.js starts it. (Measured after a 7,000-node sweep: 83 → 81–82 MB
- * steady; what it returns grows with the lists a sweep parses.)
- */
-function returnSweepMemory(): void {
-  ;(globalThis as {gc?: () => void}).gc?.()
 }

@@ -182,16 +182,24 @@ interface WireEnvelope {
   event?: {type_url: string; value: Buffer} | null
 }
 
+/** The spec is parsed only when read: a batch lists every container, and reads the specs of a few. */
 function fromWire(container: WireContainer): RuntimeContainer {
-  let spec: OciSpec | undefined
-  if (container.spec?.value && container.spec.value.length > 0) {
-    try {
-      spec = JSON.parse(container.spec.value.toString('utf8')) as OciSpec
-    } catch {
-      spec = undefined // not JSON: a spec type nfdctl does not read
-    }
+  const raw = container.spec?.value
+  let parsed: {spec?: OciSpec} | undefined
+  return {
+    id: container.id,
+    labels: {...container.labels},
+    get spec(): OciSpec | undefined {
+      if (parsed === undefined) {
+        try {
+          parsed = {spec: raw && raw.length > 0 ? (JSON.parse(raw.toString('utf8')) as OciSpec) : undefined}
+        } catch {
+          parsed = {} // not JSON: a spec type nfdctl does not read
+        }
+      }
+      return parsed.spec
+    },
   }
-  return {id: container.id, labels: {...container.labels}, spec}
 }
 
 /** Type URLs are bare (`containerd.events.TaskStart`); a `type.googleapis.com/` prefix is accepted too. */

@@ -140,4 +140,22 @@ describe('EventBatcher', function () {
     await timers.advanceTo(5000)
     expect(batches.flatMap((x) => x.events)).to.deep.equal([1, 2, 3])
   })
+
+  it('a lone event that arrives while a slow batch runs goes as soon as that batch is done, not a quiet period later', async function () {
+    const timers = new VirtualTimers()
+    const seen: Array<{at: number; events: number[]}> = []
+    let release!: () => void
+    const {b} = batcher(timers, async (events) => {
+      seen.push({at: timers.now(), events})
+      if (events[0] === 1) await new Promise<void>((resolve) => (release = resolve))
+    })
+    b.add(1)
+    await timers.advanceTo(500) // batch 1 still runs; the quiet window after event 1 is long past
+    b.add(2)
+    await timers.advanceTo(600)
+    release()
+    await settle()
+    await settle()
+    expect(seen).to.deep.equal([{at: 0, events: [1]}, {at: 600, events: [2]}])
+  })
 })
