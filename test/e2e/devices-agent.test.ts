@@ -241,7 +241,7 @@ describe('devices agent on a real node: devices follow containers', function () 
         await writeFile(uevent, 'change')
         if (i === 5000) await addLoop(395) // a real plug-in in the middle of the storm
       }
-      await waitFor('the pod reads loop395', async () => (await reads(pod.containerId, 395)) === 'loop-395-data', {timeoutMs: 20_000})
+      await waitFor('the pod reads loop395', async () => (await reads(pod.containerId, 395)) === 'loop-395-data', {timeoutMs: 60_000})
       probing = false
       await probes
       expect(await reads(pod.containerId, 394)).to.equal('loop-394-data')

@@ -73,6 +73,7 @@ Each class is served on <plugin-dir>/nfdctl-<class>.sock and registered with kub
     const failed = new AbortController()
     const signal = AbortSignal.any([this.signal, failed.signal])
     const watcher = new DeviceWatcher({
+      coalesceChanges: true,
       logger: log,
       onError: (error) => failed.abort(error),
       onEvent: ({action, device}) => plugins.deviceEvent(action, device),

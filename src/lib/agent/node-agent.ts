@@ -93,6 +93,7 @@ export class NodeAgent {
       quietMs: options.quietMs,
     })
     this.#watcher = new DeviceWatcher({
+      coalesceChanges: true,
       logger: options.logger,
       onEvent: ({action, device}) => {
         this.#deviceEvent(action, device)

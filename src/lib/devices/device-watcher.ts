@@ -24,6 +24,11 @@ export interface DeviceWatcherOptions {
   readonly onEvent: (event: DeviceEvent) => void
   readonly onError?: (error: Error) => void
   readonly logger?: Logger
+  /**
+   * Drop a `change` event while another for the same device still waits (agents, which need the latest
+   * state, not every event); `devices list --watch` shows each one.
+   */
+  readonly coalesceChanges?: boolean
   /** Socket receive buffer; default 8 MiB. */
   readonly receiveBufferBytes?: number
 }
@@ -40,6 +45,7 @@ export class DeviceWatcher {
   readonly #log: Logger
   #queue: Promise<void> = Promise.resolve()
   #rescanQueued = false
+  readonly #changesQueued = new Set<string>()
   #stopped = false
 
   constructor(readonly options: DeviceWatcherOptions) {
@@ -47,7 +53,20 @@ export class DeviceWatcher {
     this.#socket = new NetlinkUeventSocket({
       onDatagram: (datagram) => {
         const event = parseUevent(datagram)
-        if (event) this.#enqueue(() => this.#handle(event))
+        if (!event) return
+        // A storm of `change` events for one device needs one sysfs read, not one each: a change still
+        // queued for the same device reads the latest state when its turn comes.
+        if (event.action === 'change' && options.coalesceChanges) {
+          const key = event.devPath
+          if (this.#changesQueued.has(key)) return
+          this.#changesQueued.add(key)
+          this.#enqueue(() => {
+            this.#changesQueued.delete(key)
+            return this.#handle(event)
+          })
+          return
+        }
+        this.#enqueue(() => this.#handle(event))
       },
       onError: (error) => {
         this.#log.error({err: errorMessage(error)}, 'uevent socket failed; no more device events')
