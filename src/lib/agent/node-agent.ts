@@ -67,6 +67,8 @@ export class NodeAgent {
   readonly #status: StatusWriter
   #statusOk = true
   #idleTimer: NodeJS.Timeout | undefined
+  /** What each pod's containers ask for, as last seen (pods asking nothing count too: a change may add a request). */
+  readonly #podAsks = new Map<string, string>()
   #unsubscribe: (() => void) | undefined
   #endSubscription: (() => void) | undefined
   #containerdUp: boolean | undefined
@@ -103,7 +105,7 @@ export class NodeAgent {
     })
     this.#pods = new Informer<NodePod>({
       client: options.client, fieldSelector: `spec.nodeName=${options.nodeName}`, logger: options.logger,
-      onChanged: () => this.#batcher.add('pods'), onDeleted: () => this.#batcher.add('pods'), pageSize: 500, resource: podsResource,
+      onChanged: (pod) => this.#podChanged(pod), onDeleted: (pod) => this.#podChanged(pod, true), pageSize: 500, resource: podsResource,
     }, podCodec)
   }
 
@@ -134,6 +136,26 @@ export class NodeAgent {
     await this.#batcher.stop()
     await this.#plugins.stop()
     await this.#containerdLoop
+  }
+
+  /**
+   * A pod matters when what its containers ask for changes (or it comes or goes): kubelet's status updates
+   * change nothing here, and a container that starts is heard from containerd.
+   */
+  #podChanged(pod: NodePod | undefined, deleted = false): void {
+    if (pod === undefined) {
+      this.#batcher.add('pods relisted')
+      return
+    }
+    const key = `${pod.metadata.namespace}/${pod.metadata.name}`
+    if (deleted) {
+      if (!this.#podAsks.delete(key)) return
+    } else {
+      const asks = JSON.stringify(containerRequests(pod).map((r) => [r.container, [...r.classes]]))
+      if (this.#podAsks.get(key) === asks) return
+      this.#podAsks.set(key, asks)
+    }
+    this.#batcher.add(`pod ${key}`)
   }
 
   /** Two seconds after the last batch, hand its garbage back (container lists with their OCI specs). */
