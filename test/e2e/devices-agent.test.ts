@@ -252,6 +252,42 @@ describe('devices agent on a real node: devices follow containers', function () 
       await env.client.request('DELETE', `${classesPath}/hotc`).catch(() => {})
     }
   })
+
+  it('Device allocation by limit: a container gets only the device kubelet allocated (PodResources), and gets it back after an unplug and replug', async function () {
+    const deviceClass = {apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', metadata: {name: 'hotd'}, spec: {allocation: 'Device', match: [{devName: 'loop39[6-9]', subsystem: 'block'}]}}
+    await env.client.request('POST', classesPath, {body: deviceClass}).catch(() => {})
+    await createClass()
+    await addLoop(396)
+    await addLoop(397)
+    try {
+      agent = await startAgent()
+      await agent.waitForLine<LogLine>('hotd registered', (l) => l.class === 'hotd' && l.state === 'registered', 20_000)
+      await waitFor('allocatable hotd=2', async () => (await allocatable(env, 'devices.nfdctl.io/hotd')) === 2, {timeoutMs: 15_000})
+      pods.push('agent-device')
+      const pod = await runPod(env, {command: ['sleep', '3600'], limits: {'devices.nfdctl.io/hotd': '1'}, name: 'agent-device'})
+      const mine = Number((await env.node.exec(pod.containerId, ['sh', '-c', 'echo $NFDCTL_DEVICES_HOTD'])).trim().replace('/dev/loop', ''))
+      const other = mine === 396 ? 397 : 396
+      expect(await reads(pod.containerId, mine)).to.equal(`loop-${mine}-data`)
+      await expectNoDevice(pod.containerId, other)
+
+      // Unplugged and plugged again: the same stable ID, so the agent gives it back (kubelet does not call Allocate again).
+      await dropLoop(mine)
+      await waitFor('the allocated device gone from the container', async () => {
+        try {
+          await env.node.exec(pod.containerId, ['ls', `/dev/loop${mine}`])
+          return false
+        } catch {
+          return true
+        }
+      }, {timeoutMs: 10_000})
+      await addLoop(mine)
+      await waitFor('the allocated device back in the container', async () => (await reads(pod.containerId, mine)) === `loop-${mine}-data`, {timeoutMs: 10_000})
+      await sleep(500) // a batch has run since: the device it was not allocated is still not given
+      await expectNoDevice(pod.containerId, other)
+    } finally {
+      for (const name of ['hotd', 'hotc']) await env.client.request('DELETE', `${classesPath}/${name}`).catch(() => {})
+    }
+  })
 })
 
 async function metric(port: number, name: string): Promise<number> {

@@ -295,9 +295,12 @@ export class NodeAgent {
     const allocated = new Map<string, string[]>()
     for (const name of request.classes.keys()) allocated.set(name, allocatedDevices(pods, {name: request.pod, namespace: request.namespace}, request.container, resourceNameOf(name)))
     const wanted = wantedAccess({allocated, classes: this.#classes, members, request})
+    // What the runtime allowed from the start is left alone, except class devices (kubelet's Allocate gave
+    // them): those the agent manages, so that an unplugged one is withdrawn and given back when it returns.
     const base = new Set((container.spec?.linux?.resources?.devices ?? [])
       .filter((d) => d.allow && (d.type === 'b' || d.type === 'c') && d.major !== undefined && d.minor !== undefined)
-      .map((d) => `${d.type}${d.major}:${d.minor}`))
+      .map((d) => `${d.type}${d.major}:${d.minor}`)
+      .filter((id) => !this.#known.has(id)))
     const change = diffAccess(await currentAccess(control, this.#known), wanted, base)
     if (change.grant.length === 0 && change.revoke.length === 0) return
     try {
