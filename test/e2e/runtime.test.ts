@@ -43,6 +43,11 @@ describe('runtime: containerd, cgroup v1 device rules and device nodes on the re
     expect(container?.spec?.linux?.resources?.devices?.[0]).to.deep.include({access: 'rwm', allow: false})
     expect((await containerd.getContainer(pod.containerId))?.labels['io.kubernetes.pod.name']).to.equal('runtime-list')
     expect(await containerd.getContainer('no-such-container')).to.equal(undefined)
+    // Filtered by containerd: the workload containers, without the pods' sandboxes.
+    const workloads = await containerd.listContainers(['labels."io.cri-containerd.kind"==container'])
+    expect(workloads.map((c) => c.id)).to.include(pod.containerId)
+    expect(workloads.every((c) => c.labels['io.cri-containerd.kind'] === 'container')).to.equal(true)
+    expect(workloads.length).to.be.below((await containerd.listContainers()).length)
     const task = (await containerd.listTasks()).find((t) => t.containerId === pod.containerId)
     expect(task?.status).to.equal('RUNNING')
     expect((await readFile(`/proc/${task!.pid}/cgroup`, 'utf8'))).to.include(pod.containerId)

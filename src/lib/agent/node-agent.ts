@@ -222,7 +222,8 @@ export class NodeAgent {
     let containers: RuntimeContainer[]
     let tasks: Map<string, number>
     try {
-      containers = await this.options.containerd.listContainers()
+      // Workload containers only: the pods' sandboxes are half of the list and never hold devices.
+      containers = await this.options.containerd.listContainers([`labels."${criLabels.kind}"==container`])
       tasks = new Map((await this.options.containerd.listTasks()).filter((t) => t.status === 'RUNNING').map((t) => [t.containerId, t.pid]))
     } catch (error) {
       this.#metrics.errors.inc({kind: 'containerd'})

@@ -84,8 +84,9 @@ export class ContainerdClient {
 
   constructor(readonly options: ContainerdClientOptions) {}
 
-  async listContainers(): Promise<RuntimeContainer[]> {
-    const answer = await this.#unary<{containers: WireContainer[]}>('containers', 'List', {filters: []})
+  /** `filters` in containerd's syntax, e.g. `labels."io.cri-containerd.kind"==container` (OR-ed when several). */
+  async listContainers(filters: readonly string[] = []): Promise<RuntimeContainer[]> {
+    const answer = await this.#unary<{containers: WireContainer[]}>('containers', 'List', {filters})
     return answer.containers.map(fromWire)
   }
 
