@@ -45,15 +45,7 @@ for (const [i, name] of classNames.entries()) {
 const agent = new CliProcess([
   'devices', 'agent', '--kubeconfig', env.plane.kubeconfig, '--node-name', env.node.name, '--containerd-address', env.node.containerd.socket,
   '--pod-resources-socket', env.node.kubelet.podResourcesSocket, '--metrics-port', '0', '--log-format', 'json',
-], env.bin)
-const pid = async (): Promise<number> => {
-  for (const entry of await readdir('/proc')) {
-    if (!/^\d+$/.test(entry)) continue
-    const cmdline = await readFile(`/proc/${entry}/cmdline`, 'utf8').catch(() => '')
-    if (cmdline.includes(env.bin) && cmdline.includes('agent')) return Number(entry)
-  }
-  throw new Error('the agent process is not running')
-}
+], env.bin, undefined, 'shebang')
 const cpuSeconds = async (p: number): Promise<number> => {
   const fields = (await readFile(`/proc/${p}/stat`, 'utf8')).split(') ')[1].split(' ')
   return (Number(fields[11]) + Number(fields[12])) / 100 // utime + stime, in clock ticks of 1/100 s
@@ -103,7 +95,7 @@ try {
     }, {timeoutMs: 10_000})
   }
 
-  const agentPid = await pid()
+  const agentPid = agent.pid
   await sleep(5000) // the last cycle's batches and the collection after them are over: from here nothing happens
   const cpuBefore = await cpuSeconds(agentPid)
   await sleep(30_000)

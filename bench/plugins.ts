@@ -47,7 +47,7 @@ spec:
   allocation: Device
 `)
 const resource = 'devices.nfdctl.io/bench-loop'
-const serve = new CliProcess(['plugins', 'serve', '--class-file', classFile, '--node-name', env.node.name, '--metrics-port', '0', '--log-format', 'json'], env.bin)
+const serve = new CliProcess(['plugins', 'serve', '--class-file', classFile, '--node-name', env.node.name, '--metrics-port', '0', '--log-format', 'json'], env.bin, undefined, 'shebang')
 interface LogLine {
   class?: string
   state?: string

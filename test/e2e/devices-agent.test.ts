@@ -55,13 +55,7 @@ describe('devices agent on a real node: devices follow containers', function () 
     loops.delete(index)
   }
   const expectNoDevice = async (containerId: string, index: number): Promise<void> => {
-    try {
-      await env.node.exec(containerId, ['ls', `/dev/loop${index}`])
-    } catch (error) {
-      expect((error as Error & {stderr?: string}).stderr).to.match(/No such file/)
-      return
-    }
-    throw new Error(`/dev/loop${index} is in a container that did not ask for it`)
+    expect(await env.node.execFailure(containerId, ['ls', `/dev/loop${index}`])).to.match(/No such file/)
   }
   const reads = async (containerId: string, index: number): Promise<string> => {
     try {
@@ -150,14 +144,7 @@ describe('devices agent on a real node: devices follow containers', function () 
     // no longer has a device makes the kernel create the device again.)
     await dropLoop(391)
     for (const pod of [byLimit, byAnnotation]) {
-      await waitFor(`loop391 gone from ${pod.name}`, async () => {
-        try {
-          await env.node.exec(pod.containerId, ['ls', '/dev/loop391'])
-          return false
-        } catch (error) {
-          return /No such file/.test((error as Error & {stderr?: string}).stderr ?? '')
-        }
-      }, {timeoutMs: 10_000})
+      await waitFor(`loop391 gone from ${pod.name}`, async () => /No such file/.test(await env.node.execFailure(pod.containerId, ['ls', '/dev/loop391']).catch(() => '')), {timeoutMs: 10_000})
     }
     expect(agent.json<LogLine>().some((l) => l.msg === 'devices updated' && l.revoked?.includes('/dev/loop391'))).to.equal(true)
     await waitFor('the status entry without loop391', async () => (await nodeEntry('hotc'))?.devices?.map((d) => d.devName).join() === 'loop390', {timeoutMs: 10_000})
@@ -272,14 +259,7 @@ describe('devices agent on a real node: devices follow containers', function () 
 
       // Unplugged and plugged again: the same stable ID, so the agent gives it back (kubelet does not call Allocate again).
       await dropLoop(mine)
-      await waitFor('the allocated device gone from the container', async () => {
-        try {
-          await env.node.exec(pod.containerId, ['ls', `/dev/loop${mine}`])
-          return false
-        } catch {
-          return true
-        }
-      }, {timeoutMs: 10_000})
+      await waitFor('the allocated device gone from the container', async () => env.node.execFailure(pod.containerId, ['ls', `/dev/loop${mine}`]).then(() => true, () => false), {timeoutMs: 10_000})
       await addLoop(mine)
       await waitFor('the allocated device back in the container', async () => (await reads(pod.containerId, mine)) === `loop-${mine}-data`, {timeoutMs: 10_000})
       await sleep(500) // a batch has run since: the device it was not allocated is still not given

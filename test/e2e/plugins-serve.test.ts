@@ -8,7 +8,8 @@ import {promisify} from 'node:util'
 
 import {parseAllDocuments} from 'yaml'
 
-import {kubeletApi, unary, type AllocateResponse} from '../../src/lib/plugins/kubelet-api.js'
+import {unary} from '../../src/lib/grpc-unary.js'
+import {kubeletApi, type AllocateResponse} from '../../src/lib/plugins/kubelet-api.js'
 import {allocatedDevices, listPodResources} from '../../src/lib/plugins/pod-resources.js'
 import {CliProcess} from '../support/cli-process.js'
 import {freePort} from '../support/free-port.js'
@@ -118,11 +119,11 @@ describe('plugins serve on a real node (kubelet + containerd)', function () {
     const other = given === '/dev/loop300' ? 301 : 300
     expect(await env.node.exec(pod.containerId, ['dd', `if=${given}`, 'bs=13', 'count=1', 'status=none'])).to.equal(`${given.replace('/dev/', '').replace('loop', 'loop-')}-data`)
     // The class says r: the container may read but not write.
-    expect(await execFails(env, pod.containerId, ['sh', '-c', `echo x > ${given}`])).to.match(/Operation not permitted/)
+    expect(await env.node.execFailure(pod.containerId, ['sh', '-c', `echo x > ${given}`])).to.match(/Operation not permitted/)
     // The device it was not given is not there, and the devices cgroup refuses it even through mknod.
-    expect(await execFails(env, pod.containerId, ['ls', `/dev/loop${other}`])).to.match(/No such file/)
+    expect(await env.node.execFailure(pod.containerId, ['ls', `/dev/loop${other}`])).to.match(/No such file/)
     await env.node.exec(pod.containerId, ['mknod', '/tmp/other', 'b', '7', String(other)])
-    expect(await execFails(env, pod.containerId, ['dd', 'if=/tmp/other', 'bs=13', 'count=1'])).to.match(/Operation not permitted/)
+    expect(await env.node.execFailure(pod.containerId, ['dd', 'if=/tmp/other', 'bs=13', 'count=1'])).to.match(/Operation not permitted/)
     const info = JSON.parse(await env.node.containerd.ctr('-n', 'k8s.io', 'containers', 'info', pod.containerId)) as {Spec: {annotations?: Record<string, string>}}
     const ids = info.Spec.annotations?.['classes.devices.nfdctl.io/loopd']
     expect(ids).to.match(/^loop30[01]-[0-9a-f]{12}$/)
@@ -312,15 +313,3 @@ describe('plugins serve on a real node (kubelet + containerd)', function () {
     expect(await lstat(join(dir, 'plugins')).then(() => 'made', () => 'absent')).to.equal('absent')
   })
 })
-
-/** Runs a command that must fail in the container; resolves with its error output. */
-async function execFails(env: NodeEnv, containerId: string, command: string[]): Promise<string> {
-  try {
-    const out = await env.node.exec(containerId, command)
-    throw new Error(`${command.join(' ')} succeeded in the container: ${out}`)
-  } catch (error) {
-    const e = error as Error & {stderr?: string; stdout?: string}
-    if (e.message.includes('succeeded in the container')) throw error
-    return `${e.stderr ?? ''}${e.stdout ?? ''}${e.message}`
-  }
-}

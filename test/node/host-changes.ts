@@ -1,5 +1,5 @@
 import {execFile} from 'node:child_process'
-import {copyFile, lstat, mkdir, readdir, readFile, readlink, rename, rm, rmdir, symlink, unlink, writeFile} from 'node:fs/promises'
+import {lstat, mkdir, readdir, readFile, readlink, rename, rm, rmdir, symlink, unlink, writeFile} from 'node:fs/promises'
 import {dirname, join} from 'node:path'
 import {promisify} from 'node:util'
 
@@ -121,7 +121,7 @@ async function makeCgroup(path: string): Promise<void> {
   await mkdir(path, {recursive: true})
   // A new v1 cpuset cgroup has no CPUs or memory nodes: nothing can join it until they are copied.
   if (await exists(join(path, 'cpuset.cpus'))) {
-    for (const file of ['cpuset.cpus', 'cpuset.mems']) await copyFile(join(dirname(path), file), join(path, file)).catch(async () => writeFile(join(path, file), await readFile(join(dirname(path), file))))
+    for (const file of ['cpuset.cpus', 'cpuset.mems']) await writeFile(join(path, file), await readFile(join(dirname(path), file)))
   }
 }
 

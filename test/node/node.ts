@@ -107,6 +107,21 @@ export class TestNode {
     return true
   }
 
+  /**
+   * Runs a command that must fail in a running container; resolves with what it printed (stderr, stdout
+   * and the error), rejects when it succeeds.
+   */
+  async execFailure(containerId: string, command: readonly string[]): Promise<string> {
+    let output: string
+    try {
+      output = await this.exec(containerId, command)
+    } catch (error) {
+      const e = error as Error & {stderr?: string; stdout?: string}
+      return `${e.stderr ?? ''}${e.stdout ?? ''}${e.message}`
+    }
+    throw new Error(`${command.join(' ')} succeeded in the container: ${output}`)
+  }
+
   /** Runs a command in a running container (through containerd, as `kubectl exec` would end up doing). */
   async exec(containerId: string, command: readonly string[]): Promise<string> {
     return this.containerd.ctr('-n', 'k8s.io', 'tasks', 'exec', '--fifo-dir', join(this.options.dir, 'fifo'), '--exec-id', `nfdctl-test-${Date.now()}-${Math.random().toString(36).slice(2, 8)}`, containerId, ...command)

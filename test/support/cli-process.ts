@@ -30,9 +30,11 @@ export class CliProcess {
    * `as`: run as this uid/gid (root can drop to nobody to prove a command needs no privilege); that user
    * must be able to read `bin` and its package (see installed-cli.ts), which is then also the working directory.
    */
-  constructor(readonly args: readonly string[], bin = devBin, as?: {uid: number; gid: number}) {
+  constructor(readonly args: readonly string[], bin = devBin, as?: {uid: number; gid: number}, launch: 'node' | 'shebang' = 'node') {
     const cwd = as ? dirname(dirname(bin)) : undefined
-    this.#child = spawn(process.execPath, [bin, ...args], {cwd, stdio: ['ignore', 'pipe', 'pipe'], ...as})
+    const stdio: ['ignore', 'pipe', 'pipe'] = ['ignore', 'pipe', 'pipe']
+    // 'shebang' runs the file itself, as npm's bin link does, so the V8 flags on its #! line apply (benchmarks).
+    this.#child = launch === 'shebang' ? spawn(bin, args, {cwd, stdio, ...as}) : spawn(process.execPath, [bin, ...args], {cwd, stdio, ...as})
     createInterface({input: this.#child.stdout!}).on('line', (text) => this.lines.push({at: performance.now(), text}))
     createInterface({input: this.#child.stderr!}).on('line', (line) => this.stderr.push(line))
     const killOnExit = (): void => void this.#child.kill('SIGKILL')
@@ -50,6 +52,10 @@ export class CliProcess {
       return end
     })
     this.#child.once('error', (error) => this.stderr.push(`spawn failed: ${error.message}`))
+  }
+
+  get pid(): number {
+    return this.#child.pid!
   }
 
   /** Parsed JSON lines (non-JSON lines skipped). */
@@ -90,12 +96,15 @@ export class CliProcess {
     }, {timeoutMs})
   }
 
-  /** Sends a signal and waits for the exit code (null when killed by a signal); SIGKILL after the timeout. */
+  /**
+   * Sends a signal and waits for the exit code (null when killed by a signal) and for the last of its
+   * output, which can still be in the pipe when the process has exited; SIGKILL after the timeout.
+   */
   async stop(signal: NodeJS.Signals = 'SIGINT', timeoutMs = 15_000): Promise<number | null> {
     if (this.#child.exitCode === null && this.#child.signalCode === null) this.#child.kill(signal)
     const timer = setTimeout(() => this.#child.kill('SIGKILL'), timeoutMs)
     try {
-      return (await this.#exited).code
+      return (await this.ended).code
     } finally {
       clearTimeout(timer)
     }

@@ -2,7 +2,6 @@ import {setTimeout as sleep} from 'node:timers/promises'
 
 import type {Registry} from 'prom-client'
 
-import {ClassMemory, DeviceMatcher} from '../devices/device-matcher.js'
 import {DeviceWatcher} from '../devices/device-watcher.js'
 import {SysfsScanner} from '../devices/sysfs-scanner.js'
 import type {Device, DeviceClass} from '../devices/types.js'
@@ -55,12 +54,9 @@ export class NodeAgent {
   readonly #plugins: PluginSet
   readonly #scanner = new SysfsScanner({})
   readonly #watcher: DeviceWatcher
-  readonly #memory: ClassMemory
   readonly #batcher: EventBatcher<string>
   readonly #pods: Informer<NodePod>
   readonly #classes: Map<string, DeviceClass>
-  /** Devices of each class present now. */
-  readonly #members = new Map<string, Map<string, Device>>()
   /** Every class device seen since start, present or not: a rule naming one of them is ours to manage. */
   readonly #known = new Map<string, Device>()
   readonly #unsupported = new Set<string>()
@@ -80,7 +76,6 @@ export class NodeAgent {
     this.#metrics = createAgentMetrics(options.registry)
     this.#classes = new Map(options.classes.map((c) => [c.metadata.name, c]))
     this.#status = new StatusWriter(options.client, options.nodeName)
-    this.#memory = new ClassMemory(new DeviceMatcher(options.classes), this.#scanner.readAttribute)
     this.#plugins = new PluginSet({
       cdiDir: options.cdiDir, classes: options.classes, logger: options.logger, metrics: createPluginMetrics(options.registry),
       pluginDir: options.pluginDir, readAttribute: this.#scanner.readAttribute,
@@ -166,16 +161,7 @@ export class NodeAgent {
   }
 
   #deviceEvent(action: string, device: Device): void {
-    this.#plugins.deviceEvent(action, device)
-    const inClasses = new Set(this.#memory.classesAfter(action, device))
-    if (inClasses.size > 0) this.#known.set(device.id, device)
-    for (const name of this.#classes.keys()) {
-      let members = this.#members.get(name)
-      if (members === undefined) this.#members.set(name, (members = new Map()))
-      if (action !== 'remove' && inClasses.has(name)) members.set(device.id, device)
-      else members.delete(device.id)
-      this.#metrics.classDevices.set({class: name}, members.size)
-    }
+    if (this.#plugins.deviceEvent(action, device).size > 0) this.#known.set(device.id, device)
   }
 
   /** containerd's event stream, subscribed again with back-off whenever it ends; every (re)connect is a full reconcile. */
@@ -237,20 +223,19 @@ export class NodeAgent {
       const request = requests.get(`${l[criLabels.namespace]}/${l[criLabels.pod]}/${l[criLabels.container]}`)
       if (request !== undefined) work.push({container, pid, request})
     }
-    const needsAllocations = work.some((w) => [...w.request.classes].some(([name, via]) => via === 'limit' && this.#classes.get(name)?.spec.allocation === 'Device'))
-    const allocations = needsAllocations ? await listPodResources(this.options.podResourcesSocket).catch((error: unknown) => {
+    const allocations = work.some((w) => this.#needsAllocations(w.request)) ? await listPodResources(this.options.podResourcesSocket).catch((error: unknown) => {
       this.#metrics.errors.inc({kind: 'pod-resources'})
       this.#log.warn({err: errorMessage(error)}, 'cannot read kubelet\'s PodResources; Device-allocation containers keep their access for now')
       return undefined
     }) : []
     const holding = new Map<string, NodeClassStatus['containers'][number][]>()
-    const members = new Map([...this.#members].map(([name, m]) => [name, [...m.values()]]))
+    const members = this.#plugins.members()
     const queue = [...work]
     const worker = async (): Promise<void> => {
       for (let next = queue.shift(); next !== undefined; next = queue.shift()) {
         const {container, pid, request} = next
         for (const name of request.classes.keys()) holding.set(name, [...(holding.get(name) ?? []), {container: request.container, namespace: request.namespace, pod: request.pod}])
-        if (allocations === undefined && [...request.classes].some(([name, via]) => via === 'limit' && this.#classes.get(name)?.spec.allocation === 'Device')) continue
+        if (allocations === undefined && this.#needsAllocations(request)) continue
         try {
           await this.#reconcileContainer(container, pid, request, members, allocations ?? [])
         } catch (error) {
@@ -262,6 +247,7 @@ export class NodeAgent {
     const entries = new Map<string, NodeClassStatus>()
     for (const [name, deviceClass] of this.#classes) {
       this.#metrics.classContainers.set({class: name}, holding.get(name)?.length ?? 0)
+      this.#metrics.classDevices.set({class: name}, members.get(name)?.length ?? 0)
       entries.set(name, nodeClassStatus(this.options.nodeName, members.get(name) ?? [], holding.get(name) ?? [], deviceClass.metadata.generation))
     }
     await this.#writeStatus(entries)
@@ -281,6 +267,11 @@ export class NodeAgent {
       this.#status.reset()
       setTimeout(() => this.#batcher.add('status retry'), 2000).unref()
     }
+  }
+
+  /** Device allocation asked for by limit: which devices are the container's is kubelet's answer (PodResources). */
+  #needsAllocations(request: ContainerRequest): boolean {
+    return [...request.classes].some(([name, via]) => via === 'limit' && this.#classes.get(name)?.spec.allocation === 'Device')
   }
 
   async #reconcileContainer(container: RuntimeContainer, pid: number, request: ContainerRequest, members: Map<string, Device[]>, pods: Awaited<ReturnType<typeof listPodResources>>): Promise<void> {

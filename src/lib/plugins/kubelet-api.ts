@@ -99,11 +99,3 @@ export async function kubeletApi(): Promise<Loaded> {
   })()
   return loaded
 }
-
-/** Calls a unary method of a generated client and resolves with its answer. */
-export function unary<Req, Res>(client: grpc.Client, method: string, request: Req, deadlineMs: number): Promise<Res> {
-  return new Promise((resolve, reject) => {
-    const call = (client as unknown as Record<string, (r: Req, m: object, cb: (e: grpc.ServiceError | null, v: Res) => void) => void>)[method]
-    call.call(client, request, {deadline: Date.now() + deadlineMs}, (error, value) => (error ? reject(error) : resolve(value)))
-  })
-}

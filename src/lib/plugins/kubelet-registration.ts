@@ -1,7 +1,8 @@
 import {lstat} from 'node:fs/promises'
 import {join} from 'node:path'
 
-import {devicePluginVersion, kubeletApi, unary, type DevicePluginOptions} from './kubelet-api.js'
+import {unary} from '../grpc-unary.js'
+import {devicePluginVersion, kubeletApi, type DevicePluginOptions} from './kubelet-api.js'
 
 /** kubelet's registration socket in the device-plugin directory. */
 export const kubeletSocketName = 'kubelet.sock'
@@ -15,8 +16,12 @@ export async function kubeletSocketIdentity(pluginDir: string): Promise<number |
   return stat?.isSocket() ? stat.ino : undefined
 }
 
-/** Registers one plugin endpoint (a socket file name in the same directory) for a resource with kubelet. */
-export async function registerWithKubelet(pluginDir: string, endpoint: string, resourceName: string, options: DevicePluginOptions, timeoutMs = 5000): Promise<void> {
+/**
+ * Registers one plugin endpoint (a socket file name in the same directory) for a resource with kubelet.
+ * A short deadline: a kubelet that has made its socket but does not serve yet holds the call, and a
+ * retry (the plugin set's back-off, or the next directory event) gets through sooner than a long wait.
+ */
+export async function registerWithKubelet(pluginDir: string, endpoint: string, resourceName: string, options: DevicePluginOptions, timeoutMs = 500): Promise<void> {
   const api = await kubeletApi()
   const client = new api.registration(`unix:${join(pluginDir, kubeletSocketName)}`, api.grpc.credentials.createInsecure())
   try {

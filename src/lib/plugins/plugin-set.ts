@@ -84,9 +84,19 @@ export class PluginSet {
     for (const plugin of this.#plugins) await this.#check(plugin)
   }
 
-  /** A device event from the uevent watcher (or the initial scan): lists that changed go to kubelet now. */
-  deviceEvent(action: string, device: Device): void {
-    this.#publish(this.#place(action, device))
+  /**
+   * A device event from the uevent watcher (or the initial scan): lists that changed go to kubelet now.
+   * Returns the classes the event touched (the device is in them now, or left them).
+   */
+  deviceEvent(action: string, device: Device): ReadonlySet<string> {
+    const touched = this.#place(action, device)
+    this.#publish(touched)
+    return touched
+  }
+
+  /** The devices of each class present now. */
+  members(): Map<string, Device[]> {
+    return new Map(this.classNames.map((name) => [name, [...(this.#members.get(name)?.values() ?? [])]]))
   }
 
   /** Ready when every class is registered with the running kubelet. */
@@ -94,11 +104,6 @@ export class PluginSet {
     const waiting = this.#plugins.filter((p) => p.state !== 'registered')
     if (waiting.length === 0) return {ready: true, reason: `registered: ${this.classNames.join(', ')}`}
     return {ready: false, reason: waiting.map((p) => `${p.allocation.name}: ${p.state}`).join('; ')}
-  }
-
-  /** The plugins' current states, by class (tests and logs). */
-  states(): Record<string, PluginState> {
-    return Object.fromEntries(this.#plugins.map((p) => [p.allocation.name, p.state]))
   }
 
   /** Stops the servers and removes their sockets; CDI specs stay for the containers that use them. */

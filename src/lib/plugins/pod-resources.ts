@@ -1,4 +1,5 @@
-import {kubeletApi, unary, type PodResources} from './kubelet-api.js'
+import {unary} from '../grpc-unary.js'
+import {kubeletApi, type PodResources} from './kubelet-api.js'
 
 /** kubelet's default PodResources socket (it follows kubelet's --root-dir). */
 export const defaultPodResourcesSocket = '/var/lib/kubelet/pod-resources/kubelet.sock'

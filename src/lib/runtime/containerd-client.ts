@@ -3,6 +3,8 @@ import {fileURLToPath} from 'node:url'
 import type * as grpc from '@grpc/grpc-js'
 import type * as protobuf from 'protobufjs'
 
+import {unary} from '../grpc-unary.js'
+
 /** A containerd container as nfdctl needs it: its id, its labels (the CRI ones name the pod), its OCI spec. */
 export interface RuntimeContainer {
   readonly id: string
@@ -154,16 +156,17 @@ export class ContainerdClient {
     return client
   }
 
+  /**
+   * A fresh channel per call: a cached one would be in gRPC's reconnect back-off right after containerd
+   * restarts, and fail the re-list the agent makes then.
+   */
   async #unary<T>(service: 'containers' | 'tasks', method: string, request: object): Promise<T> {
     const api = await this.#load()
     const client = this.#client(service)
     const metadata = new api.grpc.Metadata()
     metadata.set('containerd-namespace', this.options.namespace)
     try {
-      return await new Promise<T>((resolve, reject) => {
-        const call = (client as unknown as Record<string, (r: object, m: grpc.Metadata, o: object, cb: (e: grpc.ServiceError | null, v: T) => void) => void>)[method]
-        call.call(client, request, metadata, {deadline: Date.now() + (this.options.timeoutMs ?? 10_000)}, (error, value) => (error ? reject(error) : resolve(value)))
-      })
+      return await unary<object, T>(client, method, request, this.options.timeoutMs ?? 10_000, metadata)
     } finally {
       client.close()
       this.#clients.splice(this.#clients.indexOf(client), 1)
