@@ -44,7 +44,7 @@ for (const [i, name] of classNames.entries()) {
 }
 const agent = new CliProcess([
   'devices', 'agent', '--kubeconfig', env.plane.kubeconfig, '--node-name', env.node.name, '--containerd-address', env.node.containerd.socket,
-  '--pod-resources-socket', env.node.kubelet.podResourcesSocket, '--metrics-port', '0', '--log-format', 'json',
+  '--pod-resources-socket', env.node.kubelet.podResourcesSocket, '--state-dir', join(env.dir, 'agent-state'), '--metrics-port', '0', '--log-format', 'json',
 ], env.bin, undefined, 'shebang')
 const cpuSeconds = async (p: number): Promise<number> => {
   const fields = (await readFile(`/proc/${p}/stat`, 'utf8')).split(') ')[1].split(' ')

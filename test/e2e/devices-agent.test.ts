@@ -1,23 +1,25 @@
 import {expect} from 'chai'
 import {execFile} from 'node:child_process'
-import {mkdtemp, rm, writeFile} from 'node:fs/promises'
+import {lstat, mkdtemp, readFile, rm, writeFile} from 'node:fs/promises'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 import {setTimeout as sleep} from 'node:timers/promises'
 import {promisify} from 'node:util'
 
-import {parseDocument} from 'yaml'
+import {parseAllDocuments, parseDocument} from 'yaml'
 
 import {CliProcess} from '../support/cli-process.js'
+import {DroppingProxy} from '../support/dropping-proxy.js'
 import {freePort} from '../support/free-port.js'
 import {addLoopDevice, canUseLoopControl, removeLoopDevice} from '../support/loop-devices.js'
 import {missingPrerequisite} from '../support/prerequisites.js'
+import {bindClusterRole, type PolicyRule} from '../support/rbac.js'
 import {allocatable, deletePods, runPod, testNode, waitForPod, type NodeEnv} from '../support/test-node.js'
 import {waitFor} from '../support/wait.js'
 
 const run = promisify(execFile)
 
-// Loop devices 390-399 belong to these tests.
+// Loop devices 389-399 belong to these tests (hotc takes 390-399, so hotl has 389).
 const classes = `apiVersion: devices.nfdctl.io/v1alpha1
 kind: DeviceClass
 metadata: {name: hotc}
@@ -40,6 +42,7 @@ describe('devices agent on a real node: devices follow containers', function () 
   let env: NodeEnv
   let dir: string
   let agent: CliProcess | undefined
+  let agentKubeconfig: string
   const loops = new Set<number>()
   const pods: string[] = []
 
@@ -65,11 +68,13 @@ describe('devices agent on a real node: devices follow containers', function () 
     }
   }
 
-  const startAgent = async (metricsPort = 0): Promise<CliProcess> => {
+  // Every agent here runs as an identity bound to exactly deploy/agent/rbac.yaml, with its own state dir.
+  const startAgent = async (options: {metricsPort?: number; kubeconfig?: string; stateDir?: string} = {}): Promise<CliProcess> => {
     const cli = new CliProcess([
-      'devices', 'agent', '--kubeconfig', env.plane.kubeconfig, '--node-name', env.node.name,
+      'devices', 'agent', '--kubeconfig', options.kubeconfig ?? agentKubeconfig, '--node-name', env.node.name,
       '--containerd-address', env.node.containerd.socket, '--pod-resources-socket', env.node.kubelet.podResourcesSocket,
-      '--metrics-port', String(metricsPort), '--log-format', 'json', '--batch-quiet', '100ms',
+      '--state-dir', options.stateDir ?? join(dir, 'state'),
+      '--metrics-port', String(options.metricsPort ?? 0), '--log-format', 'json', '--batch-quiet', '100ms',
     ])
     await cli.waitForLine<LogLine>('hotc registered', (l) => l.class === 'hotc' && l.state === 'registered', 20_000)
     return cli
@@ -82,17 +87,22 @@ describe('devices agent on a real node: devices follow containers', function () 
     env = await testNode(this)
     if (!canUseLoopControl()) missingPrerequisite(this, '/dev/loop-control is not usable (needs root and the loop driver)')
     dir = await mkdtemp(join(tmpdir(), 'nfdctl-agent-'))
+    const rbac = parseAllDocuments(await readFile(new URL('../../deploy/agent/rbac.yaml', import.meta.url), 'utf8')).map((d) => d.toJS() as {kind: string; rules?: PolicyRule[]})
+    await bindClusterRole(env.client, 'nfdctl-agent-test', 'nfdctl-agent-test', rbac.find((d) => d.kind === 'ClusterRole')!.rules!)
+    agentKubeconfig = await env.plane.kubeconfigFor('nfdctl-agent-test')
   })
 
   const classesPath = '/apis/devices.nfdctl.io/v1alpha1/deviceclasses'
   interface NodeEntry {node: string; devices?: Array<{id: string; devName: string}>; containers?: Array<{namespace: string; pod: string; container: string}>; observedGeneration?: number}
-  const nodeEntry = async (name: string): Promise<NodeEntry | undefined> => {
-    const live = await env.client.request<{status?: {nodes?: NodeEntry[]}}>('GET', `${classesPath}/${name}`)
-    return live.status?.nodes?.find((n) => n.node === env.node.name)
-  }
+  interface Condition {type: string; status: string; reason: string; message: string; observedGeneration?: number}
+  const classStatus = async (name: string): Promise<{nodes?: NodeEntry[]; conditions?: Condition[]}> =>
+    (await env.client.request<{status?: {nodes?: NodeEntry[]; conditions?: Condition[]}}>('GET', `${classesPath}/${name}`)).status ?? {}
+  const nodeEntry = async (name: string): Promise<NodeEntry | undefined> => (await classStatus(name)).nodes?.find((n) => n.node === env.node.name)
+  const validCondition = async (name: string): Promise<Condition | undefined> => (await classStatus(name)).conditions?.find((c) => c.type === 'Valid')
 
   afterEach(async function () {
     this.timeout(60_000)
+    if (process.env.NFDCTL_DEBUG_AGENT && this.currentTest?.state === 'failed' && agent) console.log(agent.transcript())
     await agent?.stop('SIGTERM')
     agent = undefined
     await deletePods(env, pods.splice(0))
@@ -205,7 +215,7 @@ describe('devices agent on a real node: devices follow containers', function () 
     await createClass()
     const port = await freePort()
     try {
-      agent = await startAgent(port)
+      agent = await startAgent({metricsPort: port})
       pods.push('agent-storm')
       const pod = await runPod(env, {annotations: {'devices.nfdctl.io/main': 'hotc'}, command: ['sleep', '3600'], name: 'agent-storm'})
       await waitFor('the pod reads loop394', async () => (await reads(pod.containerId, 394)) === 'loop-394-data', {timeoutMs: 10_000})
@@ -266,6 +276,100 @@ describe('devices agent on a real node: devices follow containers', function () 
       await expectNoDevice(pod.containerId, other)
     } finally {
       for (const name of ['hotd', 'hotc']) await env.client.request('DELETE', `${classesPath}/${name}`).catch(() => {})
+    }
+  })
+
+  it('follows its classes live: a new class is served and hot-plugged, a malformed one gets Valid=False and disturbs nothing, a broken edit keeps the last valid spec, a deleted class is withdrawn', async function () {
+    const loopClass = (name: string, devName: string): object => ({apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', metadata: {name}, spec: {match: [{devName, subsystem: 'block'}]}})
+    await createClass()
+    await addLoop(398)
+    try {
+      agent = await startAgent()
+      pods.push('agent-live')
+      const pod = await runPod(env, {annotations: {'devices.nfdctl.io/main': 'hotc,hotl'}, command: ['sleep', '3600'], name: 'agent-live'})
+      await waitFor('the pod reads loop398 (hotc)', async () => (await reads(pod.containerId, 398)) === 'loop-398-data', {timeoutMs: 10_000})
+      expect(await validCondition('hotc')).to.include({observedGeneration: 1, reason: 'SpecValid', status: 'True'})
+
+      // Malformed (a glob that does not compile; the API server cannot tell): reported on the class, nothing else moves.
+      await env.client.request('POST', classesPath, {body: loopClass('hotbad', 'loop39[')})
+      const bad = await waitFor('hotbad Valid=False', async () => {
+        const c = await validCondition('hotbad')
+        return c?.status === 'False' && c
+      }, {timeoutMs: 10_000})
+      expect(bad).to.include({observedGeneration: 1, reason: 'InvalidSpec'})
+      expect(bad.message).to.match(/^invalid spec: spec\.match\[0\]\.devName: .*; the class is not served$/)
+      expect(await nodeEntry('hotbad')).to.equal(undefined)
+      expect(await lstat(join(env.node.pluginDir, 'nfdctl-hotbad.sock')).then(() => 'served', () => 'not served')).to.equal('not served')
+
+      // A class created while the agent runs: its plugin registers, and a device of it reaches the pod.
+      await env.client.request('POST', classesPath, {body: loopClass('hotl', 'loop389')})
+      await agent.waitForLine<LogLine>('hotl registered', (l) => l.class === 'hotl' && l.state === 'registered', 10_000)
+      await addLoop(389)
+      await waitFor('the pod reads loop389 (hotl)', async () => (await reads(pod.containerId, 389)) === 'loop-389-data', {timeoutMs: 10_000})
+      expect(await reads(pod.containerId, 398)).to.equal('loop-398-data')
+
+      // An edit that breaks hotl: generation 2 is reported invalid, generation 1 stays in use, the pod keeps loop389.
+      await env.client.request('PATCH', `${classesPath}/hotl`, {body: {spec: {match: [{devName: 'loop38[', subsystem: 'block'}]}}, contentType: 'application/merge-patch+json'})
+      const broken = await waitFor('hotl Valid=False', async () => {
+        const c = await validCondition('hotl')
+        return c?.status === 'False' && c
+      }, {timeoutMs: 10_000})
+      expect(broken).to.include({observedGeneration: 2, reason: 'InvalidSpec'})
+      expect(broken.message).to.match(/generation 1, the last valid one, stays in use$/)
+      expect((await nodeEntry('hotl'))?.observedGeneration).to.equal(1)
+      await sleep(500) // batches have run since
+      expect(await reads(pod.containerId, 389)).to.equal('loop-389-data')
+
+      // Deleted: its devices are withdrawn from the pod and its plugin's socket goes; hotc is untouched.
+      await env.client.request('DELETE', `${classesPath}/hotl`)
+      await waitFor('loop389 gone from the pod', async () => /No such file/.test(await env.node.execFailure(pod.containerId, ['ls', '/dev/loop389']).catch(() => '')), {timeoutMs: 10_000})
+      await waitFor('the hotl socket removed', async () => lstat(join(env.node.pluginDir, 'nfdctl-hotl.sock')).then(() => false, () => true), {timeoutMs: 5000})
+      expect(await reads(pod.containerId, 398)).to.equal('loop-398-data')
+    } finally {
+      for (const name of ['hotc', 'hotl', 'hotbad']) await env.client.request('DELETE', `${classesPath}/${name}`).catch(() => {})
+    }
+  })
+
+  it('starts with the API server away: the persisted classes are served, and once it answers the pods get their devices and the status is written', async function () {
+    await createClass()
+    const stateDir = join(dir, 'state-outage')
+    try {
+      // A first run persists the classes.
+      agent = await startAgent({stateDir})
+      expect(await agent.stop('SIGTERM')).to.equal(0)
+      agent = undefined
+      pods.push('agent-outage')
+      const pod = await runPod(env, {annotations: {'devices.nfdctl.io/main': 'hotc'}, command: ['sleep', '3600'], name: 'agent-outage'})
+
+      // The agent's API server address leads nowhere yet.
+      const port = await freePort()
+      const kubeconfig = join(dir, 'kubeconfig-outage')
+      await writeFile(kubeconfig, (await readFile(agentKubeconfig, 'utf8')).replace(env.plane.server, `https://127.0.0.1:${port}`))
+      const metricsPort = await freePort()
+      agent = await startAgent({kubeconfig, metricsPort, stateDir})
+      const persisted = agent.json<LogLine & {classes?: string[]}>().find((l) => l.msg.startsWith('the API server does not answer; using the classes persisted'))
+      expect(persisted?.classes).to.deep.equal(['hotc'])
+      const notReady = await fetch(`http://127.0.0.1:${metricsPort}/readyz`)
+      expect(notReady.status).to.equal(503)
+      expect(await notReady.text()).to.contain('pods not listed yet')
+      await addLoop(398)
+
+      const proxy = await DroppingProxy.start(new URL(env.plane.server), port)
+      try {
+        await waitFor('the pod reads loop398 once the API server answers', async () => (await reads(pod.containerId, 398)) === 'loop-398-data', {timeoutMs: 30_000})
+        const entry = await waitFor('the status entry with loop398 and the pod', async () => {
+          const e = await nodeEntry('hotc')
+          return e?.devices?.some((d) => d.devName === 'loop398') === true && e.containers?.some((c) => c.pod === 'agent-outage') === true && e
+        }, {timeoutMs: 10_000})
+        expect(entry.observedGeneration).to.equal(1)
+        await waitFor('/readyz 200', async () => (await fetch(`http://127.0.0.1:${metricsPort}/readyz`)).status === 200, {timeoutMs: 10_000})
+      } finally {
+        await agent.stop('SIGTERM')
+        agent = undefined
+        await proxy.close()
+      }
+    } finally {
+      await env.client.request('DELETE', `${classesPath}/hotc`).catch(() => {})
     }
   })
 })

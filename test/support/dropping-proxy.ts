@@ -23,15 +23,15 @@ export class DroppingProxy {
     readonly url: string,
   ) {}
 
-  static async start(target: URL): Promise<DroppingProxy> {
+  /** On `port` when given: a client configured for it before it listened then finds the API server there. */
+  static async start(target: URL, port = 0): Promise<DroppingProxy> {
     let proxy: DroppingProxy | undefined
     const server = createServer((client) => proxy!.#relay(client, target))
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject)
-      server.listen(0, '127.0.0.1', resolve)
+      server.listen(port, '127.0.0.1', resolve)
     })
-    const {port} = server.address() as {port: number}
-    proxy = new DroppingProxy(server, `https://127.0.0.1:${port}`)
+    proxy = new DroppingProxy(server, `https://127.0.0.1:${(server.address() as {port: number}).port}`)
     return proxy
   }
 

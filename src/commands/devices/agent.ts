@@ -5,8 +5,10 @@ import {Registry} from 'prom-client'
 import {NfdctlCommand} from '../../cli/nfdctl-command.js'
 import {observeFlags} from '../../cli/observe-flags.js'
 import {untilAborted} from '../../lib/abort.js'
+import {createAgentMetrics} from '../../lib/agent/agent-metrics.js'
+import {ClassStore} from '../../lib/agent/class-store.js'
 import {NodeAgent} from '../../lib/agent/node-agent.js'
-import {nodeClasses} from '../../lib/devices/node-classes.js'
+import {loadClassFiles} from '../../lib/devices/class-file.js'
 import {parseDurationMs} from '../../lib/duration.js'
 import {UsageError} from '../../lib/errors.js'
 import {openCluster} from '../../lib/kube/connect.js'
@@ -37,6 +39,7 @@ Containers ask by resource limit devices.nfdctl.io/<class> (the agent also serve
     'node-name': Flags.string({description: 'this node\'s name (default: $NODE_NAME, then the hostname)'}),
     'plugin-dir': Flags.string({default: '/var/lib/kubelet/device-plugins', description: 'kubelet\'s device-plugin directory'}),
     'pod-resources-socket': Flags.string({default: '/var/lib/kubelet/pod-resources/kubelet.sock', description: 'kubelet\'s PodResources socket (the devices it allocated)'}),
+    'state-dir': Flags.string({default: '/var/lib/nfdctl/agent', description: 'where the node\'s classes are kept, for a start without the API server'}),
     workers: Flags.integer({default: 4, description: 'containers updated in parallel'}),
     ...observeFlags,
   }
@@ -52,20 +55,22 @@ Containers ask by resource limit devices.nfdctl.io/<class> (the agent also serve
     const nodeName = flags['node-name'] ?? (process.env.NODE_NAME || hostname())
     const log = createLogger({base: {component: 'agent', node: nodeName}, format: observe.logFormat, level: observe.logLevel})
 
+    const fileClasses = await loadClassFiles(flags['class-file'] ?? [])
     const {client} = await openCluster({context: flags.context, kubeconfig: flags.kubeconfig}, {burst: 20, qps: 50})
-    const found = await nodeClasses({classFiles: flags['class-file'] ?? [], client, nodeName, signal: this.signal})
-    for (const warning of found.warnings) log.warn({}, warning)
-    if (found.applicable.length === 0) throw new UsageError(`no DeviceClass applies to node ${nodeName}: create one (kubectl apply) or give --class-file`)
 
     const registry = new Registry()
+    const metrics = createAgentMetrics(registry)
     const containerd = new ContainerdClient({address: flags['containerd-address'], namespace: flags['containerd-namespace']})
+    const classStore = new ClassStore({
+      client, fileClasses, logger: log, nodeName, onPersistError: () => metrics.errors.inc({kind: 'state'}), stateDir: flags['state-dir'],
+    })
     const agent = new NodeAgent({
-      cdiDir: flags.cdi ? flags['cdi-dir'] : undefined, classes: found.applicable, client, containerd, logger: log, maxWaitMs, nodeName,
+      cdiDir: flags.cdi ? flags['cdi-dir'] : undefined, classStore, client, containerd, logger: log, maxWaitMs, metrics, nodeName,
       pluginDir: flags['plugin-dir'], podResourcesSocket: flags['pod-resources-socket'], quietMs, registry, workers: flags.workers,
     })
     const health = new HealthServer({port: observe.metricsPort, readiness: () => agent.status(), registry})
     if (observe.metricsPort > 0) await health.start()
-    log.info({classes: found.applicable.map((c) => c.metadata.name), containerd: flags['containerd-address'], metricsPort: observe.metricsPort}, 'devices agent starting')
+    log.info({containerd: flags['containerd-address'], metricsPort: observe.metricsPort, stateDir: flags['state-dir']}, 'devices agent starting')
     await agent.start(this.signal)
     await untilAborted(this.signal)
     log.info({reason: this.signal.reason instanceof Error ? this.signal.reason.message : String(this.signal.reason)}, 'shutting down; granted access stays')

@@ -17,16 +17,18 @@ import {allocatedDevices, listPodResources} from '../plugins/pod-resources.js'
 import type {ContainerdClient, RuntimeContainer} from '../runtime/containerd-client.js'
 import {deviceControlOf} from '../runtime/device-cgroup.js'
 import {applyAccess, currentAccess} from './access-applier.js'
-import {createAgentMetrics, type AgentMetrics} from './agent-metrics.js'
+import type {AgentMetrics} from './agent-metrics.js'
 import {containerRequests, diffAccess, podCodec, wantedAccess, type ContainerRequest, type NodePod} from './container-access.js'
 import {EventBatcher} from './event-batcher.js'
-import {nodeClassStatus, StatusWriter, type NodeClassStatus} from './status-writer.js'
+import {type ClassProblem, type ClassStore, type ClassView} from './class-store.js'
+import {nodeClassStatus, StatusWriter, type ClassReport, type NodeClassStatus} from './status-writer.js'
 
 export interface NodeAgentOptions {
   readonly nodeName: string
   readonly client: KubeClient
   readonly containerd: ContainerdClient
-  readonly classes: readonly DeviceClass[]
+  /** The node's classes, followed live (not started yet: start() starts it). */
+  readonly classStore: ClassStore
   readonly pluginDir: string
   readonly podResourcesSocket: string
   readonly cdiDir?: string
@@ -35,6 +37,7 @@ export interface NodeAgentOptions {
   readonly workers: number
   readonly logger: Logger
   readonly registry: Registry
+  readonly metrics: AgentMetrics
 }
 
 const podsResource = {group: '', namespaced: true, plural: 'pods', version: 'v1'}
@@ -56,7 +59,10 @@ export class NodeAgent {
   readonly #watcher: DeviceWatcher
   readonly #batcher: EventBatcher<string>
   readonly #pods: Informer<NodePod>
-  readonly #classes: Map<string, DeviceClass>
+  #classes = new Map<string, DeviceClass>()
+  #invalid: readonly ClassProblem[] = []
+  /** Every device present now, in a class or not: a class change places them all again. */
+  readonly #present = new Map<string, Device>()
   /** Every class device seen since start, present or not: a rule naming one of them is ours to manage. */
   readonly #known = new Map<string, Device>()
   readonly #unsupported = new Set<string>()
@@ -73,11 +79,10 @@ export class NodeAgent {
 
   constructor(readonly options: NodeAgentOptions) {
     this.#log = options.logger
-    this.#metrics = createAgentMetrics(options.registry)
-    this.#classes = new Map(options.classes.map((c) => [c.metadata.name, c]))
+    this.#metrics = options.metrics
     this.#status = new StatusWriter(options.client, options.nodeName)
     this.#plugins = new PluginSet({
-      cdiDir: options.cdiDir, classes: options.classes, logger: options.logger, metrics: createPluginMetrics(options.registry),
+      cdiDir: options.cdiDir, classes: [], logger: options.logger, metrics: createPluginMetrics(options.registry),
       pluginDir: options.pluginDir, readAttribute: this.#scanner.readAttribute,
     })
     this.#batcher = new EventBatcher<string>({
@@ -110,12 +115,24 @@ export class NodeAgent {
     return this.#plugins.status()
   }
 
+  /**
+   * Classes first (from the cluster, or persisted when it does not answer), then devices, the plugins, pods
+   * and containerd. The pod list may come later (the API server away at start): no container is changed
+   * before it is there, since an empty list would read as "nobody asks for anything".
+   */
   async start(signal: AbortSignal): Promise<void> {
+    const store = this.options.classStore
+    store.onChange((view) => {
+      this.#setClasses(view)
+      this.#batcher.add('classes changed')
+    })
+    await store.start(signal)
+    this.#setClasses(store.view)
     await this.#watcher.start(signal, (devices) => {
       for (const device of devices) this.#deviceEvent('add', device)
     })
     await this.#plugins.start()
-    await this.#pods.start(signal)
+    this.#pods.start(signal).catch(() => {}) // rejects only when stopped before the first list
     this.#containerdLoop = this.#followContainerd(signal)
     this.#batcher.add('start')
   }
@@ -127,6 +144,7 @@ export class NodeAgent {
     this.#unsubscribe?.()
     this.#endSubscription?.()
     await this.#watcher.stop()
+    await this.options.classStore.stop()
     await this.#pods.stop()
     await this.#batcher.stop()
     await this.#plugins.stop()
@@ -161,7 +179,22 @@ export class NodeAgent {
   }
 
   #deviceEvent(action: string, device: Device): void {
+    if (action === 'remove') this.#present.delete(device.id)
+    else this.#present.set(device.id, device)
     if (this.#plugins.deviceEvent(action, device).size > 0) this.#known.set(device.id, device)
+  }
+
+  #setClasses(view: ClassView): void {
+    const before = [...this.#classes.keys()].join(',')
+    this.#classes = new Map(view.applicable.map((c) => [c.metadata.name, c]))
+    this.#invalid = view.invalid
+    this.#metrics.invalidClasses.set(view.invalid.length)
+    this.#plugins.setClasses(view.applicable, this.#present.values())
+    for (const devices of this.#plugins.members().values()) for (const device of devices) this.#known.set(device.id, device)
+    const now = [...this.#classes.keys()].join(',')
+    if (now === before) return
+    if (this.#classes.size === 0) this.#log.warn({}, `no DeviceClass applies to node ${this.options.nodeName}; waiting for one (kubectl apply, or --class-file)`)
+    else this.#log.info({classes: [...this.#classes.keys()]}, 'classes of this node')
   }
 
   /** containerd's event stream, subscribed again with back-off whenever it ends; every (re)connect is a full reconcile. */
@@ -175,6 +208,12 @@ export class NodeAgent {
           const execExit = event.topic === '/tasks/exit' && event.payload?.id !== event.payload?.container_id
           if (!execExit && /^\/(tasks\/(start|exit|delete)|containers\/(create|update|delete))$/.test(event.topic)) this.#batcher.add(event.topic)
         }, resolve).then((unsubscribe) => {
+          // Stopped while subscribing: an open stream would keep the process alive.
+          if (this.#stopped) {
+            unsubscribe()
+            resolve(new Error('agent stopped'))
+            return
+          }
           this.#unsubscribe = unsubscribe
           failures = 0
           this.#setContainerd(true)
@@ -201,6 +240,7 @@ export class NodeAgent {
 
   /** One batch: every running container of a pod that asks for classes gets exactly its wanted access. */
   async #reconcile(events: string[]): Promise<void> {
+    if (!this.#pods.synced) return // the first list starts a batch of its own
     const started = performance.now()
     this.#metrics.batchSize.observe(events.length)
     const requests = new Map<string, ContainerRequest>()
@@ -244,18 +284,42 @@ export class NodeAgent {
       }
     }
     await Promise.all(Array.from({length: Math.max(1, this.options.workers)}, worker))
-    const entries = new Map<string, NodeClassStatus>()
-    for (const [name, deviceClass] of this.#classes) {
-      this.#metrics.classContainers.set({class: name}, holding.get(name)?.length ?? 0)
-      this.#metrics.classDevices.set({class: name}, members.get(name)?.length ?? 0)
-      entries.set(name, nodeClassStatus(this.options.nodeName, members.get(name) ?? [], holding.get(name) ?? [], deviceClass.metadata.generation))
-    }
-    await this.#writeStatus(entries)
+    this.#setClassMetrics(members, holding)
+    await this.#writeStatus(this.#reports(members, holding))
     this.#metrics.batchSeconds.observe((performance.now() - started) / 1000)
   }
 
-  /** The node's status entries; failures are logged once per change and retried with the next batch. */
-  async #writeStatus(entries: ReadonlyMap<string, NodeClassStatus>): Promise<void> {
+  #setClassMetrics(members: ReadonlyMap<string, Device[]>, holding: ReadonlyMap<string, unknown[]>): void {
+    this.#metrics.classContainers.reset()
+    this.#metrics.classDevices.reset()
+    for (const name of this.#classes.keys()) {
+      this.#metrics.classContainers.set({class: name}, holding.get(name)?.length ?? 0)
+      this.#metrics.classDevices.set({class: name}, members.get(name)?.length ?? 0)
+    }
+  }
+
+  /**
+   * Per class: the node's entry when the class applies here, and whether its spec is valid. A class whose
+   * new spec is invalid keeps its entry at the generation still in use, and says so.
+   */
+  #reports(members: ReadonlyMap<string, Device[]>, holding: ReadonlyMap<string, NodeClassStatus['containers'][number][]>): Map<string, ClassReport> {
+    const reports = new Map<string, ClassReport>()
+    for (const [name, deviceClass] of this.#classes) {
+      const generation = deviceClass.metadata.generation
+      reports.set(name, {
+        condition: {generation, message: `the spec is valid and in use on node ${this.options.nodeName}`, valid: true},
+        entry: nodeClassStatus(this.options.nodeName, members.get(name) ?? [], holding.get(name) ?? [], generation),
+      })
+    }
+    for (const problem of this.#invalid) {
+      const using = problem.using === undefined ? 'the class is not served' : `generation ${problem.using}, the last valid one, stays in use`
+      reports.set(problem.name, {...reports.get(problem.name), condition: {generation: problem.generation, message: `invalid spec: ${problem.message}; ${using}`, valid: false}})
+    }
+    return reports
+  }
+
+  /** What the node reports; failures are logged once per change and retried with the next batch. */
+  async #writeStatus(entries: ReadonlyMap<string, ClassReport>): Promise<void> {
     try {
       await this.#status.write(entries)
       if (!this.#statusOk) this.#log.info({}, 'DeviceClass status written again')

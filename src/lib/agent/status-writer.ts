@@ -20,37 +20,60 @@ export function nodeClassStatus(node: string, devices: readonly Device[], contai
   }
 }
 
+/** The class-wide condition `Valid`: whether the spec could be used, as this node's agent saw it. */
+export interface ValidCondition {
+  readonly valid: boolean
+  readonly message: string
+  readonly generation?: number
+}
+
+/** What this node says about one class: its own entry (when the class applies to it) and the Valid condition. */
+export interface ClassReport {
+  readonly entry?: NodeClassStatus
+  readonly condition?: ValidCondition
+}
+
 /**
- * Writes the node's entry of each class's status with server-side apply, one field manager per node
- * (`nfdctl-agent-<node>`): status.nodes is a list-map keyed by node, so agents on other nodes keep theirs.
- * An entry is written only when it changed since the last write that succeeded.
+ * Writes what the node says about each class with server-side apply, one field manager per node
+ * (`nfdctl-agent-<node>`): status.nodes is a list-map keyed by node, so agents on other nodes keep their
+ * entries, and conditions a list-map keyed by type, which agents that agree own together. A report is
+ * written only when it changed since the last write that succeeded; a class reported before and not now
+ * gets an empty apply, which takes back what this node had written there.
  */
 export class StatusWriter {
   readonly #written = new Map<string, string>()
+  /** When each class's Valid condition last changed its status, as this agent saw it. */
+  readonly #transitions = new Map<string, {valid: boolean; at: string}>()
 
   constructor(
     private readonly client: KubeClient,
     readonly node: string,
   ) {}
 
-  /** Returns the classes whose entry was written now. */
-  async write(entries: ReadonlyMap<string, NodeClassStatus>, signal?: AbortSignal): Promise<string[]> {
+  /** Returns the classes whose report was written now. */
+  async write(reports: ReadonlyMap<string, ClassReport>, signal?: AbortSignal): Promise<string[]> {
     const written: string[] = []
-    for (const [name, entry] of entries) {
-      const key = JSON.stringify(entry)
+    const gone = [...this.#written.keys()].filter((name) => !reports.has(name))
+    for (const [name, report] of [...reports, ...gone.map((name): [string, ClassReport] => [name, {}])]) {
+      const key = JSON.stringify(report)
       if (this.#written.get(name) === key) continue
+      const now = timestamp()
+      const status: Record<string, unknown> = {}
+      if (report.entry !== undefined) status.nodes = [{...report.entry, lastUpdateTime: now}]
+      if (report.condition !== undefined) status.conditions = [this.#conditionOf(name, report.condition, now)]
       try {
         await this.client.request('PATCH', `${deviceClassesPath}/${encodeURIComponent(name)}/status`, {
-        body: {apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', metadata: {name}, status: {nodes: [{...entry, lastUpdateTime: new Date().toISOString().replace(/\.\d+Z$/, 'Z')}]}},
-        contentType: 'application/apply-patch+yaml',
-        query: {fieldManager: `nfdctl-agent-${this.node}`, force: true},
-        signal,
+          body: {apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', metadata: {name}, status},
+          contentType: 'application/apply-patch+yaml',
+          query: {fieldManager: `nfdctl-agent-${this.node}`, force: true},
+          signal,
         })
       } catch (error) {
-        // A class from a --class-file that the cluster does not have: nothing to write to.
+        // A class from a --class-file that the cluster does not have, or one just deleted: nothing to write to.
         if (!isStatus(error, 'NotFound')) throw error
       }
-      this.#written.set(name, key)
+      if (reports.has(name)) this.#written.set(name, key)
+      else this.#written.delete(name)
       written.push(name)
     }
     return written
@@ -58,6 +81,19 @@ export class StatusWriter {
 
   /** Forgets what was written, so that everything is written again (after the API server was away). */
   reset(): void {
-    this.#written.clear()
+    for (const name of this.#written.keys()) this.#written.set(name, '')
   }
+
+  #conditionOf(name: string, condition: ValidCondition, now: string): object {
+    let transition = this.#transitions.get(name)
+    if (transition?.valid !== condition.valid) this.#transitions.set(name, (transition = {at: now, valid: condition.valid}))
+    return {
+      lastTransitionTime: transition.at, message: condition.message, observedGeneration: condition.generation,
+      reason: condition.valid ? 'SpecValid' : 'InvalidSpec', status: condition.valid ? 'True' : 'False', type: 'Valid',
+    }
+  }
+}
+
+function timestamp(): string {
+  return new Date().toISOString().replace(/\.\d+Z$/, 'Z')
 }

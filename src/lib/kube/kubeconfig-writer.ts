@@ -1,12 +1,13 @@
-import {readFile, rename, stat, writeFile} from 'node:fs/promises'
+import {readFile, stat} from 'node:fs/promises'
 import {isMap, isSeq, parseDocument} from 'yaml'
 
 import {ConfigError, errorMessage} from '../errors.js'
+import {writeFileAtomic} from '../sys/atomic-write.js'
 
 /**
  * Sets keys of one user's `auth-provider.config` in the kubeconfig file that defines the user, as client-go's
  * persister does after an OIDC refresh. Only those keys change: comments and the rest of the file are kept
- * (kubectl re-serializes the whole file). Written to a temporary file and renamed, with the file's mode.
+ * (kubectl re-serializes the whole file). Replaced atomically, with the file's mode.
  */
 export async function writeAuthProviderConfig(file: string, userName: string, values: Readonly<Record<string, string>>): Promise<void> {
   const where = `kubeconfig ${file}`
@@ -17,10 +18,8 @@ export async function writeAuthProviderConfig(file: string, userName: string, va
     if (!isMap(user)) throw new Error(`it has no user "${userName}" any more`)
     for (const [key, value] of Object.entries(values)) user.setIn(['user', 'auth-provider', 'config', key], value)
     const {mode} = await stat(file)
-    const temporary = `${file}.nfdctl-${process.pid}.tmp`
     // kubectl's own layout: sequences not indented, flow maps without padding; the rest of the file is kept.
-    await writeFile(temporary, doc.toString({flowCollectionPadding: false, indentSeq: false, lineWidth: 0}), {mode: mode & 0o777})
-    await rename(temporary, file)
+    await writeFileAtomic(file, doc.toString({flowCollectionPadding: false, indentSeq: false, lineWidth: 0}), mode & 0o777)
   } catch (error) {
     throw new ConfigError(`${where}: cannot write the refreshed oidc tokens of user "${userName}": ${errorMessage(error)}`, {cause: error})
   }

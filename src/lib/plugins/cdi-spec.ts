@@ -1,8 +1,8 @@
-import {randomBytes} from 'node:crypto'
-import {mkdir, rename, rm, writeFile} from 'node:fs/promises'
+import {mkdir, rm} from 'node:fs/promises'
 import {join} from 'node:path'
 
 import type {Device} from '../devices/types.js'
+import {writeFileAtomic} from '../sys/atomic-write.js'
 import {resourceDomain} from './class-allocation.js'
 
 /** hostPath on device nodes needs CDI 0.5.0; nothing newer is used, so older runtimes read the files too. */
@@ -42,8 +42,8 @@ export function cdiSpecOf(className: string, devices: ReadonlyArray<readonly [st
 }
 
 /**
- * Writes the spec atomically (a temporary file in the same directory, then rename), so a runtime reading the
- * directory never sees half a file. A spec without devices is invalid per CDI: the file is removed instead.
+ * Writes the spec atomically, so a runtime reading the directory never sees half a file. A spec without
+ * devices is invalid per CDI: the file is removed instead.
  */
 export async function writeCdiSpec(cdiDir: string, spec: CdiSpec): Promise<void> {
   const file = cdiFileOf(cdiDir, spec.kind.slice(resourceDomain.length + 1))
@@ -52,8 +52,5 @@ export async function writeCdiSpec(cdiDir: string, spec: CdiSpec): Promise<void>
     return
   }
   await mkdir(cdiDir, {recursive: true})
-  // The temporary name does not end in .json: CDI registries only load *.json and *.yaml.
-  const temporary = `${file}.${randomBytes(4).toString('hex')}.tmp`
-  await writeFile(temporary, JSON.stringify(spec, null, 2) + '\n', {mode: 0o644})
-  await rename(temporary, file)
+  await writeFileAtomic(file, JSON.stringify(spec, null, 2) + '\n')
 }

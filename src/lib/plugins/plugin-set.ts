@@ -38,6 +38,8 @@ interface ClassPlugin {
   retry?: NodeJS.Timeout
   retryMs: number
   cdi: Promise<void>
+  /** Its class went away or changed: it never serves or registers again. */
+  retired?: boolean
 }
 
 /**
@@ -48,26 +50,25 @@ interface ClassPlugin {
  * with back-off, and logged once per change of state.
  */
 export class PluginSet {
-  readonly #plugins: ClassPlugin[]
-  readonly #memory: ClassMemory
+  readonly #plugins = new Map<string, ClassPlugin>()
+  #memory: ClassMemory
   /** The devices of each class now, by device id (major:minor). */
   readonly #members = new Map<string, Map<string, Device>>()
+  /** Plugins of classes that went away, being shut down. */
+  readonly #retiring = new Set<Promise<void>>()
   readonly #log: Logger
   #watcher: FSWatcher | undefined
+  #started = false
   #stopped = false
 
   constructor(readonly options: PluginSetOptions) {
     this.#log = options.logger
     this.#memory = new ClassMemory(new DeviceMatcher(options.classes), options.readAttribute)
-    this.#plugins = options.classes.map((deviceClass) => {
-      const allocation = new ClassAllocation(deviceClass, options.cdiDir !== undefined)
-      const socket = join(options.pluginDir, `nfdctl-${deviceClass.metadata.name}.sock`)
-      return {allocation, cdi: Promise.resolve(), queue: Promise.resolve(), retryMs: 0, server: new ClassPluginServer(allocation, socket, options.metrics, this.#log.child({class: deviceClass.metadata.name})), state: 'serving'}
-    })
+    for (const deviceClass of options.classes) this.#plugins.set(deviceClass.metadata.name, this.#pluginOf(deviceClass))
   }
 
   get classNames(): string[] {
-    return this.#plugins.map((p) => p.allocation.name)
+    return [...this.#plugins.keys()]
   }
 
   /**
@@ -81,7 +82,37 @@ export class PluginSet {
     this.#watcher.on('error', (error) => {
       this.#log.error({err: errorMessage(error), pluginDir: this.options.pluginDir}, 'cannot watch the plugin directory; kubelet restarts are noticed on the retry timer only')
     })
-    for (const plugin of this.#plugins) await this.#check(plugin)
+    this.#started = true
+    for (const plugin of this.#plugins.values()) await this.#check(plugin)
+  }
+
+  /**
+   * The node's classes changed (the agent follows the cluster's): a class that is new gets a plugin that
+   * serves and registers; one that is gone, or whose spec changed, has its plugin shut down (its socket
+   * removed, which kubelet notices) and, when changed, a new one. Every present device is placed again, and
+   * the lists that changed go to kubelet.
+   */
+  setClasses(classes: readonly DeviceClass[], present: Iterable<Device>): void {
+    const next = new Map(classes.map((c) => [c.metadata.name, c]))
+    for (const [name, plugin] of this.#plugins) {
+      const wanted = next.get(name)
+      if (wanted !== undefined && JSON.stringify(wanted.spec) === JSON.stringify(plugin.allocation.deviceClass.spec)) continue
+      this.#plugins.delete(name)
+      this.#members.delete(name)
+      this.#retire(plugin)
+    }
+    const added: ClassPlugin[] = []
+    for (const deviceClass of classes) {
+      if (this.#plugins.has(deviceClass.metadata.name)) continue
+      const plugin = this.#pluginOf(deviceClass)
+      this.#plugins.set(deviceClass.metadata.name, plugin)
+      added.push(plugin)
+    }
+    this.#memory = new ClassMemory(new DeviceMatcher(classes), this.options.readAttribute)
+    this.#members.clear()
+    for (const device of present) this.#place('add', device)
+    this.#publish(new Set(this.classNames), true)
+    if (this.#started && !this.#stopped) for (const plugin of added) void this.#check(plugin)
   }
 
   /**
@@ -101,7 +132,7 @@ export class PluginSet {
 
   /** Ready when every class is registered with the running kubelet. */
   status(): {ready: boolean; reason: string} {
-    const waiting = this.#plugins.filter((p) => p.state !== 'registered')
+    const waiting = [...this.#plugins.values()].filter((p) => p.state !== 'registered')
     if (waiting.length === 0) return {ready: true, reason: `registered: ${this.classNames.join(', ')}`}
     return {ready: false, reason: waiting.map((p) => `${p.allocation.name}: ${p.state}`).join('; ')}
   }
@@ -110,13 +141,41 @@ export class PluginSet {
   async stop(): Promise<void> {
     this.#stopped = true
     this.#watcher?.close()
-    for (const plugin of this.#plugins) {
-      clearTimeout(plugin.retry)
-      await plugin.queue
-      await plugin.cdi
-      await plugin.server.close()
-      this.options.metrics.registered.set({class: plugin.allocation.name}, 0)
-    }
+    for (const plugin of this.#plugins.values()) await this.#shutDown(plugin)
+    await Promise.all(this.#retiring)
+  }
+
+  #pluginOf(deviceClass: DeviceClass): ClassPlugin {
+    const allocation = new ClassAllocation(deviceClass, this.options.cdiDir !== undefined)
+    const socket = join(this.options.pluginDir, `nfdctl-${deviceClass.metadata.name}.sock`)
+    const server = new ClassPluginServer(allocation, socket, this.options.metrics, this.#log.child({class: deviceClass.metadata.name}))
+    return {allocation, cdi: Promise.resolve(), queue: Promise.resolve(), retryMs: 0, server, state: 'serving'}
+  }
+
+  async #shutDown(plugin: ClassPlugin): Promise<void> {
+    clearTimeout(plugin.retry)
+    await plugin.queue
+    await plugin.cdi
+    await plugin.server.close()
+    // A class changed has a new plugin under the same name, with its own figures.
+    if (this.#plugins.get(plugin.allocation.name) === plugin) this.options.metrics.registered.set({class: plugin.allocation.name}, 0)
+  }
+
+  /** A class that went away: its plugin stops serving, and its CDI spec goes (no devices left in it). */
+  #retire(plugin: ClassPlugin): void {
+    plugin.retired = true
+    this.#log.info({class: plugin.allocation.name}, `device plugin ${plugin.allocation.name}: class changed or gone; shutting its plugin down`)
+    const name = plugin.allocation.name
+    const done = this.#shutDown(plugin).then(() => {
+      if (this.#plugins.has(name)) return
+      const {metrics} = this.options
+      metrics.registered.remove({class: name})
+      for (const health of [healthy, unhealthy]) metrics.devices.remove({class: name, health})
+      plugin.allocation.setDevices([])
+      this.#writeCdi(plugin)
+      return plugin.cdi
+    }).finally(() => this.#retiring.delete(done))
+    this.#retiring.add(done)
   }
 
   /** Puts the device in the classes it matches now (out of all of them when removed); returns the classes touched. */
@@ -135,7 +194,7 @@ export class PluginSet {
 
   /** Sends the lists that changed to kubelet, and rewrites those classes' CDI specs (all of them at start). */
   #publish(classes: ReadonlySet<string>, everything = false): void {
-    for (const plugin of this.#plugins) {
+    for (const plugin of this.#plugins.values()) {
       const name = plugin.allocation.name
       if (!classes.has(name)) continue
       const changed = plugin.allocation.setDevices([...(this.#members.get(name)?.values() ?? [])])
@@ -160,13 +219,13 @@ export class PluginSet {
   }
 
   #checkAll(): void {
-    for (const plugin of this.#plugins) void this.#check(plugin)
+    for (const plugin of this.#plugins.values()) void this.#check(plugin)
   }
 
   /** Serialised per class: serve again when our socket is gone, register when the running kubelet does not know us. */
   #check(plugin: ClassPlugin): Promise<void> {
     plugin.queue = plugin.queue.then(async () => {
-      if (this.#stopped) return
+      if (this.#stopped || plugin.retired === true) return
       const name = plugin.allocation.name
       if (!(await plugin.server.isServing())) {
         try {

@@ -1,0 +1,263 @@
+import {mkdir, readFile} from 'node:fs/promises'
+import {join} from 'node:path'
+import {setTimeout as sleep} from 'node:timers/promises'
+
+import {classesForNode} from '../devices/device-matcher.js'
+import type {DeviceClass} from '../devices/types.js'
+import {validateDeviceClass} from '../devices/validate-device-class.js'
+import {errorMessage} from '../errors.js'
+import {Informer, MetadataInformer} from '../kube/informer.js'
+import type {KubeClient} from '../kube/kube-client.js'
+import type {ObjectCodec} from '../kube/metadata-list.js'
+import {nodesResource, type ObjectMeta} from '../kube/resource.js'
+import type {Logger} from '../observe/logger.js'
+import {writeFileAtomic} from '../sys/atomic-write.js'
+
+/** A cluster class whose spec the agent cannot use. */
+export interface ClassProblem {
+  readonly name: string
+  readonly generation?: number
+  readonly message: string
+  /** The generation of the last valid spec, which the node keeps using; undefined: the class is not served. */
+  readonly using?: number
+}
+
+/** The classes a node works with, and the ones it reports as invalid. */
+export interface ClassView {
+  /** Valid classes (or their last valid spec) whose nodeSelector selects the node. */
+  readonly applicable: readonly DeviceClass[]
+  readonly invalid: readonly ClassProblem[]
+}
+
+export interface ClassViewInput {
+  /** From --class-file: already valid. */
+  readonly fileClasses: readonly DeviceClass[]
+  /** The cluster's DeviceClass objects as listed (no apiVersion or kind on list items). */
+  readonly clusterItems: Iterable<unknown>
+  /** The last valid spec of each cluster class, from earlier views. */
+  readonly lastValid: ReadonlyMap<string, DeviceClass>
+  readonly nodeLabels: Readonly<Record<string, string>>
+}
+
+/**
+ * Pure: validates the cluster's classes and picks the node's. A class whose new spec is invalid keeps its
+ * last valid one, so that a typo in an edit does not take devices away from running containers; the
+ * problem is reported either way. A class that is gone from the cluster is gone (its access is withdrawn).
+ */
+export function classView(input: ClassViewInput): {view: ClassView; lastValid: Map<string, DeviceClass>} {
+  const lastValid = new Map<string, DeviceClass>()
+  const invalid: ClassProblem[] = []
+  for (const item of input.clusterItems) {
+    const result = validateDeviceClass({apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', ...(item as object)})
+    const metadata = (item as {metadata?: {name?: string; generation?: number}}).metadata
+    const name = metadata?.name ?? '<unnamed>'
+    if (result.ok) {
+      lastValid.set(name, result.deviceClass)
+      continue
+    }
+    const previous = input.lastValid.get(name)
+    if (previous !== undefined) lastValid.set(name, previous)
+    invalid.push({
+      generation: metadata?.generation, message: result.issues.map((i) => `${i.path}: ${i.message}`).join('; '), name,
+      using: previous?.metadata.generation,
+    })
+  }
+  return {lastValid, view: {applicable: nodeClassesOf(input.fileClasses, lastValid, input.nodeLabels), invalid: invalid.sort((a, b) => a.name.localeCompare(b.name))}}
+}
+
+/** The classes whose nodeSelector selects the node; a cluster class takes the place of a class file's of the same name. */
+function nodeClassesOf(fileClasses: readonly DeviceClass[], cluster: ReadonlyMap<string, DeviceClass>, nodeLabels: Readonly<Record<string, string>>): DeviceClass[] {
+  return classesForNode([...fileClasses.filter((c) => !cluster.has(c.metadata.name)), ...cluster.values()], nodeLabels)
+}
+
+/** What `--state-dir` keeps: enough to serve the node's classes when the API server is away at start. */
+interface ClassState {
+  readonly version: 1
+  readonly node: string
+  readonly savedAt: string
+  readonly nodeLabels: Record<string, string>
+  readonly classes: DeviceClass[]
+}
+
+export interface ClassStoreOptions {
+  readonly client: KubeClient
+  readonly nodeName: string
+  readonly stateDir: string
+  readonly fileClasses: readonly DeviceClass[]
+  readonly logger: Logger
+  /** How long start() waits for the API server before it uses the persisted classes (default 3 s). */
+  readonly startGraceMs?: number
+  /** A persisting failure, for the caller's metrics. */
+  readonly onPersistError?: (error: unknown) => void
+}
+
+const deviceClassesResource = {group: 'devices.nfdctl.io', namespaced: false, plural: 'deviceclasses', version: 'v1alpha1'}
+
+/** What is kept of a listed or watched DeviceClass: what validation and the status need, without managedFields or status. */
+const deviceClassCodec: ObjectCodec<{metadata: ObjectMeta & {generation?: number}; spec?: unknown}> = {
+  listAccept: 'application/json',
+  metaOf: (item) => item.metadata,
+  toItem: (raw) => {
+    const {metadata, spec} = raw as {metadata?: ObjectMeta & {generation?: number}; spec?: unknown}
+    if (metadata === undefined) return undefined
+    return {metadata: {generation: metadata.generation, name: metadata.name, resourceVersion: metadata.resourceVersion, uid: metadata.uid}, spec}
+  },
+  watchAccept: 'application/json',
+}
+
+/**
+ * The agent's DeviceClasses: the cluster's, followed live (an informer on the classes and one on the
+ * node's own labels, for nodeSelectors), plus the class files. Every change of what the node uses is
+ * persisted atomically under --state-dir; when the API server cannot be reached at start, the persisted
+ * classes are used and the store catches up once it answers.
+ */
+export class ClassStore {
+  readonly #classes: Informer<{metadata: ObjectMeta & {generation?: number}; spec?: unknown}>
+  readonly #node: MetadataInformer
+  readonly #log: Logger
+  readonly #file: string
+  #lastValid = new Map<string, DeviceClass>()
+  #labels: Record<string, string> = {}
+  #view: ClassView = {applicable: [], invalid: []}
+  #viewKey = ''
+  #synced = false
+  #nodeMissing = false
+  #persisting: Promise<void> = Promise.resolve()
+  #listener: ((view: ClassView) => void) | undefined
+
+  constructor(readonly options: ClassStoreOptions) {
+    this.#log = options.logger
+    this.#file = join(options.stateDir, 'classes.json')
+    const onChanged = (): void => this.#refresh()
+    this.#classes = new Informer({
+      client: options.client, logger: options.logger, onChanged, onDeleted: onChanged, pageSize: 500, resource: deviceClassesResource,
+    }, deviceClassCodec)
+    this.#node = new MetadataInformer({
+      client: options.client, fieldSelector: `metadata.name=${options.nodeName}`, logger: options.logger, onChanged, onDeleted: onChanged,
+      pageSize: 0, resource: nodesResource,
+    })
+  }
+
+  get view(): ClassView {
+    return this.#view
+  }
+
+  /** True once the cluster's classes and the node's labels have been read. */
+  get synced(): boolean {
+    return this.#synced
+  }
+
+  /** Called after every change of the view (not for the first one, which start() returns). */
+  onChange(listener: (view: ClassView) => void): void {
+    this.#listener = listener
+  }
+
+  /**
+   * Reads the cluster's classes; when the API server has not answered within the grace period and classes
+   * were persisted, those are used (and the cluster's taken over when it answers). Without either it waits.
+   */
+  async start(signal: AbortSignal): Promise<{source: 'cluster' | 'state-dir'; view: ClassView}> {
+    const synced = Promise.all([this.#classes.start(signal), this.#node.start(signal)]).then(() => true)
+    synced.catch(() => {}) // aborted: start() reports it below, or the agent is stopping
+    const grace = sleep(this.options.startGraceMs ?? 3000, false, {signal}).catch(() => false)
+    if (await Promise.race([synced, grace])) return {source: 'cluster', view: this.#takeCluster()}
+    const persisted = await this.#readState()
+    if (persisted === undefined) {
+      this.#log.warn({stateDir: this.options.stateDir}, 'the API server does not answer and no classes are persisted yet; waiting for it')
+      await synced
+      return {source: 'cluster', view: this.#takeCluster()}
+    }
+    // The persisted classes are the last valid ones: a cluster that answers later starts from them.
+    this.#lastValid = new Map(persisted.classes.map((c) => [c.metadata.name, c]))
+    this.#labels = persisted.nodeLabels
+    this.#setView({applicable: nodeClassesOf(this.options.fileClasses, this.#lastValid, this.#labels), invalid: []})
+    this.#log.warn({classes: this.#view.applicable.map((c) => c.metadata.name), file: this.#file, savedAt: persisted.savedAt}, 'the API server does not answer; using the classes persisted under --state-dir until it does')
+    void synced.then(() => {
+      this.#log.info({}, 'the API server answers; following the cluster\'s classes')
+      this.#listener?.(this.#takeCluster())
+    }, () => {})
+    return {source: 'state-dir', view: this.#view}
+  }
+
+  async stop(): Promise<void> {
+    await Promise.all([this.#classes.stop(), this.#node.stop()])
+    await this.#persisting
+  }
+
+  #takeCluster(): ClassView {
+    this.#synced = true
+    this.#refresh(false)
+    return this.#view
+  }
+
+  /** Recomputes the view from the informers' caches; a change is persisted and reported. */
+  #refresh(notify = true): void {
+    if (!this.#synced) return
+    const node = this.#node.cache.get(this.options.nodeName)
+    if ((node === undefined) !== this.#nodeMissing) {
+      this.#nodeMissing = node === undefined
+      if (this.#nodeMissing) this.#log.warn({node: this.options.nodeName}, 'the Node is not in the cluster; nodeSelectors see no labels (set --node-name)')
+    }
+    this.#labels = {...node?.labels}
+    const {lastValid, view} = classView({clusterItems: this.#classes.cache.values(), fileClasses: this.options.fileClasses, lastValid: this.#lastValid, nodeLabels: this.#labels})
+    this.#lastValid = lastValid
+    const before = new Set(this.#view.invalid.map((p) => `${p.name}@${p.generation}`))
+    if (!this.#setView(view)) return
+    for (const problem of view.invalid) {
+      if (before.has(`${problem.name}@${problem.generation}`)) continue // reported already
+      this.#log.warn({class: problem.name, generation: problem.generation, problem: problem.message, using: problem.using}, problem.using === undefined ? 'DeviceClass is invalid and not served' : 'DeviceClass is invalid; its last valid spec stays in use')
+    }
+    this.#persist()
+    if (notify) this.#listener?.(view)
+  }
+
+  #setView(view: ClassView): boolean {
+    const key = keyOf(view)
+    if (key === this.#viewKey) return false
+    this.#view = view
+    this.#viewKey = key
+    return true
+  }
+
+  /** Serialised, so that the file always ends with the latest view. */
+  #persist(): void {
+    const state: ClassState = {classes: [...this.#lastValid.values()], node: this.options.nodeName, nodeLabels: this.#labels, savedAt: new Date().toISOString(), version: 1}
+    this.#persisting = this.#persisting.then(async () => {
+      await mkdir(this.options.stateDir, {mode: 0o700, recursive: true})
+      await writeFileAtomic(this.#file, JSON.stringify(state, null, 2) + '\n', 0o600)
+    }).catch((error: unknown) => {
+      this.options.onPersistError?.(error)
+      this.#log.error({err: errorMessage(error), file: this.#file}, 'cannot persist the DeviceClasses; a start without the API server would use older ones')
+    })
+  }
+
+  /** The persisted classes, each validated again; an unreadable file is reported and treated as absent. */
+  async #readState(): Promise<ClassState | undefined> {
+    let text: string
+    try {
+      text = await readFile(this.#file, 'utf8')
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') this.#log.warn({err: errorMessage(error), file: this.#file}, 'cannot read the persisted DeviceClasses')
+      return undefined
+    }
+    try {
+      const state = JSON.parse(text) as Partial<ClassState>
+      if (state.version !== 1 || !Array.isArray(state.classes)) throw new Error('not a version 1 class state')
+      if (state.node !== this.options.nodeName) throw new Error(`it was written for node ${state.node}, not ${this.options.nodeName}`)
+      const classes: DeviceClass[] = []
+      for (const item of state.classes) {
+        const result = validateDeviceClass(item)
+        if (result.ok) classes.push(result.deviceClass)
+        else this.#log.warn({class: (item as {metadata?: {name?: string}}).metadata?.name, file: this.#file}, 'a persisted DeviceClass is invalid; skipped')
+      }
+      return {...(state as ClassState), classes, nodeLabels: {...state.nodeLabels}}
+    } catch (error) {
+      this.#log.warn({err: errorMessage(error), file: this.#file}, 'the persisted DeviceClasses cannot be used; ignored')
+      return undefined
+    }
+  }
+}
+
+function keyOf(view: ClassView): string {
+  return JSON.stringify(view)
+}

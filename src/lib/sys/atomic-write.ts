@@ -1,0 +1,33 @@
+import {randomBytes} from 'node:crypto'
+import {open, rename, rm} from 'node:fs/promises'
+import {dirname} from 'node:path'
+
+/**
+ * Replaces `file` with `data` all at once: a temporary file in the same directory (so rename is atomic),
+ * flushed to disk before the rename and the directory after it, so that a crash or power loss leaves the
+ * old content or the new one, never half of either. The temporary name ends in `.tmp`, which the readers
+ * of directories of *.json or *.yaml files (CDI registries) skip.
+ */
+export async function writeFileAtomic(file: string, data: string, mode = 0o644): Promise<void> {
+  const temporary = `${file}.${randomBytes(4).toString('hex')}.tmp`
+  try {
+    const handle = await open(temporary, 'wx', mode)
+    try {
+      await handle.writeFile(data)
+      await handle.chmod(mode) // the umask does not get a say
+      await handle.sync()
+    } finally {
+      await handle.close()
+    }
+    await rename(temporary, file)
+  } catch (error) {
+    await rm(temporary, {force: true})
+    throw error
+  }
+  const directory = await open(dirname(file), 'r')
+  try {
+    await directory.sync()
+  } finally {
+    await directory.close()
+  }
+}
