@@ -1,8 +1,9 @@
 import {expect} from 'chai'
 import {execFile} from 'node:child_process'
-import {lstat, mkdir, mkdtemp, readFile, readlink, rm, stat, symlink, writeFile} from 'node:fs/promises'
+import {lstat, mkdir, mkdtemp, readdir, readFile, readlink, rm, stat, symlink, writeFile} from 'node:fs/promises'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
+import {setTimeout as sleep} from 'node:timers/promises'
 import {promisify} from 'node:util'
 
 import {ContainerdClient, type RuntimeEvent} from '../../src/lib/runtime/containerd-client.js'
@@ -74,6 +75,28 @@ describe('runtime: containerd, cgroup v1 device rules and device nodes on the re
       expect(ended).to.equal(undefined)
     } finally {
       unsubscribe()
+    }
+  })
+
+  it('subscribes on a quiet containerd too (its headers come only with a first event), and a closed client keeps no connection', async function () {
+    // A namespace where nothing happens: no event, so no headers, ever.
+    const quiet = new ContainerdClient({address: env.node.containerd.socket, namespace: 'nfdctl-quiet'})
+    const fds = async (): Promise<number> => (await readdir('/proc/self/fd')).length
+    const before = await fds()
+    const started = performance.now()
+    const unsubscribe = await Promise.race([quiet.subscribe(() => {}, () => {}), sleep(3000).then(() => undefined)])
+    expect(unsubscribe, 'subscribed within 3 s').to.be.a('function')
+    expect(performance.now() - started).to.be.below(1500)
+    unsubscribe!()
+    quiet.close()
+    await waitFor('the connection closed', async () => (await fds()) <= before, {timeoutMs: 5000})
+    // A socket nobody listens on fails the subscription rather than hanging it.
+    const absent = new ContainerdClient({address: join(tmpdir(), 'nfdctl-no-containerd.sock'), namespace: 'k8s.io', timeoutMs: 1000})
+    try {
+      const error = await absent.subscribe(() => {}, () => {}).then(() => undefined, (e: Error) => e)
+      expect(error?.message).to.match(/deadline|UNAVAILABLE|connect/i)
+    } finally {
+      absent.close()
     }
   })
 

@@ -118,6 +118,8 @@ export class ClassStore {
   readonly #file: string
   #lastValid = new Map<string, DeviceClass>()
   #labels: Record<string, string> = {}
+  /** The generation of each cluster class in the last view: an update that keeps it changes nothing. */
+  #generations = new Map<string, number | undefined>()
   #view: ClassView = {applicable: [], invalid: []}
   #viewKey = ''
   #synced = false
@@ -129,11 +131,19 @@ export class ClassStore {
     this.#log = options.logger
     this.#file = join(options.stateDir, 'classes.json')
     const onChanged = (): void => this.#refresh()
+    // Most updates change nothing here: status writes (the agents' own) keep a class's generation, and
+    // kubelet's heartbeats keep the Node's labels. Only the others make the view be computed again.
     this.#classes = new Informer({
-      client: options.client, logger: options.logger, onChanged, onDeleted: onChanged, pageSize: 500, resource: deviceClassesResource,
+      client: options.client, logger: options.logger, onDeleted: onChanged, pageSize: 500, resource: deviceClassesResource,
+      onChanged: (item) => {
+        if (item === undefined || this.#generations.get(item.metadata.name) !== item.metadata.generation) this.#refresh()
+      },
     }, deviceClassCodec)
     this.#node = new MetadataInformer({
-      client: options.client, fieldSelector: `metadata.name=${options.nodeName}`, logger: options.logger, onChanged, onDeleted: onChanged,
+      client: options.client, fieldSelector: `metadata.name=${options.nodeName}`, logger: options.logger, onDeleted: onChanged,
+      onChanged: (node) => {
+        if (node === undefined || JSON.stringify(node.labels ?? {}) !== JSON.stringify(this.#labels)) this.#refresh()
+      },
       pageSize: 0, resource: nodesResource,
     })
   }
@@ -199,7 +209,9 @@ export class ClassStore {
       if (this.#nodeMissing) this.#log.warn({node: this.options.nodeName}, 'the Node is not in the cluster; nodeSelectors see no labels (set --node-name)')
     }
     this.#labels = {...node?.labels}
-    const {lastValid, view} = classView({clusterItems: this.#classes.cache.values(), fileClasses: this.options.fileClasses, lastValid: this.#lastValid, nodeLabels: this.#labels})
+    const items = [...this.#classes.cache.values()]
+    this.#generations = new Map(items.map((c) => [c.metadata.name, c.metadata.generation]))
+    const {lastValid, view} = classView({clusterItems: items, fileClasses: this.options.fileClasses, lastValid: this.#lastValid, nodeLabels: this.#labels})
     this.#lastValid = lastValid
     const before = new Set(this.#view.invalid.map((p) => `${p.name}@${p.generation}`))
     if (!this.#setView(view)) return

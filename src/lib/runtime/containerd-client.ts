@@ -83,6 +83,7 @@ export interface ContainerdClientOptions {
 export class ContainerdClient {
   #api: Loaded | undefined
   #clients: grpc.Client[] = []
+  readonly #kept = new Map<'containers' | 'tasks', grpc.Client>()
 
   constructor(readonly options: ContainerdClientOptions) {}
 
@@ -118,6 +119,8 @@ export class ContainerdClient {
   async subscribe(onEvent: (event: RuntimeEvent) => void, onEnd: (error: Error) => void): Promise<() => void> {
     const api = await this.#load()
     const client = this.#client('events')
+    // Up to the timeout for containerd to take the connection: the stream below would not say it cannot.
+    await new Promise<void>((resolve, reject) => client.waitForReady(Date.now() + (this.options.timeoutMs ?? 10_000), (error) => (error ? reject(error) : resolve())))
     const filters = [`namespace==${this.options.namespace},topic~="^/(containers|tasks)/"`]
     const call = (client as unknown as {Subscribe: (r: object) => grpc.ClientReadableStream<WireEnvelope>}).Subscribe({filters})
     let ended = false
@@ -129,10 +132,19 @@ export class ContainerdClient {
     call.on('data', (envelope: WireEnvelope) => onEvent(decodeEnvelope(api.payloads, envelope)))
     call.on('error', (error: Error) => end(error))
     call.on('end', () => end(new Error('containerd closed the event stream')))
-    // The stream is open once containerd sent its headers; there is no other acknowledgement.
+    // containerd sends the stream's headers with its first event, so on a quiet node they may not come for
+    // hours: the stream counts as open once they come or once the connection has carried the request for a
+    // moment (containerd's handler has subscribed by then), whichever is first.
     await new Promise<void>((resolve, reject) => {
-      call.once('metadata', () => resolve())
-      call.once('error', reject)
+      const settled = setTimeout(resolve, subscribeSettleMs)
+      call.once('metadata', () => {
+        clearTimeout(settled)
+        resolve()
+      })
+      call.once('error', (error: Error) => {
+        clearTimeout(settled)
+        reject(error)
+      })
     })
     return () => {
       ended = true
@@ -142,6 +154,7 @@ export class ContainerdClient {
 
   close(): void {
     for (const client of this.#clients.splice(0)) client.close()
+    this.#kept.clear()
   }
 
   async #load(): Promise<Loaded> {
@@ -157,22 +170,42 @@ export class ContainerdClient {
   }
 
   /**
-   * A fresh channel per call: a cached one would be in gRPC's reconnect back-off right after containerd
-   * restarts, and fail the re-list the agent makes then.
+   * One channel per service, kept: a fresh one costs a connection and an HTTP/2 handshake, several
+   * milliseconds on the hot-plug path. Right after containerd restarts a kept channel fails with UNAVAILABLE
+   * (or sits in its reconnect back-off): the call is then made once more on a new channel.
    */
   async #unary<T>(service: 'containers' | 'tasks', method: string, request: object): Promise<T> {
     const api = await this.#load()
-    const client = this.#client(service)
     const metadata = new api.grpc.Metadata()
     metadata.set('containerd-namespace', this.options.namespace)
+    const deadlineMs = this.options.timeoutMs ?? 10_000
+    let client = this.#kept.get(service)
+    if (client !== undefined) {
+      try {
+        return await unary<object, T>(client, method, request, deadlineMs, metadata)
+      } catch (error) {
+        if ((error as grpc.ServiceError).code !== api.grpc.status.UNAVAILABLE) throw error
+        this.#drop(service, client)
+      }
+    }
+    client = this.#client(service)
+    this.#kept.set(service, client)
     try {
-      return await unary<object, T>(client, method, request, this.options.timeoutMs ?? 10_000, metadata)
-    } finally {
-      client.close()
-      this.#clients.splice(this.#clients.indexOf(client), 1)
+      return await unary<object, T>(client, method, request, deadlineMs, metadata)
+    } catch (error) {
+      if ((error as grpc.ServiceError).code === api.grpc.status.UNAVAILABLE) this.#drop(service, client)
+      throw error
     }
   }
+
+  #drop(service: 'containers' | 'tasks', client: grpc.Client): void {
+    client.close()
+    this.#clients.splice(this.#clients.indexOf(client), 1)
+    if (this.#kept.get(service) === client) this.#kept.delete(service)
+  }
 }
+
+const subscribeSettleMs = 200
 
 interface WireContainer {
   id: string

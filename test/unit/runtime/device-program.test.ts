@@ -1,0 +1,119 @@
+import {expect} from 'chai'
+
+import {compileDeviceProgram, decodeInstructions, decompileDeviceProgram, deviceAccess, deviceType, emulateRules, encodeInstructions, type DeviceProgramRule, type EmulatedRules} from '../../../src/lib/runtime/device-program.js'
+import {runDeviceProgram} from '../../support/bpf-interpreter.js'
+
+const rule = (text: string): DeviceProgramRule => {
+  // "allow c 1:3 rwm" / "deny a"
+  const [verdict, type, numbers = '*:*', access = 'rwm'] = text.split(' ')
+  const [major, minor] = numbers.split(':').map((n) => (n === '*' ? '*' : Number(n)))
+  return {access, allow: verdict === 'allow', major, minor, type: type as DeviceProgramRule['type']}
+}
+const rules = (...texts: string[]): DeviceProgramRule[] => texts.map(rule)
+const show = (e: EmulatedRules): string[] => [`default ${e.defaultAllow ? 'allow' : 'deny'}`, ...e.rules.map((r) => `${r.allow ? 'allow' : 'deny'} ${r.type} ${r.major}:${r.minor} ${r.access}`)]
+
+/** What a program for these rules must answer, stated without instructions: the first matching rule decides. */
+function expected(emulated: EmulatedRules, request: {type: 'b' | 'c'; access: string; major: number; minor: number}): number {
+  for (const r of emulated.rules) {
+    const matches = r.type === request.type && [...request.access].every((c) => r.access.includes(c)) &&
+      (r.major === '*' || r.major === request.major) && (r.minor === '*' || r.minor === request.minor)
+    if (matches) return r.allow ? 1 : 0
+  }
+  return emulated.defaultAllow ? 1 : 0
+}
+const accessSets = ['r', 'w', 'm', 'rw', 'rm', 'wm', 'rwm']
+const bits = (access: string): number => [...access].reduce((b, c) => b | deviceAccess[c as 'r'], 0)
+
+// The containerd CRI default (deny all, then the standard devices), with two hot-plugged devices.
+const runtimeDefault = rules('deny a', 'allow c 1:3 rwm', 'allow c 1:5 rwm', 'allow c 1:7 rwm', 'allow c 1:8 rwm', 'allow c 1:9 rwm', 'allow c 5:0 rwm', 'allow c 5:2 rwm', 'allow c 136:* rwm', 'allow c *:* m', 'allow b *:* m')
+
+describe('device programs for cgroup v2 (the rule compiler)', function () {
+  describe('emulateRules: the v1 controller\'s semantics, which runc applies first', function () {
+    const cases: Array<[string, DeviceProgramRule[], string[]]> = [
+      ['no rules: everything allowed', [], ['default allow']],
+      ['deny a: nothing allowed', rules('deny a'), ['default deny']],
+      ['an allow-list in order', rules('deny a', 'allow c 1:3 rwm', 'allow b 7:* r'), ['default deny', 'allow c 1:3 rwm', 'allow b 7:* r']],
+      ['an allow for the same device merges its access', rules('deny a', 'allow b 7:0 r', 'allow b 7:0 w'), ['default deny', 'allow b 7:0 rw']],
+      ['a deny takes access from the exact exception', rules('deny a', 'allow b 7:0 rwm', 'deny b 7:0 w'), ['default deny', 'allow b 7:0 rm']],
+      ['a deny of all its access removes it', rules('deny a', 'allow b 7:0 rw', 'deny b 7:0 rwm'), ['default deny']],
+      ['a deny cannot punch a hole in a wildcard allow', rules('deny a', 'allow b 7:* rw', 'deny b 7:1 rw'), ['default deny', 'allow b 7:* rw']],
+      ['allow a resets to a deny-list', rules('deny a', 'allow c 1:3 rwm', 'allow a'), ['default allow']],
+      ['a deny-list in order', rules('deny c 10:200 rwm', 'deny b 8:* w'), ['default allow', 'deny c 10:200 rwm', 'deny b 8:* w']],
+      ['an allow removes access from a deny-list exception', rules('deny c 10:200 rwm', 'allow c 10:200 r'), ['default allow', 'deny c 10:200 wm']],
+      ['a later deny a forgets everything before it', rules('allow c 1:3 r', 'deny b 8:0 r', 'deny a', 'allow c 1:5 r'), ['default deny', 'allow c 1:5 r']],
+      ['access is normalised to r, w, m order', rules('deny a', 'allow c 1:3 mwr'), ['default deny', 'allow c 1:3 rwm']],
+    ]
+    for (const [name, input, output] of cases) it(name, () => expect(show(emulateRules(input))).to.deep.equal(output))
+
+    it('refuses a device number the kernel cannot have (major over 12 bits, minor over 20)', function () {
+      expect(() => emulateRules(rules('deny a', 'allow c 4096:0 r'))).to.throw('major must be 0-4095')
+      expect(() => emulateRules(rules('deny a', 'allow c 1:1048576 r'))).to.throw('minor must be 0-1048575')
+    })
+
+    it('refuses access that is not a subset of rwm', function () {
+      expect(() => emulateRules(rules('deny a', 'allow c 1:3 rwx'))).to.throw('subset of rwm')
+      expect(() => emulateRules([{access: '', allow: true, major: 1, minor: 3, type: 'c'}])).to.throw('subset of rwm')
+    })
+  })
+
+  describe('compileDeviceProgram, run by an interpreter of the instructions', function () {
+    const shapes: Array<[string, DeviceProgramRule[]]> = [
+      ['the runtime default with hot-plugged devices', [...runtimeDefault, ...rules('allow b 7:390 rw', 'allow b 7:391 r')]],
+      ['every type, access and wildcard shape', [rule('deny a'), ...(['b', 'c'] as const).flatMap((t) => accessSets.flatMap((a, i) => [
+        rule(`allow ${t} ${10 + i}:${20 + i} ${a}`), rule(`allow ${t} ${30 + i}:* ${a}`), rule(`allow ${t} *:${40 + i} ${a}`),
+      ])), rule('allow c *:* m')]],
+      ['a deny-list', rules('deny c 10:200 rwm', 'deny b 8:* w', 'deny c *:7 r')],
+      ['no rules at all', []],
+      ['deny everything', rules('deny a')],
+      ['the largest device numbers (major 12 bits, minor 20 bits)', rules('deny a', 'allow c 4095:1048575 rw', 'allow b 259:1048575 r')],
+    ]
+    for (const [name, input] of shapes) {
+      it(`${name}: the same verdict as the rules for every type, access and device asked`, function () {
+        const emulated = emulateRules(input)
+        const program = compileDeviceProgram(input)
+        const numbers = new Set([0, 1, 3, 5, 7, 8, 136, 390, 391, 4095, 1048575, 259])
+        for (const r of emulated.rules) for (const n of [r.major, r.minor]) if (n !== '*') numbers.add(n).add(n + 1)
+        let checked = 0
+        for (const type of ['b', 'c'] as const) for (const access of accessSets) for (const major of numbers) for (const minor of numbers) {
+          const verdict = runDeviceProgram(program, {access: bits(access), major, minor, type: deviceType[type]})
+          const want = expected(emulated, {access, major, minor, type})
+          if (verdict !== want) expect.fail(`${type} ${major}:${minor} ${access}: program says ${verdict}, rules say ${want}`)
+          checked++
+        }
+        expect(checked).to.be.greaterThan(100)
+      })
+    }
+
+    it('has runc\'s layout: a 6-instruction prologue, one block per rule in order, the default at the end', function () {
+      const program = compileDeviceProgram(rules('deny a', 'allow c 1:3 rwm', 'allow b 7:* r'))
+      // prologue 6; c 1:3 rwm: type, major, minor jumps + verdict 2 = 5; b 7:* r: type, access (3), major + 2 = 7; tail 2
+      expect(program).to.have.length(6 + 5 + 7 + 2)
+      expect(program.at(-2)).to.deep.include({code: 0xb4, dst: 0, imm: 0}) // default deny
+      expect(program[6]).to.deep.include({code: 0x55, dst: 2, imm: deviceType.c, off: 4})
+    })
+
+    it('encodes to 8 bytes an instruction and decodes back', function () {
+      const program = compileDeviceProgram(runtimeDefault)
+      const bytes = encodeInstructions(program)
+      expect(bytes.length).to.equal(program.length * 8)
+      expect(bytes.subarray(0, 8).toString('hex')).to.equal('6112000000000000') // ldxw r2, [r1 + 0]
+      expect(decodeInstructions(bytes)).to.deep.equal(program)
+    })
+  })
+
+  describe('decompileDeviceProgram: what a container has, read back from its program', function () {
+    it('gives back the emulated rules of every shape', function () {
+      for (const input of [runtimeDefault, rules('deny c 10:200 rwm', 'deny b 8:* w'), rules('deny a'), [], rules('deny a', 'allow b 259:1048575 r')]) {
+        expect(decompileDeviceProgram(compileDeviceProgram(input))).to.deep.equal(emulateRules(input))
+      }
+    })
+
+    it('does not recognise a program of another shape', function () {
+      const program = compileDeviceProgram(runtimeDefault)
+      expect(decompileDeviceProgram(program.slice(1))).to.equal(undefined)
+      expect(decompileDeviceProgram([...program.slice(0, -2), {code: 0xb7, dst: 0, imm: 1, off: 0, src: 0}, program.at(-1)!])).to.equal(undefined)
+      const jumpElsewhere = program.map((i, n) => (n === 6 ? {...i, off: i.off + 1} : i))
+      expect(decompileDeviceProgram(jumpElsewhere)).to.equal(undefined)
+    })
+  })
+})
