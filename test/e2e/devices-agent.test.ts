@@ -8,7 +8,12 @@ import {promisify} from 'node:util'
 
 import {parseAllDocuments, parseDocument} from 'yaml'
 
+import {ContainerdClient} from '../../src/lib/runtime/containerd-client.js'
+import {agentProgramName, devicePrograms} from '../../src/lib/runtime/device-bpf.js'
+import {deviceControlOf} from '../../src/lib/runtime/device-cgroup.js'
+import {emulateRules, ociDeviceRules} from '../../src/lib/runtime/device-program.js'
 import {CliProcess} from '../support/cli-process.js'
+import {attachRuntimeProgram} from '../support/device-programs.js'
 import {DroppingProxy} from '../support/dropping-proxy.js'
 import {freePort} from '../support/free-port.js'
 import {addLoopDevice, canUseLoopControl, removeLoopDevice} from '../support/loop-devices.js'
@@ -69,12 +74,12 @@ describe('devices agent on a real node: devices follow containers', function () 
   }
 
   // Every agent here runs as an identity bound to exactly deploy/agent/rbac.yaml, with its own state dir.
-  const startAgent = async (options: {metricsPort?: number; kubeconfig?: string; stateDir?: string} = {}): Promise<CliProcess> => {
+  const startAgent = async (options: {metricsPort?: number; kubeconfig?: string; stateDir?: string; extraArgs?: string[]} = {}): Promise<CliProcess> => {
     const cli = new CliProcess([
       'devices', 'agent', '--kubeconfig', options.kubeconfig ?? agentKubeconfig, '--node-name', env.node.name,
       '--containerd-address', env.node.containerd.socket, '--pod-resources-socket', env.node.kubelet.podResourcesSocket,
       '--state-dir', options.stateDir ?? join(dir, 'state'),
-      '--metrics-port', String(options.metricsPort ?? 0), '--log-format', 'json', '--batch-quiet', '100ms',
+      '--metrics-port', String(options.metricsPort ?? 0), '--log-format', 'json', '--batch-quiet', '100ms', ...(options.extraArgs ?? []),
     ])
     await cli.waitForLine<LogLine>('hotc registered', (l) => l.class === 'hotc' && l.state === 'registered', 20_000)
     return cli
@@ -368,6 +373,53 @@ describe('devices agent on a real node: devices follow containers', function () 
         agent = undefined
         await proxy.close()
       }
+    } finally {
+      await env.client.request('DELETE', `${classesPath}/hotc`).catch(() => {})
+    }
+  })
+
+  it('cgroup v2: replaces the runtime\'s device program on the container\'s unified cgroup (hot-plug, unplug, nothing broader than asked), and recognises its own after a restart', async function () {
+    await createClass()
+    try {
+      pods.push('agent-v2')
+      const pod = await runPod(env, {annotations: {'devices.nfdctl.io/main': 'hotc'}, command: ['sleep', '3600'], name: 'agent-v2'})
+      const containerd = new ContainerdClient({address: env.node.containerd.socket, namespace: 'k8s.io'})
+      const pid = (await containerd.listTasks()).find((t) => t.containerId === pod.containerId)!.pid
+      const control = await deviceControlOf(pid, {mode: 'v2'})
+      expect(control.mode).to.equal('v2')
+      // This host's runc attaches no program (hybrid cgroups): attach what it would, from the container's OCI spec.
+      const spec = (await containerd.getContainer(pod.containerId))!.spec!
+      containerd.close()
+      const specRules = ociDeviceRules(spec.linux?.resources?.devices)
+      attachRuntimeProgram(control.dir, specRules)
+      const runtime = devicePrograms(control.dir)
+      expect(runtime.map((p) => p.name)).to.deep.equal(['runtime'])
+
+      agent = await startAgent({extraArgs: ['--cgroup-mode', 'v2']})
+      await addLoop(398)
+      await waitFor('the pod reads loop398 (v1 rule and v2 program)', async () => (await reads(pod.containerId, 398)) === 'loop-398-data', {intervalMs: 20, timeoutMs: 10_000})
+      const granted = devicePrograms(control.dir)
+      expect(granted.map((p) => p.name), 'one program, the agent\'s, in the place of the runtime\'s').to.deep.equal([agentProgramName])
+      const {rules} = granted[0].rules!
+      expect(rules.at(-1)).to.deep.include({access: 'rw', allow: true, major: 7, minor: 398, type: 'b'})
+      expect(rules.slice(0, -1), 'the rest is exactly the container\'s own rules').to.deep.equal(emulateRules(specRules).rules)
+      expect(await reads(pod.containerId, 397)).to.match(/^failed/) // not plugged: nothing else is open
+
+      // Unplugged: the program goes back to the container's own rules.
+      await dropLoop(398)
+      await waitFor('loop398 gone from the pod', async () => /No such file/.test(await env.node.execFailure(pod.containerId, ['ls', '/dev/loop398']).catch(() => '')), {timeoutMs: 10_000})
+      await waitFor('the program without loop398', async () => JSON.stringify(devicePrograms(control.dir)[0]?.rules?.rules) === JSON.stringify(emulateRules(specRules).rules), {timeoutMs: 5000})
+
+      // Plugged again, then the agent restarted in auto mode: it finds its program (v2), and changes nothing.
+      await addLoop(398)
+      await waitFor('the pod reads loop398 again', async () => (await reads(pod.containerId, 398)) === 'loop-398-data', {timeoutMs: 10_000})
+      expect(await agent.stop('SIGTERM')).to.equal(0)
+      const before = devicePrograms(control.dir)[0].id
+      agent = await startAgent()
+      await sleep(1500)
+      expect(agent.json<LogLine>().filter((l) => l.msg === 'devices updated')).to.deep.equal([])
+      expect(devicePrograms(control.dir).map((p) => p.id)).to.deep.equal([before])
+      expect(await reads(pod.containerId, 398)).to.equal('loop-398-data')
     } finally {
       await env.client.request('DELETE', `${classesPath}/hotc`).catch(() => {})
     }

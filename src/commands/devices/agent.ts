@@ -20,7 +20,7 @@ import {ContainerdClient} from '../../lib/runtime/containerd-client.js'
 export default class DevicesAgent extends NfdctlCommand {
   static override description = `The node agent: running containers get the devices of the DeviceClasses (devices.nfdctl.io) they asked for, including devices plugged in after they started, and lose them when the devices go.
 
-Containers ask by resource limit devices.nfdctl.io/<class> (the agent also serves the kubelet device plugins, as plugins serve does) or by the pod annotation devices.nfdctl.io/<container-name>: class-a,class-b. Kernel uevents, containerd's events and the node's pods are batched (--batch-quiet, --batch-max-wait) and each batch applies only the difference: a cgroup v1 device rule and a device node inside the container. SIGTERM stops the agent and leaves granted access in place.`
+Containers ask by resource limit devices.nfdctl.io/<class> (the agent also serves the kubelet device plugins, as plugins serve does) or by the pod annotation devices.nfdctl.io/<container-name>: class-a,class-b. Kernel uevents, containerd's events and the node's pods are batched (--batch-quiet, --batch-max-wait) and each batch applies only the difference: a cgroup v1 device rule or a replaced cgroup v2 device program, and a device node inside the container. SIGTERM stops the agent and leaves granted access in place.`
   static override examples = [
     '<%= config.bin %> <%= command.id %> --node-name worker-1',
     '<%= config.bin %> <%= command.id %> --kubeconfig /etc/nfdctl/kubeconfig --containerd-address /run/containerd/containerd.sock --batch-quiet 100ms',
@@ -30,7 +30,7 @@ Containers ask by resource limit devices.nfdctl.io/<class> (the agent also serve
     'batch-quiet': Flags.string({default: '200ms', description: 'process a batch once events pause this long'}),
     cdi: Flags.boolean({description: 'also name CDI devices in Allocate answers and write CDI specs to --cdi-dir'}),
     'cdi-dir': Flags.string({default: '/var/run/cdi', description: 'where CDI spec files go (with --cdi)'}),
-    'cgroup-mode': Flags.option({default: 'auto', description: 'device control: auto (per container), v1', options: ['auto', 'v1', 'v2'] as const})(),
+    'cgroup-mode': Flags.option({default: 'auto', description: 'device control to change: auto (per container: v2 when its cgroup2 directory has a device program, or the host has no v1 devices controller), v1 (devices.allow), v2 (BPF device programs; also the v1 rule on a hybrid host)', options: ['auto', 'v1', 'v2'] as const})(),
     'class-file': Flags.string({description: 'DeviceClass file (YAML or JSON; repeatable), besides the cluster\'s classes', multiple: true}),
     'containerd-address': Flags.string({default: '/run/containerd/containerd.sock', description: 'containerd\'s gRPC socket'}),
     'containerd-namespace': Flags.string({default: 'k8s.io', description: 'containerd namespace of kubelet\'s containers'}),
@@ -51,7 +51,6 @@ Containers ask by resource limit devices.nfdctl.io/<class> (the agent also serve
     const maxWaitMs = duration('batch-max-wait', flags['batch-max-wait'])
     if (maxWaitMs < quietMs) throw new UsageError(`--batch-max-wait (${flags['batch-max-wait']}) must be at least --batch-quiet (${flags['batch-quiet']})`)
     if (!Number.isInteger(flags.workers) || flags.workers < 1 || flags.workers > 64) throw new UsageError(`--workers must be a whole number from 1 to 64, got ${flags.workers}`)
-    if (flags['cgroup-mode'] === 'v2') throw new UsageError('--cgroup-mode v2 is not supported yet: device programs for cgroup v2 come with a later release; use auto (v2 containers are reported and left alone) or v1')
     const nodeName = flags['node-name'] ?? (process.env.NODE_NAME || hostname())
     const log = createLogger({base: {component: 'agent', node: nodeName}, format: observe.logFormat, level: observe.logLevel})
 
@@ -65,7 +64,7 @@ Containers ask by resource limit devices.nfdctl.io/<class> (the agent also serve
       client, fileClasses, logger: log, nodeName, onPersistError: () => metrics.errors.inc({kind: 'state'}), stateDir: flags['state-dir'],
     })
     const agent = new NodeAgent({
-      cdiDir: flags.cdi ? flags['cdi-dir'] : undefined, classStore, client, containerd, logger: log, maxWaitMs, metrics, nodeName,
+      cdiDir: flags.cdi ? flags['cdi-dir'] : undefined, cgroupMode: flags['cgroup-mode'], classStore, client, containerd, logger: log, maxWaitMs, metrics, nodeName,
       pluginDir: flags['plugin-dir'], podResourcesSocket: flags['pod-resources-socket'], quietMs, registry, workers: flags.workers,
     })
     const health = new HealthServer({port: observe.metricsPort, readiness: () => agent.status(), registry})

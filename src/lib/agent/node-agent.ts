@@ -14,10 +14,12 @@ import {createPluginMetrics} from '../plugins/plugin-metrics.js'
 import {PluginSet} from '../plugins/plugin-set.js'
 import {allocatedDevices, listPodResources} from '../plugins/pod-resources.js'
 import type {ContainerdClient, RuntimeContainer} from '../runtime/containerd-client.js'
-import {deviceControlOf} from '../runtime/device-cgroup.js'
-import {applyAccess, currentAccess} from './access-applier.js'
+import {devicePrograms} from '../runtime/device-bpf.js'
+import {deviceControlOf, type CgroupMode} from '../runtime/device-cgroup.js'
+import {ociDeviceRules, type DeviceProgramRule} from '../runtime/device-program.js'
+import {applyAccess, currentAccess, UnsupportedProgramError} from './access-applier.js'
 import type {AgentMetrics} from './agent-metrics.js'
-import {containerRequests, diffAccess, podCodec, wantedAccess, type ContainerRequest, type NodePod} from './container-access.js'
+import {containerRequests, diffAccess, podCodec, wantedAccess, type ContainerRequest, type DeviceAccess, type NodePod} from './container-access.js'
 import {EventBatcher} from './event-batcher.js'
 import {type ClassProblem, type ClassStore, type ClassView} from './class-store.js'
 import {nodeClassStatus, StatusWriter, type ClassReport, type NodeClassStatus} from './status-writer.js'
@@ -34,6 +36,8 @@ export interface NodeAgentOptions {
   readonly quietMs: number
   readonly maxWaitMs: number
   readonly workers: number
+  /** Which device control to change: auto decides per container (v2 when its cgroup2 directory has a device program). */
+  readonly cgroupMode: CgroupMode
   readonly logger: Logger
   readonly registry: Registry
   readonly metrics: AgentMetrics
@@ -329,28 +333,31 @@ export class NodeAgent {
   }
 
   async #reconcileContainer(container: RuntimeContainer, pid: number, request: ContainerRequest, members: Map<string, Device[]>, pods: Awaited<ReturnType<typeof listPodResources>>): Promise<void> {
-    const control = await deviceControlOf(pid)
-    if (control.mode !== 'v1') {
-      if (!this.#unsupported.has(container.id)) {
-        this.#unsupported.add(container.id)
-        this.#metrics.errors.inc({kind: 'unsupported-cgroup'})
-        this.#log.warn({container: container.id, dir: control.dir}, 'container uses cgroup v2 device control, which this agent does not change yet; left as it is')
-      }
-      return
-    }
+    const control = await deviceControlOf(pid, {hasDeviceProgram, mode: this.options.cgroupMode})
     const allocated = new Map<string, string[]>()
     for (const name of request.classes.keys()) allocated.set(name, allocatedDevices(pods, {name: request.pod, namespace: request.namespace}, request.container, resourceNameOf(name)))
     const wanted = wantedAccess({allocated, classes: this.#classes, members, request})
     // What the runtime allowed from the start is left alone, except class devices (kubelet's Allocate gave
     // them): those the agent manages, so that an unplugged one is withdrawn and given back when it returns.
-    const base = new Set((container.spec?.linux?.resources?.devices ?? [])
-      .filter((d) => d.allow && (d.type === 'b' || d.type === 'c') && d.major !== undefined && d.minor !== undefined)
-      .map((d) => `${d.type}${d.major}:${d.minor}`)
-      .filter((id) => !this.#known.has(id)))
-    const change = diffAccess(await currentAccess(control, this.#known), wanted, base)
+    const specRules = ociDeviceRules(container.spec?.linux?.resources?.devices)
+    const managed = (r: DeviceProgramRule): boolean => r.allow && r.type !== 'a' && this.#known.has(`${r.type}${r.major}:${r.minor}`)
+    const base = new Set(specRules.filter((r) => r.allow && r.type !== 'a' && r.major !== '*' && r.minor !== '*' && !managed(r)).map((r) => `${r.type}${r.major}:${r.minor}`))
+    let current: Map<string, DeviceAccess>
+    try {
+      current = await currentAccess(control, this.#known)
+    } catch (error) {
+      if (!(error instanceof UnsupportedProgramError)) throw error
+      if (!this.#unsupported.has(container.id)) {
+        this.#unsupported.add(container.id)
+        this.#metrics.errors.inc({kind: 'unsupported-cgroup'})
+        this.#log.warn({container: container.id, err: error.message}, 'cannot read the container\'s device program; its devices are left as they are')
+      }
+      return
+    }
+    const change = diffAccess(current, wanted, base)
     if (change.grant.length === 0 && change.revoke.length === 0) return
     try {
-      await applyAccess(pid, control, change)
+      await applyAccess(pid, control, change, {base: specRules.filter((r) => !managed(r)), wanted: wanted.values()})
     } catch (error) {
       this.#metrics.errors.inc({kind: 'cgroup'})
       throw error
@@ -359,8 +366,17 @@ export class NodeAgent {
       this.#metrics.ruleChanges.inc({action: 'revoke'}, change.revoke.length)
     }
     this.#log.info({
-      container: container.id.slice(0, 12), granted: change.grant.map((a) => `${a.device.devNode} ${a.access}`), pod: `${request.namespace}/${request.pod}`,
+      cgroup: control.mode, container: container.id.slice(0, 12), granted: change.grant.map((a) => `${a.device.devNode} ${a.access}`), pod: `${request.namespace}/${request.pod}`,
       revoked: change.revoke.map((a) => a.device.devNode), workload: request.container,
     }, 'devices updated')
+  }
+}
+
+/** For --cgroup-mode auto; a host where bpf(2) is refused has no program the agent could replace anyway. */
+function hasDeviceProgram(dir: string): boolean {
+  try {
+    return devicePrograms(dir).length > 0
+  } catch {
+    return false
   }
 }

@@ -22,31 +22,54 @@ export function parseDeviceRules(text: string): DeviceRule[] {
   })
 }
 
-/** Where a process's device access is decided. */
+/**
+ * Where a process's device access is decided: a v1 devices cgroup (rules in devices.allow/deny), or a
+ * cgroup v2 directory whose BPF device program decides; on a hybrid host (v1 devices controller and a cgroup2
+ * hierarchy both) the v1 cgroup has a say as well, as both must allow.
+ */
 export type DeviceControl =
   | {readonly mode: 'v1'; readonly dir: string}
-  | {readonly mode: 'v2'; readonly dir: string}
+  | {readonly mode: 'v2'; readonly dir: string; readonly v1Dir?: string}
 
-/**
- * The device cgroup of a process, from /proc/<pid>/cgroup and the mounted hierarchies: on cgroup v1 the
- * `devices` controller's directory (rules in devices.allow/deny); otherwise the unified (v2) directory, where
- * device access is a BPF program (cgroup v2 support is its own piece of work).
- */
-export async function deviceControlOf(pid: number, procRoot = '/proc'): Promise<DeviceControl> {
+export type CgroupMode = 'auto' | 'v1' | 'v2'
+
+export interface DeviceControlOptions {
+  /** auto: v2 when the process's cgroup2 directory carries a device program or there is no v1 devices controller. */
+  readonly mode?: CgroupMode
+  readonly procRoot?: string
+  /** Whether a cgroup2 directory has a device program attached (BPF_PROG_QUERY). */
+  readonly hasDeviceProgram?: (dir: string) => boolean
+}
+
+/** The device cgroups of a process, from /proc/<pid>/cgroup and the mounted hierarchies, and which one decides. */
+export async function deviceControlOf(pid: number, options: DeviceControlOptions = {}): Promise<DeviceControl> {
+  const procRoot = options.procRoot ?? '/proc'
   const [cgroups, mounts] = await Promise.all([readFile(join(procRoot, String(pid), 'cgroup'), 'utf8'), readFile(join(procRoot, 'self', 'mounts'), 'utf8')])
   const mountOf = (predicate: (type: string, options: string[]) => boolean): string | undefined =>
     mounts.split('\n').map((l) => l.split(' ')).find((f) => f.length > 3 && predicate(f[2], f[3].split(',')))?.[1]
+  let v1Dir: string | undefined
   for (const line of cgroups.split('\n')) {
     const [, controllers, path] = /^\d+:([^:]*):(.*)$/.exec(line) ?? []
     if (controllers?.split(',').includes('devices')) {
-      const root = mountOf((type, options) => type === 'cgroup' && options.includes('devices'))
-      if (root !== undefined) return {dir: join(root, path), mode: 'v1'}
+      const root = mountOf((type, mountOptions) => type === 'cgroup' && mountOptions.includes('devices'))
+      if (root !== undefined) v1Dir = join(root, path)
     }
   }
   const unified = /^0::(.*)$/m.exec(cgroups)?.[1]
-  const root = mountOf((type) => type === 'cgroup2')
-  if (unified === undefined || root === undefined) throw new Error(`process ${pid} has neither a v1 devices cgroup nor a cgroup v2 one`)
-  return {dir: join(root, unified), mode: 'v2'}
+  const unifiedRoot = mountOf((type) => type === 'cgroup2')
+  const unifiedDir = unified === undefined || unifiedRoot === undefined ? undefined : join(unifiedRoot, unified)
+  if (v1Dir === undefined && unifiedDir === undefined) throw new Error(`process ${pid} has neither a v1 devices cgroup nor a cgroup v2 one`)
+  const mode = options.mode ?? 'auto'
+  if (mode === 'v1') {
+    if (v1Dir === undefined) throw new Error(`process ${pid} has no v1 devices cgroup (cgroup v2 only): use --cgroup-mode auto or v2`)
+    return {dir: v1Dir, mode: 'v1'}
+  }
+  if (unifiedDir === undefined) {
+    if (mode === 'v2') throw new Error(`process ${pid} has no cgroup v2 directory: use --cgroup-mode auto or v1`)
+    return {dir: v1Dir!, mode: 'v1'}
+  }
+  if (mode === 'v2' || v1Dir === undefined || (options.hasDeviceProgram?.(unifiedDir) ?? false)) return {dir: unifiedDir, mode: 'v2', ...(v1Dir === undefined ? {} : {v1Dir})}
+  return {dir: v1Dir, mode: 'v1'}
 }
 
 /** The rules in force for a v1 devices cgroup. */

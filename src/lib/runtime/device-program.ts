@@ -5,6 +5,11 @@ export interface DeviceProgramRule extends DeviceRule {
   readonly allow: boolean
 }
 
+/** OCI `linux.resources.devices` as rules: no type is `a`, no major or minor is `*`, no access is rwm. */
+export function ociDeviceRules(devices: ReadonlyArray<{allow: boolean; type?: string; major?: number; minor?: number; access?: string}> = []): DeviceProgramRule[] {
+  return devices.map((d) => ({access: d.access ?? 'rwm', allow: d.allow, major: d.major ?? '*', minor: d.minor ?? '*', type: (d.type ?? 'a') as DeviceProgramRule['type']}))
+}
+
 /** The rules a cgroup ends up with once applied in order, as the v1 devices controller keeps them. */
 export interface EmulatedRules {
   /** True: everything is allowed except the (deny) rules; false: nothing is, except the (allow) rules. */

@@ -30,18 +30,32 @@ describe('device cgroup of a process', function () {
 
   it('on cgroup v1 (hybrid, as here): the devices controller directory', async function () {
     await given('5:devices:/kubepods/besteffort/pod1/abc\n0::/kubepods/besteffort/pod1/abc\n', hybridMounts)
-    expect(await deviceControlOf(42, proc)).to.deep.equal({dir: '/sys/fs/cgroup/devices/kubepods/besteffort/pod1/abc', mode: 'v1'})
+    expect(await deviceControlOf(42, {procRoot: proc})).to.deep.equal({dir: '/sys/fs/cgroup/devices/kubepods/besteffort/pod1/abc', mode: 'v1'})
   })
 
-  it('on a v2-only host: the unified directory, reported as v2 (not half-applied as v1)', async function () {
+  it('on a v2-only host: the unified directory (v2)', async function () {
     await given('0::/kubepods.slice/abc.scope\n', v2Mounts)
-    expect(await deviceControlOf(42, proc)).to.deep.equal({dir: '/sys/fs/cgroup/kubepods.slice/abc.scope', mode: 'v2'})
+    expect(await deviceControlOf(42, {procRoot: proc})).to.deep.equal({dir: '/sys/fs/cgroup/kubepods.slice/abc.scope', mode: 'v2'})
+    expect(await deviceControlOf(42, {mode: 'v1', procRoot: proc}).catch((e: Error) => e.message)).to.equal('process 42 has no v1 devices cgroup (cgroup v2 only): use --cgroup-mode auto or v2')
+  })
+
+  it('on a hybrid host, auto picks v2 when the unified directory carries a device program (both then decide), and a mode is obeyed', async function () {
+    await given('5:devices:/kubepods/besteffort/pod1/abc\n0::/kubepods/besteffort/pod1/abc\n', hybridMounts)
+    const unified = '/sys/fs/cgroup/unified/kubepods/besteffort/pod1/abc'
+    const v1 = '/sys/fs/cgroup/devices/kubepods/besteffort/pod1/abc'
+    const asked: string[] = []
+    const withProgram = (dir: string): boolean => asked.push(dir) > 0
+    expect(await deviceControlOf(42, {hasDeviceProgram: withProgram, procRoot: proc})).to.deep.equal({dir: unified, mode: 'v2', v1Dir: v1})
+    expect(asked).to.deep.equal([unified])
+    expect(await deviceControlOf(42, {hasDeviceProgram: () => false, procRoot: proc})).to.deep.equal({dir: v1, mode: 'v1'})
+    expect(await deviceControlOf(42, {mode: 'v2', procRoot: proc})).to.deep.equal({dir: unified, mode: 'v2', v1Dir: v1})
+    expect(await deviceControlOf(42, {hasDeviceProgram: withProgram, mode: 'v1', procRoot: proc})).to.deep.equal({dir: v1, mode: 'v1'})
   })
 
   it('says so when a process has neither', async function () {
     await given('1:name=systemd:/\n', '')
     try {
-      await deviceControlOf(42, proc)
+      await deviceControlOf(42, {procRoot: proc})
       expect.fail('no error')
     } catch (error) {
       expect((error as Error).message).to.equal('process 42 has neither a v1 devices cgroup nor a cgroup v2 one')

@@ -2,13 +2,9 @@ import {expect} from 'chai'
 
 import {compileDeviceProgram, decodeInstructions, decompileDeviceProgram, deviceAccess, deviceType, emulateRules, encodeInstructions, type DeviceProgramRule, type EmulatedRules} from '../../../src/lib/runtime/device-program.js'
 import {runDeviceProgram} from '../../support/bpf-interpreter.js'
+import {ruleOf} from '../../support/device-programs.js'
 
-const rule = (text: string): DeviceProgramRule => {
-  // "allow c 1:3 rwm" / "deny a"
-  const [verdict, type, numbers = '*:*', access = 'rwm'] = text.split(' ')
-  const [major, minor] = numbers.split(':').map((n) => (n === '*' ? '*' : Number(n)))
-  return {access, allow: verdict === 'allow', major, minor, type: type as DeviceProgramRule['type']}
-}
+const rule = ruleOf
 const rules = (...texts: string[]): DeviceProgramRule[] => texts.map(rule)
 const show = (e: EmulatedRules): string[] => [`default ${e.defaultAllow ? 'allow' : 'deny'}`, ...e.rules.map((r) => `${r.allow ? 'allow' : 'deny'} ${r.type} ${r.major}:${r.minor} ${r.access}`)]
 
@@ -83,6 +79,23 @@ describe('device programs for cgroup v2 (the rule compiler)', function () {
         expect(checked).to.be.greaterThan(100)
       })
     }
+
+    it('the check can fail: a program with one wrong jump or verdict disagrees with the rules somewhere', function () {
+      const input = [...runtimeDefault, ...rules('allow b 7:390 rw')]
+      const emulated = emulateRules(input)
+      const program = compileDeviceProgram(input)
+      const disagrees = (broken: typeof program): boolean => {
+        for (const type of ['b', 'c'] as const) for (const access of accessSets) for (const [major, minor] of [[1, 3], [1, 5], [7, 390], [7, 391], [136, 4], [8, 0]]) {
+          if (runDeviceProgram(broken, {access: bits(access), major, minor, type: deviceType[type]}) !== expected(emulated, {access, major, minor, type})) return true
+        }
+        return false
+      }
+      expect(disagrees(program)).to.equal(false)
+      expect(disagrees(program.map((i, n) => (n === program.length - 2 ? {...i, imm: 1} : i))), 'default allow').to.equal(true)
+      const lastRule = program.length - 4 // the verdict of b 7:390
+      expect(disagrees(program.map((i, n) => (n === lastRule ? {...i, imm: 0} : i))), 'a rule that denies').to.equal(true)
+      expect(disagrees(program.map((i, n) => (n === 6 ? {...i, imm: deviceType.b} : i))), 'the first rule for block devices').to.equal(true)
+    })
 
     it('has runc\'s layout: a 6-instruction prologue, one block per rule in order, the default at the end', function () {
       const program = compileDeviceProgram(rules('deny a', 'allow c 1:3 rwm', 'allow b 7:* r'))

@@ -1,0 +1,149 @@
+import {expect} from 'chai'
+import {execFile} from 'node:child_process'
+import {mkdir, mkdtemp, readdir, readFile, rm, rmdir, writeFile} from 'node:fs/promises'
+import {tmpdir} from 'node:os'
+import {join} from 'node:path'
+import {promisify} from 'node:util'
+
+import {agentProgramName, detachDevicePrograms, devicePrograms, replaceDevicePrograms} from '../../src/lib/runtime/device-bpf.js'
+import {compileDeviceProgram, deviceAccess, deviceType, emulateRules} from '../../src/lib/runtime/device-program.js'
+import {BpfError, closeFd, loadDeviceProgram} from '../../src/lib/sys/bpf.js'
+import {runDeviceProgram} from '../support/bpf-interpreter.js'
+import {attachRuntimeProgram, ruleOf} from '../support/device-programs.js'
+import {addLoopDevice, canUseLoopControl, removeLoopDevice} from '../support/loop-devices.js'
+import {missingPrerequisite} from '../support/prerequisites.js'
+
+const run = promisify(execFile)
+// Loop device 420 belongs to these tests.
+const loop = 420
+
+const rule = ruleOf
+// What containerd's CRI gives a container (deny all, then the standard devices): the runtime's base.
+const runtimeBase = ['deny a', 'allow c 1:3 rwm', 'allow c 1:5 rwm', 'allow c 1:7 rwm', 'allow c 1:8 rwm', 'allow c 1:9 rwm', 'allow c 5:0 rwm', 'allow c 5:2 rwm', 'allow c 136:* rwm', 'allow c *:* m', 'allow b *:* m'].map(rule)
+
+describe('cgroup v2 device programs on the real kernel (bpf(2) through koffi)', function () {
+  let root: string
+  let cgroup: string
+  let dir: string
+
+  /** Runs `script` in a new shell inside the test cgroup; true when it exits 0. */
+  const inCgroup = async (script: string): Promise<boolean> => {
+    try {
+      await run('sh', ['-c', `echo $$ > ${cgroup}/cgroup.procs && ${script}`])
+      return true
+    } catch {
+      return false
+    }
+  }
+  /** Opens the device for reading or writing (r, w) or makes a node of it (m) from inside the cgroup: whether the kernel let it. */
+  const can = async (device: string, access: 'r' | 'w' | 'm', numbers?: string): Promise<boolean> => {
+    // Only the open is tried (what the device cgroup decides): /dev/full, for one, opens for writing but fails every write.
+    if (access === 'r') return inCgroup(`: < ${device}`)
+    if (access === 'w') return inCgroup(`: > ${device}`)
+    await rm(join(dir, 'node'), {force: true})
+    const [type, major, minor] = numbers!.split(' ')
+    return inCgroup(`mknod ${join(dir, 'node')} ${type} ${major} ${minor} 2>/dev/null`)
+  }
+  const fds = async (): Promise<number> => (await readdir('/proc/self/fd')).length
+
+  before(async function () {
+    if (process.getuid?.() !== 0) missingPrerequisite(this, 'cgroup v2 device programs need root')
+    if (!canUseLoopControl()) missingPrerequisite(this, '/dev/loop-control is not usable (needs root and the loop driver)')
+    const mounts = await readFile('/proc/self/mounts', 'utf8')
+    const unified = mounts.split('\n').map((l) => l.split(' ')).find((f) => f[2] === 'cgroup2')?.[1]
+    if (unified === undefined) missingPrerequisite(this, 'no cgroup2 hierarchy is mounted')
+    root = unified!
+    cgroup = join(root, `nfdctl-bpf-test-${process.pid}`)
+    await mkdir(cgroup)
+    dir = await mkdtemp(join(tmpdir(), 'nfdctl-bpf-'))
+    await writeFile(join(dir, 'data'), 'x')
+    addLoopDevice(loop)
+    await run('losetup', [`/dev/loop${loop}`, join(dir, 'data')]).catch(() => {})
+  })
+
+  after(async function () {
+    if (cgroup) {
+      detachDevicePrograms(cgroup)
+      await rmdir(cgroup).catch(() => {})
+    }
+    await run('losetup', ['-d', `/dev/loop${loop}`]).catch(() => {})
+    removeLoopDevice(loop)
+    if (dir) await rm(dir, {force: true, recursive: true})
+  })
+
+  it('denies and then allows /dev/zero and a loop device, seen by a process in the cgroup; replacing keeps the other rules', async function () {
+    expect(await can('/dev/zero', 'r')).to.equal(true) // no program yet
+    const before = await fds() // after a first child process, whose set-up keeps descriptors of its own
+    replaceDevicePrograms(cgroup, runtimeBase.filter((r) => !(r.type === 'c' && r.major === 1 && r.minor === 5)))
+    expect(await can('/dev/zero', 'r'), '/dev/zero without its rule').to.equal(false)
+    expect(await can(`/dev/loop${loop}`, 'r'), 'the loop device before it is granted').to.equal(false)
+    expect(await can('/dev/null', 'w'), '/dev/null (still in the base)').to.equal(true)
+
+    replaceDevicePrograms(cgroup, [...runtimeBase, rule(`allow b 7:${loop} r`)])
+    expect(await can('/dev/zero', 'r'), '/dev/zero with its rule back').to.equal(true)
+    expect(await can(`/dev/loop${loop}`, 'r'), 'the loop device, granted r').to.equal(true)
+    expect(await can(`/dev/loop${loop}`, 'w'), 'the loop device, not granted w').to.equal(false)
+    expect(await can('/dev/null', 'w'), '/dev/null after the replace').to.equal(true)
+    expect(await can('/dev/full', 'r'), '/dev/full (base)').to.equal(true)
+
+    // Revoked: the base again, without the loop device.
+    replaceDevicePrograms(cgroup, runtimeBase)
+    expect(await can(`/dev/loop${loop}`, 'r'), 'the loop device, revoked').to.equal(false)
+    expect(await can('/dev/zero', 'r')).to.equal(true)
+    expect(await fds(), 'file descriptors left open').to.equal(before)
+  })
+
+  it('replaces a program already attached rather than stacking, reads it back, and replaces a stack of two with one', async function () {
+    replaceDevicePrograms(cgroup, runtimeBase)
+    const [first] = devicePrograms(cgroup)
+    expect(first.name).to.equal(agentProgramName)
+    expect(first.rules).to.deep.equal(emulateRules(runtimeBase)) // the kernel's copy decompiles to the same rules
+
+    const {replaced} = replaceDevicePrograms(cgroup, [...runtimeBase, rule(`allow b 7:${loop} rw`)])
+    expect(replaced).to.deep.equal([first.id])
+    const now = devicePrograms(cgroup)
+    expect(now).to.have.length(1)
+    expect(now[0].id).to.not.equal(first.id)
+    expect(now[0].rules?.rules.at(-1)).to.deep.include({access: 'rw', allow: true, major: 7, minor: loop, type: 'b'})
+
+    // Someone stacked a second program (e.g. the runtime's, attached with BPF_F_ALLOW_MULTI beside ours).
+    attachRuntimeProgram(cgroup, runtimeBase, 'other')
+    expect(devicePrograms(cgroup).map((p) => p.name)).to.deep.equal([agentProgramName, 'other'])
+    expect(replaceDevicePrograms(cgroup, runtimeBase).replaced).to.have.length(2)
+    expect(devicePrograms(cgroup).map((p) => p.name)).to.deep.equal([agentProgramName])
+  })
+
+  it('agrees with the interpreter\'s verdicts on a sample of devices and accesses', async function () {
+    const rules = [...runtimeBase.filter((r) => !(r.type === 'c' && r.major === 1 && r.minor === 7)), rule('allow c 1:7 w'), rule(`allow b 7:${loop} r`)]
+    replaceDevicePrograms(cgroup, rules)
+    const program = compileDeviceProgram(rules)
+    const samples: Array<[string, 'r' | 'w' | 'm', string]> = [
+      ['/dev/zero', 'r', 'c 1 5'], ['/dev/zero', 'w', 'c 1 5'], ['/dev/full', 'r', 'c 1 7'], ['/dev/full', 'w', 'c 1 7'],
+      [`/dev/loop${loop}`, 'r', `b 7 ${loop}`], [`/dev/loop${loop}`, 'w', `b 7 ${loop}`], ['', 'm', 'c 1 7'], ['', 'm', `b 7 ${loop}`], ['', 'm', 'c 4095 1'],
+    ]
+    const seen: string[] = []
+    for (const [device, access, numbers] of samples) {
+      const [type, major, minor] = numbers.split(' ')
+      const interpreted = runDeviceProgram(program, {access: deviceAccess[access], major: Number(major), minor: Number(minor), type: deviceType[type as 'b' | 'c']}) === 1
+      const kernel = await can(device, access, numbers)
+      seen.push(`${numbers} ${access}: kernel ${kernel ? 'allows' : 'denies'}`)
+      expect(kernel, `${numbers} ${access}: the kernel against the interpreter`).to.equal(interpreted)
+    }
+    // Both verdicts occur in the sample, so agreement says something.
+    expect(seen.some((s) => s.endsWith('allows')) && seen.some((s) => s.endsWith('denies'))).to.equal(true)
+  })
+
+  it('a program the verifier refuses is a clear error: the syscall, errno and the verifier\'s words', function () {
+    // Returns without setting r0: the verifier refuses it.
+    const bad = Buffer.from('9500000000000000', 'hex')
+    let error: unknown
+    try {
+      closeFd(loadDeviceProgram(bad, 'Apache', 'bad'))
+    } catch (e) {
+      error = e
+    }
+    expect(error).to.be.instanceOf(BpfError)
+    expect((error as Error).message).to.match(/^bpf\(BPF_PROG_LOAD\) failed: EACCES; the verifier said: .*R0 !read_ok/)
+    expect(() => devicePrograms(join(cgroup, 'no-such-child'))).to.throw(/cannot open cgroup .*ENOENT/)
+  })
+})

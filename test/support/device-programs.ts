@@ -1,0 +1,24 @@
+import {compileDeviceProgram, encodeInstructions, type DeviceProgramRule} from '../../src/lib/runtime/device-program.js'
+import {attachDeviceProgram, closeFd, loadDeviceProgram, openCgroup} from '../../src/lib/sys/bpf.js'
+
+/** A rule written as a test reads it: `allow c 1:3 rwm`, `deny a`, `allow b 7:* r`. */
+export function ruleOf(text: string): DeviceProgramRule {
+  const [verdict, type, numbers = '*:*', access = 'rwm'] = text.split(' ')
+  const [major, minor] = numbers.split(':').map((n) => (n === '*' ? '*' : Number(n)))
+  return {access, allow: verdict === 'allow', major, minor, type: type as DeviceProgramRule['type']}
+}
+
+/**
+ * Attaches a program for `rules` beside whatever the cgroup has (BPF_F_ALLOW_MULTI), under another name than
+ * the agent's: what runc attaches on a cgroup v2 host, which this hybrid host's runc does not.
+ */
+export function attachRuntimeProgram(dir: string, rules: readonly DeviceProgramRule[], name = 'runtime'): void {
+  const program = loadDeviceProgram(encodeInstructions(compileDeviceProgram(rules)), 'Apache', name)
+  const cgroup = openCgroup(dir)
+  try {
+    attachDeviceProgram(cgroup, program)
+  } finally {
+    closeFd(cgroup)
+    closeFd(program)
+  }
+}
