@@ -12,6 +12,7 @@ import {ContainerdClient} from '../../src/lib/runtime/containerd-client.js'
 import {agentProgramName, devicePrograms} from '../../src/lib/runtime/device-bpf.js'
 import {deviceControlOf} from '../../src/lib/runtime/device-cgroup.js'
 import {emulateRules, ociDeviceRules} from '../../src/lib/runtime/device-program.js'
+import {attachDeviceProgram, closeFd, loadDeviceProgram, openCgroup} from '../../src/lib/sys/bpf.js'
 import {CliProcess} from '../support/cli-process.js'
 import {attachRuntimeProgram} from '../support/device-programs.js'
 import {DroppingProxy} from '../support/dropping-proxy.js'
@@ -420,6 +421,40 @@ describe('devices agent on a real node: devices follow containers', function () 
       expect(agent.json<LogLine>().filter((l) => l.msg === 'devices updated')).to.deep.equal([])
       expect(devicePrograms(control.dir).map((p) => p.id)).to.deep.equal([before])
       expect(await reads(pod.containerId, 398)).to.equal('loop-398-data')
+    } finally {
+      await env.client.request('DELETE', `${classesPath}/hotc`).catch(() => {})
+    }
+  })
+
+  it('cgroup v2: a device program not of runc\'s shape is left exactly as it is, and said so once', async function () {
+    await createClass()
+    try {
+      pods.push('agent-v2-foreign')
+      const pod = await runPod(env, {annotations: {'devices.nfdctl.io/main': 'hotc'}, command: ['sleep', '3600'], name: 'agent-v2-foreign'})
+      const containerd = new ContainerdClient({address: env.node.containerd.socket, namespace: 'k8s.io'})
+      const pid = (await containerd.listTasks()).find((t) => t.containerId === pod.containerId)!.pid
+      containerd.close()
+      const {dir} = await deviceControlOf(pid, {mode: 'v2'})
+      // Allows everything but in another shape than runc's (r0 = 1, exit): the agent cannot read it.
+      const foreign = loadDeviceProgram(Buffer.from('b700000001000000' + '9500000000000000', 'hex'), 'Apache', 'foreign')
+      const cgroup = openCgroup(dir)
+      try {
+        attachDeviceProgram(cgroup, foreign)
+      } finally {
+        closeFd(cgroup)
+        closeFd(foreign)
+      }
+      const [attached] = devicePrograms(dir)
+      expect(attached.rules).to.equal(undefined)
+
+      agent = await startAgent()
+      await addLoop(398)
+      const warning = await agent.waitForLine<LogLine & {err?: string}>('the warning', (l) => l.msg === "cannot read the container's device program; its devices are left as they are", 10_000)
+      expect(warning.value.err).to.match(/"foreign".* is not of runc's shape/)
+      await sleep(500)
+      expect(devicePrograms(dir).map((p) => p.id), 'the program untouched').to.deep.equal([attached.id])
+      expect(await reads(pod.containerId, 398)).to.match(/^failed/) // not granted: neither the v1 rule nor a node
+      expect(agent.json<LogLine>().filter((l) => l.msg === "cannot read the container's device program; its devices are left as they are")).to.have.length(1)
     } finally {
       await env.client.request('DELETE', `${classesPath}/hotc`).catch(() => {})
     }

@@ -11,7 +11,15 @@ const attachCgroupDevice = 6
 export const attachFlags = {allowMulti: 2, replace: 4} as const
 const attrSize = 128
 
-const syscall = koffi.load(null as unknown as string).func('long syscall(long number, ...)')
+let memlockRaised = false
+
+/** Kernels before 5.11 charge BPF programs to RLIMIT_MEMLOCK (64 KiB by default): lift it once, as runc does. */
+function raiseMemlock(): void {
+  if (memlockRaised) return
+  memlockRaised = true
+  const unlimited = Buffer.alloc(16, 0xff) // struct rlimit {RLIM_INFINITY, RLIM_INFINITY}
+  sys.setrlimit(8 /* RLIMIT_MEMLOCK */, unlimited) // failing only matters on old kernels, where the load then says so
+}
 
 /** A bpf(2) failure: which command, and errno. */
 export class BpfError extends Error {
@@ -25,7 +33,7 @@ export class BpfError extends Error {
 }
 
 function bpf(command: keyof typeof commands, attr: Buffer, detail?: string): number {
-  const result = Number(syscall(sysBpf, 'int', commands[command], 'void *', attr, 'unsigned int', attr.length))
+  const result = Number(sys.syscall(sysBpf, 'int', commands[command], 'void *', attr, 'unsigned int', attr.length))
   if (result < 0) throw new BpfError(detail === undefined ? command : `${command} ${detail}`, errno())
   return result
 }
@@ -41,6 +49,7 @@ export function closeFd(fd: number): void {
  * verifier refuses fails with the verifier's log in the message.
  */
 export function loadDeviceProgram(instructions: Buffer, license: string, name: string): number {
+  raiseMemlock()
   const licenseText = Buffer.from(`${license}\0`)
   const log = Buffer.alloc(64 * 1024)
   const attr = Buffer.alloc(attrSize)

@@ -18,8 +18,11 @@ export const sys = {
   poll: libc.func('int poll(_Inout_ void *fds, unsigned long nfds, int timeout)'),
   read: libc.func('long read(int fd, _Out_ void *buf, size_t n)'),
   recvfrom: libc.func('long recvfrom(int fd, _Out_ void *buf, size_t len, int flags, _Out_ void *src, _Inout_ uint32_t *srclen)'),
+  setrlimit: libc.func('int setrlimit(int resource, void *limit)'),
   setsockopt: libc.func('int setsockopt(int fd, int level, int name, void *val, uint32_t len)'),
   socket: libc.func('int socket(int domain, int type, int protocol)'),
+  /** For bpf(2), which glibc has no wrapper for. */
+  syscall: libc.func('long syscall(long number, ...)'),
   unlinkat: libc.func('int unlinkat(int dirfd, const char *path, int flags)'),
   write: libc.func('long write(int fd, void *buf, size_t n)'),
 }
