@@ -8,13 +8,12 @@ import {promisify} from 'node:util'
 
 import {parseAllDocuments, parseDocument} from 'yaml'
 
-import {ContainerdClient} from '../../src/lib/runtime/containerd-client.js'
+import {ContainerdClient, type RuntimeContainer} from '../../src/lib/runtime/containerd-client.js'
 import {agentProgramName, devicePrograms} from '../../src/lib/runtime/device-bpf.js'
-import {deviceControlOf} from '../../src/lib/runtime/device-cgroup.js'
+import {deviceControlOf, type DeviceControl} from '../../src/lib/runtime/device-cgroup.js'
 import {emulateRules, ociDeviceRules} from '../../src/lib/runtime/device-program.js'
-import {attachDeviceProgram, closeFd, loadDeviceProgram, openCgroup} from '../../src/lib/sys/bpf.js'
 import {CliProcess} from '../support/cli-process.js'
-import {attachRuntimeProgram} from '../support/device-programs.js'
+import {attachProgram, attachRuntimeProgram} from '../support/device-programs.js'
 import {DroppingProxy} from '../support/dropping-proxy.js'
 import {freePort} from '../support/free-port.js'
 import {addLoopDevice, canUseLoopControl, removeLoopDevice} from '../support/loop-devices.js'
@@ -84,6 +83,16 @@ describe('devices agent on a real node: devices follow containers', function () 
     ])
     await cli.waitForLine<LogLine>('hotc registered', (l) => l.class === 'hotc' && l.state === 'registered', 20_000)
     return cli
+  }
+  /** The container's cgroup2 directory (device control v2) and its OCI spec. */
+  const unifiedCgroupOf = async (containerId: string): Promise<{control: DeviceControl; spec: NonNullable<RuntimeContainer['spec']>}> => {
+    const containerd = new ContainerdClient({address: env.node.containerd.socket, namespace: 'k8s.io'})
+    try {
+      const pid = (await containerd.listTasks()).find((t) => t.containerId === containerId)!.pid
+      return {control: await deviceControlOf(pid, {mode: 'v2'}), spec: (await containerd.getContainer(containerId))!.spec!}
+    } finally {
+      containerd.close()
+    }
   }
   const createClass = async (): Promise<void> => {
     await env.client.request('POST', classesPath, {body: parseDocument(classes).toJS() as object}).catch(() => {})
@@ -384,13 +393,9 @@ describe('devices agent on a real node: devices follow containers', function () 
     try {
       pods.push('agent-v2')
       const pod = await runPod(env, {annotations: {'devices.nfdctl.io/main': 'hotc'}, command: ['sleep', '3600'], name: 'agent-v2'})
-      const containerd = new ContainerdClient({address: env.node.containerd.socket, namespace: 'k8s.io'})
-      const pid = (await containerd.listTasks()).find((t) => t.containerId === pod.containerId)!.pid
-      const control = await deviceControlOf(pid, {mode: 'v2'})
+      const {control, spec} = await unifiedCgroupOf(pod.containerId)
       expect(control.mode).to.equal('v2')
       // This host's runc attaches no program (hybrid cgroups): attach what it would, from the container's OCI spec.
-      const spec = (await containerd.getContainer(pod.containerId))!.spec!
-      containerd.close()
       const specRules = ociDeviceRules(spec.linux?.resources?.devices)
       attachRuntimeProgram(control.dir, specRules)
       const runtime = devicePrograms(control.dir)
@@ -431,19 +436,9 @@ describe('devices agent on a real node: devices follow containers', function () 
     try {
       pods.push('agent-v2-foreign')
       const pod = await runPod(env, {annotations: {'devices.nfdctl.io/main': 'hotc'}, command: ['sleep', '3600'], name: 'agent-v2-foreign'})
-      const containerd = new ContainerdClient({address: env.node.containerd.socket, namespace: 'k8s.io'})
-      const pid = (await containerd.listTasks()).find((t) => t.containerId === pod.containerId)!.pid
-      containerd.close()
-      const {dir} = await deviceControlOf(pid, {mode: 'v2'})
+      const {dir} = (await unifiedCgroupOf(pod.containerId)).control
       // Allows everything but in another shape than runc's (r0 = 1, exit): the agent cannot read it.
-      const foreign = loadDeviceProgram(Buffer.from('b700000001000000' + '9500000000000000', 'hex'), 'Apache', 'foreign')
-      const cgroup = openCgroup(dir)
-      try {
-        attachDeviceProgram(cgroup, foreign)
-      } finally {
-        closeFd(cgroup)
-        closeFd(foreign)
-      }
+      attachProgram(dir, Buffer.from('b700000001000000' + '9500000000000000', 'hex'), 'foreign')
       const [attached] = devicePrograms(dir)
       expect(attached.rules).to.equal(undefined)
 

@@ -13,7 +13,12 @@ export function ruleOf(text: string): DeviceProgramRule {
  * the agent's: what runc attaches on a cgroup v2 host, which this hybrid host's runc does not.
  */
 export function attachRuntimeProgram(dir: string, rules: readonly DeviceProgramRule[], name = 'runtime'): void {
-  const program = loadDeviceProgram(encodeInstructions(compileDeviceProgram(rules)), 'Apache', name)
+  attachProgram(dir, encodeInstructions(compileDeviceProgram(rules)), name)
+}
+
+/** Loads the instructions as a device program and attaches it beside whatever the cgroup has. */
+export function attachProgram(dir: string, instructions: Buffer, name: string): void {
+  const program = loadDeviceProgram(instructions, 'Apache', name)
   const cgroup = openCgroup(dir)
   try {
     attachDeviceProgram(cgroup, program)
