@@ -99,6 +99,35 @@ describe('the agent\'s class store on a real API server', function () {
     await waitFor('cs-tpu no longer selected', async () => !applicable(store.view).includes('cs-tpu'), {timeoutMs: 5000})
   })
 
+  it('watches metadata only: a status write reaches it as a small event and costs no request; a spec edit costs one GET', async function () {
+    const own = await plane.client()
+    try {
+      const store = storeFor(own, join(dir, 'watch'))
+      await start(store)
+      await create('cs-watched', loopRule('loop6*'))
+      await waitFor('cs-watched', async () => applicable(store.view).includes('cs-watched'), {timeoutMs: 5000})
+      await sleep(300)
+      const before = own.stats.requests
+      // What every agent does: its node's entry of the status, by server-side apply. The generation stays.
+      for (let i = 0; i < 5; i++) {
+        await client.request('PATCH', `${deviceClassesPath}/cs-watched/status`, {
+          body: {apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', metadata: {name: 'cs-watched'}, status: {nodes: [{devices: [], node: `other-${i}`}]}},
+          contentType: 'application/apply-patch+yaml', query: {fieldManager: `other-${i}`, force: true},
+        })
+      }
+      await sleep(500)
+      expect(own.stats.requests - before, 'requests after 5 status writes').to.equal(0)
+      await client.request('PATCH', `${deviceClassesPath}/cs-watched`, {body: {spec: {permissions: 'r'}}, contentType: 'application/merge-patch+json'})
+      await waitFor('the edit seen', async () => store.view.applicable.find((c) => c.metadata.name === 'cs-watched')?.spec.permissions === 'r', {timeoutMs: 5000})
+      expect(own.stats.requests - before, 'requests after a spec edit').to.equal(1)
+    } finally {
+      for (const c of controllers.splice(0)) c.abort()
+      for (const st of stores.splice(0)) await st.stop()
+      own.close()
+      await client.request('DELETE', `${deviceClassesPath}/cs-watched`).catch(() => {})
+    }
+  })
+
   it('uses the persisted classes when the API server does not answer at start, and takes the cluster\'s once it does', async function () {
     const stateDir = join(dir, 'outage')
     const first = storeFor(client, stateDir)

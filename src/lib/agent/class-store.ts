@@ -2,13 +2,15 @@ import {mkdir, readFile} from 'node:fs/promises'
 import {join} from 'node:path'
 import {setTimeout as sleep} from 'node:timers/promises'
 
+import {deviceClassesPath} from '../devices/cluster-classes.js'
 import {classesForNode} from '../devices/device-matcher.js'
 import type {DeviceClass} from '../devices/types.js'
 import {validateDeviceClass} from '../devices/validate-device-class.js'
 import {errorMessage} from '../errors.js'
+import {isStatus} from '../kube/api-error.js'
 import {Informer, MetadataInformer} from '../kube/informer.js'
 import type {KubeClient} from '../kube/kube-client.js'
-import type {ObjectCodec} from '../kube/metadata-list.js'
+import {metadataObjectAccept, type ObjectCodec} from '../kube/metadata-list.js'
 import {nodesResource, type ObjectMeta} from '../kube/resource.js'
 import type {Logger} from '../observe/logger.js'
 import {writeFileAtomic} from '../sys/atomic-write.js'
@@ -93,16 +95,22 @@ export interface ClassStoreOptions {
 
 const deviceClassesResource = {group: 'devices.nfdctl.io', namespaced: false, plural: 'deviceclasses', version: 'v1alpha1'}
 
-/** What is kept of a listed or watched DeviceClass: what validation and the status need, without managedFields or status. */
-const deviceClassCodec: ObjectCodec<{metadata: ObjectMeta & {generation?: number}; spec?: unknown}> = {
+type ClassItem = {metadata: ObjectMeta & {generation?: number}; spec?: unknown}
+
+/**
+ * Lists are whole objects (the specs), the watch is metadata only: every agent's status writes change the
+ * classes, and each of them would otherwise reach every agent with the whole status.nodes of the cluster.
+ * A watched change of generation (a spec edit) is then read with one GET.
+ */
+const deviceClassCodec: ObjectCodec<ClassItem> = {
   listAccept: 'application/json',
   metaOf: (item) => item.metadata,
   toItem: (raw) => {
-    const {metadata, spec} = raw as {metadata?: ObjectMeta & {generation?: number}; spec?: unknown}
+    const {metadata, spec} = raw as ClassItem
     if (metadata === undefined) return undefined
     return {metadata: {generation: metadata.generation, name: metadata.name, resourceVersion: metadata.resourceVersion, uid: metadata.uid}, spec}
   },
-  watchAccept: 'application/json',
+  watchAccept: metadataObjectAccept,
 }
 
 /**
@@ -112,17 +120,20 @@ const deviceClassCodec: ObjectCodec<{metadata: ObjectMeta & {generation?: number
  * classes are used and the store catches up once it answers.
  */
 export class ClassStore {
-  readonly #classes: Informer<{metadata: ObjectMeta & {generation?: number}; spec?: unknown}>
+  readonly #classes: Informer<ClassItem>
   readonly #node: MetadataInformer
   readonly #log: Logger
   readonly #file: string
   #lastValid = new Map<string, DeviceClass>()
   #labels: Record<string, string> = {}
-  /** The generation of each cluster class in the last view: an update that keeps it changes nothing. */
-  #generations = new Map<string, number | undefined>()
+  /** Each cluster class with its spec, at the generation last read. */
+  #specs = new Map<string, ClassItem>()
+  /** GETs of edited classes, one after another so that the last edit wins. */
+  #reading: Promise<void> = Promise.resolve()
   #view: ClassView = {applicable: [], invalid: []}
   #viewKey = ''
   #synced = false
+  #stopped = false
   #nodeMissing = false
   #persisting: Promise<void> = Promise.resolve()
   #listener: ((view: ClassView) => void) | undefined
@@ -134,9 +145,16 @@ export class ClassStore {
     // Most updates change nothing here: status writes (the agents' own) keep a class's generation, and
     // kubelet's heartbeats keep the Node's labels. Only the others make the view be computed again.
     this.#classes = new Informer({
-      client: options.client, logger: options.logger, onDeleted: onChanged, pageSize: 500, resource: deviceClassesResource,
+      client: options.client, logger: options.logger, pageSize: 500, resource: deviceClassesResource,
       onChanged: (item) => {
-        if (item === undefined || this.#generations.get(item.metadata.name) !== item.metadata.generation) this.#refresh()
+        if (item === undefined) {
+          this.#takeList()
+          this.#refresh()
+        } else if (this.#specs.get(item.metadata.name)?.metadata.generation !== item.metadata.generation) this.#readSpec(item)
+      },
+      onDeleted: (item) => {
+        this.#specs.delete(item.metadata.name)
+        this.#refresh()
       },
     }, deviceClassCodec)
     this.#node = new MetadataInformer({
@@ -190,12 +208,42 @@ export class ClassStore {
   }
 
   async stop(): Promise<void> {
+    this.#stopped = true
     await Promise.all([this.#classes.stop(), this.#node.stop()])
+    await this.#reading
     await this.#persisting
+  }
+
+  /** A (re)list: whole objects, specs included. */
+  #takeList(): void {
+    this.#specs = new Map([...this.#classes.cache.values()].filter((c) => c.spec !== undefined).map((c) => [c.metadata.name, c]))
+  }
+
+  /**
+   * A class edited (its generation moved): its spec, read once. A class deleted meanwhile is left to its
+   * delete event; a failed read is tried again in 2 s, the previous spec staying in use meanwhile.
+   */
+  #readSpec(item: ClassItem): void {
+    const {name, uid} = item.metadata
+    this.#reading = this.#reading.then(async () => {
+      const watched = this.#classes.cache.get(name)
+      if (this.#stopped || watched?.metadata.uid !== uid || this.#specs.get(name)?.metadata.generation === watched.metadata.generation) return
+      try {
+        const object = deviceClassCodec.toItem(await this.options.client.request('GET', `${deviceClassesPath}/${encodeURIComponent(name)}`))
+        if (object === undefined || object.metadata.uid !== uid || this.#classes.cache.get(name)?.metadata.uid !== uid) return
+        this.#specs.set(name, object)
+        this.#refresh()
+      } catch (error) {
+        if (isStatus(error, 'NotFound') || this.#stopped) return
+        this.#log.warn({class: name, err: errorMessage(error)}, 'cannot read an edited DeviceClass; its previous spec stays in use, trying again')
+        setTimeout(() => this.#readSpec(item), 2000).unref()
+      }
+    })
   }
 
   #takeCluster(): ClassView {
     this.#synced = true
+    this.#takeList()
     this.#refresh(false)
     return this.#view
   }
@@ -209,8 +257,7 @@ export class ClassStore {
       if (this.#nodeMissing) this.#log.warn({node: this.options.nodeName}, 'the Node is not in the cluster; nodeSelectors see no labels (set --node-name)')
     }
     this.#labels = {...node?.labels}
-    const items = [...this.#classes.cache.values()]
-    this.#generations = new Map(items.map((c) => [c.metadata.name, c.metadata.generation]))
+    const items = [...this.#specs.values()]
     const {lastValid, view} = classView({clusterItems: items, fileClasses: this.options.fileClasses, lastValid: this.#lastValid, nodeLabels: this.#labels})
     this.#lastValid = lastValid
     const before = new Set(this.#view.invalid.map((p) => `${p.name}@${p.generation}`))
