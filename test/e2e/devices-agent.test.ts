@@ -10,7 +10,7 @@ import {parseAllDocuments, parseDocument} from 'yaml'
 
 import {ContainerdClient, type RuntimeContainer} from '../../src/lib/runtime/containerd-client.js'
 import {agentProgramName, devicePrograms} from '../../src/lib/runtime/device-bpf.js'
-import {deviceControlOf, type DeviceControl} from '../../src/lib/runtime/device-cgroup.js'
+import {deviceControlOf, formatRule, readDeviceRules, type DeviceControl} from '../../src/lib/runtime/device-cgroup.js'
 import {emulateRules, ociDeviceRules} from '../../src/lib/runtime/device-program.js'
 import {CliProcess} from '../support/cli-process.js'
 import {attachProgram, attachRuntimeProgram} from '../support/device-programs.js'
@@ -94,6 +94,17 @@ describe('devices agent on a real node: devices follow containers', function () 
       containerd.close()
     }
   }
+  /** The rules of the container's v1 devices cgroup naming loop<index> (what the kernel enforces there). */
+  const loopRules = async (containerId: string, index: number): Promise<string[]> => {
+    const containerd = new ContainerdClient({address: env.node.containerd.socket, namespace: 'k8s.io'})
+    try {
+      const pid = (await containerd.listTasks()).find((t) => t.containerId === containerId)!.pid
+      const control = await deviceControlOf(pid, {mode: 'v1'})
+      return (await readDeviceRules(control.dir)).filter((r) => r.type === 'b' && r.major === 7 && r.minor === index).map(formatRule)
+    } finally {
+      containerd.close()
+    }
+  }
   const createClass = async (): Promise<void> => {
     await env.client.request('POST', classesPath, {body: parseDocument(classes).toJS() as object}).catch(() => {})
   }
@@ -172,6 +183,9 @@ describe('devices agent on a real node: devices follow containers', function () 
       await waitFor(`loop391 gone from ${pod.name}`, async () => /No such file/.test(await env.node.execFailure(pod.containerId, ['ls', '/dev/loop391']).catch(() => '')), {timeoutMs: 10_000})
     }
     expect(agent.json<LogLine>().some((l) => l.msg === 'devices updated' && l.revoked?.includes('/dev/loop391'))).to.equal(true)
+    // Denied, not only hidden: the devices cgroup no longer allows it (a mknod'ed node would not open).
+    for (const pod of [byLimit, byAnnotation]) expect(await loopRules(pod.containerId, 391), `${pod.name}'s rules for loop391`).to.deep.equal([])
+    expect(await loopRules(byAnnotation.containerId, 390)).to.deep.equal(['b 7:390 rw'])
     await waitFor('the status entry without loop391', async () => (await nodeEntry('hotc'))?.devices?.map((d) => d.devName).join() === 'loop390', {timeoutMs: 10_000})
 
     // SIGTERM: the agent stops, exit 0, and the containers keep what they were given.
@@ -220,6 +234,37 @@ describe('devices agent on a real node: devices follow containers', function () 
       for (const index of [392, 393]) {
         await waitFor(`the new container reads loop${index}`, async () => (await reads(restarted.containerId, index)) === `loop-${index}-data`, {timeoutMs: 10_000})
       }
+    } finally {
+      await env.client.request('DELETE', `${classesPath}/hotc`).catch(() => {})
+    }
+  })
+
+  it('takes back what it gave when a container stops asking (its annotation edited away), also while the agent was away', async function () {
+    await addLoop(399)
+    await createClass()
+    try {
+      agent = await startAgent()
+      pods.push('agent-stops-asking', 'agent-stops-later')
+      const first = await runPod(env, {annotations: {'devices.nfdctl.io/main': 'hotc'}, command: ['sleep', '3600'], name: 'agent-stops-asking'})
+      const second = await runPod(env, {annotations: {'devices.nfdctl.io/main': 'hotc'}, command: ['sleep', '3600'], name: 'agent-stops-later'})
+      for (const pod of [first, second]) await waitFor(`${pod.name} reads loop399`, async () => (await reads(pod.containerId, 399)) === 'loop-399-data', {timeoutMs: 10_000})
+      const stopAsking = (name: string): Promise<unknown> =>
+        env.client.request('PATCH', `/api/v1/namespaces/default/pods/${name}`, {body: {metadata: {annotations: {'devices.nfdctl.io/main': null}}}, contentType: 'application/merge-patch+json'})
+
+      await stopAsking(first.name)
+      await waitFor('loop399 taken from the first pod', async () => (await loopRules(first.containerId, 399)).length === 0, {timeoutMs: 10_000})
+      await expectNoDevice(first.containerId, 399)
+      expect(await reads(second.containerId, 399)).to.equal('loop-399-data')
+      await waitFor('the status entry holds only the second pod', async () => (await nodeEntry('hotc'))?.containers?.map((c) => c.pod).join() === 'agent-stops-later', {timeoutMs: 10_000})
+
+      // Edited while no agent runs: the next agent's first batch looks at every container.
+      expect(await agent.stop('SIGTERM')).to.equal(0)
+      await stopAsking(second.name)
+      agent = await startAgent()
+      await waitFor('loop399 taken from the second pod by the restarted agent', async () => (await loopRules(second.containerId, 399)).length === 0, {timeoutMs: 10_000})
+      await expectNoDevice(second.containerId, 399)
+      const updates = agent.json<LogLine>().filter((l) => l.msg === 'devices updated')
+      expect(updates.map((l) => [l.pod, l.granted, l.revoked])).to.deep.equal([['default/agent-stops-later', [], ['/dev/loop399']]])
     } finally {
       await env.client.request('DELETE', `${classesPath}/hotc`).catch(() => {})
     }

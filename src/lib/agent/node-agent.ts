@@ -73,6 +73,12 @@ export class NodeAgent {
   #statusOk = true
   /** What each pod's containers ask for, as last seen (pods asking nothing count too: a change may add a request). */
   readonly #podAsks = new Map<string, string>()
+  /**
+   * Containers that may hold class devices the agent gave: reconciled even when they no longer ask (an
+   * annotation edited away), so that what they were given is taken back. Undefined until the first batch,
+   * which looks at every container: one that stopped asking while the agent was away is found there.
+   */
+  #mayHold: Set<string> | undefined
   #unsubscribe: (() => void) | undefined
   #endSubscription: (() => void) | undefined
   #containerdUp: boolean | undefined
@@ -250,13 +256,18 @@ export class NodeAgent {
       throw new Error(`cannot list containerd's containers: ${errorMessage(error)}`, {cause: error})
     }
     const work: Array<{container: RuntimeContainer; pid: number; request: ContainerRequest}> = []
+    const mayHold = this.#mayHold
     for (const container of containers) {
       const pid = tasks.get(container.id)
       const l = container.labels
       if (pid === undefined || l[criLabels.kind] === 'sandbox') continue
       const request = requests.get(`${l[criLabels.namespace]}/${l[criLabels.pod]}/${l[criLabels.container]}`)
       if (request !== undefined) work.push({container, pid, request})
+      else if (mayHold === undefined || mayHold.has(container.id)) {
+        work.push({container, pid, request: {classes: new Map(), container: l[criLabels.container] ?? '', namespace: l[criLabels.namespace] ?? '', pod: l[criLabels.pod] ?? ''}})
+      }
     }
+    this.#mayHold = new Set(work.filter((w) => w.request.classes.size > 0).map((w) => w.container.id))
     const allocations = work.some((w) => this.#needsAllocations(w.request)) ? await listPodResources(this.options.podResourcesSocket).catch((error: unknown) => {
       this.#metrics.errors.inc({kind: 'pod-resources'})
       this.#log.warn({err: errorMessage(error)}, 'cannot read kubelet\'s PodResources; Device-allocation containers keep their access for now')
@@ -271,8 +282,10 @@ export class NodeAgent {
         for (const name of request.classes.keys()) holding.set(name, [...(holding.get(name) ?? []), {container: request.container, namespace: request.namespace, pod: request.pod}])
         if (allocations === undefined && this.#needsAllocations(request)) continue
         try {
-          await this.#reconcileContainer(container, pid, request, members, allocations ?? [])
+          // Still holding class devices (a revoke that failed): looked at again in the next batch.
+          if (await this.#reconcileContainer(container, pid, request, members, allocations ?? [])) this.#mayHold!.add(container.id)
         } catch (error) {
+          this.#mayHold!.add(container.id)
           this.#log.warn({container: container.id, err: errorMessage(error), pod: `${request.namespace}/${request.pod}`}, 'could not update a container\'s devices')
         }
       }
@@ -332,7 +345,12 @@ export class NodeAgent {
     return [...request.classes].some(([name, via]) => via === 'limit' && this.#classes.get(name)?.spec.allocation === 'Device')
   }
 
-  async #reconcileContainer(container: RuntimeContainer, pid: number, request: ContainerRequest, members: Map<string, Device[]>, pods: Awaited<ReturnType<typeof listPodResources>>): Promise<void> {
+  /**
+   * Gives one container exactly its wanted class devices; true when it holds any afterwards. A container
+   * that asks for nothing (any more) keeps whatever its runtime spec allowed, class devices included (a
+   * privileged container, a device given another way): only what the agent added is taken back.
+   */
+  async #reconcileContainer(container: RuntimeContainer, pid: number, request: ContainerRequest, members: Map<string, Device[]>, pods: Awaited<ReturnType<typeof listPodResources>>): Promise<boolean> {
     const control = await deviceControlOf(pid, {hasDeviceProgram, mode: this.options.cgroupMode})
     const allocated = new Map<string, string[]>()
     for (const name of request.classes.keys()) allocated.set(name, allocatedDevices(pods, {name: request.pod, namespace: request.namespace}, request.container, resourceNameOf(name)))
@@ -340,7 +358,8 @@ export class NodeAgent {
     // What the runtime allowed from the start is left alone, except class devices (kubelet's Allocate gave
     // them): those the agent manages, so that an unplugged one is withdrawn and given back when it returns.
     const specRules = ociDeviceRules(container.spec?.linux?.resources?.devices)
-    const managed = (r: DeviceProgramRule): boolean => r.allow && r.type !== 'a' && this.#known.has(`${r.type}${r.major}:${r.minor}`)
+    const asks = request.classes.size > 0
+    const managed = (r: DeviceProgramRule): boolean => asks && r.allow && r.type !== 'a' && this.#known.has(`${r.type}${r.major}:${r.minor}`)
     const base = new Set(specRules.filter((r) => r.allow && r.type !== 'a' && r.major !== '*' && r.minor !== '*' && !managed(r)).map((r) => `${r.type}${r.major}:${r.minor}`))
     let current: Map<string, DeviceAccess>
     try {
@@ -352,10 +371,10 @@ export class NodeAgent {
         this.#metrics.errors.inc({kind: 'unsupported-cgroup'})
         this.#log.warn({container: container.id, err: error.message}, 'cannot read the container\'s device program; its devices are left as they are')
       }
-      return
+      return false
     }
     const change = diffAccess(current, wanted, base)
-    if (change.grant.length === 0 && change.revoke.length === 0) return
+    if (change.grant.length === 0 && change.revoke.length === 0) return wanted.size > 0
     try {
       await applyAccess(pid, control, change, {base: specRules.filter((r) => !managed(r)), wanted: wanted.values()})
     } catch (error) {
@@ -369,6 +388,7 @@ export class NodeAgent {
       cgroup: control.mode, container: container.id.slice(0, 12), granted: change.grant.map((a) => `${a.device.devNode} ${a.access}`), pod: `${request.namespace}/${request.pod}`,
       revoked: change.revoke.map((a) => a.device.devNode), workload: request.container,
     }, 'devices updated')
+    return wanted.size > 0
   }
 }
 
