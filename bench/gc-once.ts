@@ -83,7 +83,8 @@ try {
     const cpu = process.cpuUsage(cpuBefore)
     ceilingCpu.push((cpu.user + cpu.system) / 1e6)
     client.close()
-    log(`round ${round}: gc once ${gcRun.seconds.toFixed(2)} s, ceiling ${ceilingRuns.at(-1)!.toFixed(2)} s`)
+    const {concurrency: w, durationMs} = gcRun.report
+    log(`round ${round}: gc once ${gcRun.seconds.toFixed(2)} s (sweep ${(durationMs / 1000).toFixed(2)} s, CPU ${gcRun.cpuSeconds.toFixed(2)} s, window ${w.lowest}-${w.highest}, final ${w.final}), ceiling ${ceilingRuns.at(-1)!.toFixed(2)} s (CPU ${ceilingCpu.at(-1)!.toFixed(2)} s)`)
   }
   const median = <T>(items: readonly T[], key: (item: T) => number): T => [...items].sort((a, b) => key(a) - key(b))[Math.floor(items.length / 2)]!
   const {report, seconds: gcSeconds} = median(gcRuns, (r) => r.seconds)
