@@ -6,15 +6,13 @@ import {NfdctlCommand} from '../../cli/nfdctl-command.js'
 import {observeFlags} from '../../cli/observe-flags.js'
 import {untilAborted} from '../../lib/abort.js'
 import {createAgentMetrics} from '../../lib/agent/agent-metrics.js'
+import {agentOptionsFrom} from '../../lib/agent/agent-options.js'
 import {ClassStore} from '../../lib/agent/class-store.js'
 import {NodeAgent} from '../../lib/agent/node-agent.js'
 import {loadClassFiles} from '../../lib/devices/class-file.js'
-import {parseDurationMs} from '../../lib/duration.js'
-import {UsageError} from '../../lib/errors.js'
 import {openCluster} from '../../lib/kube/connect.js'
 import {HealthServer} from '../../lib/observe/health-server.js'
 import {createLogger} from '../../lib/observe/logger.js'
-import {observeOptionsFrom} from '../../lib/observe/observe-options.js'
 import {ContainerdClient} from '../../lib/runtime/containerd-client.js'
 
 export default class DevicesAgent extends NfdctlCommand {
@@ -26,6 +24,7 @@ Containers ask by resource limit devices.nfdctl.io/<class> (the agent also serve
     '<%= config.bin %> <%= command.id %> --kubeconfig /etc/nfdctl/kubeconfig --containerd-address /run/containerd/containerd.sock --batch-quiet 100ms',
   ]
   static override flags = {
+    'batch-leading-edge': Flags.boolean({allowNo: true, default: true, description: 'process an event that follows a quiet spell at once (a lone hot-plug is not delayed); --no-batch-leading-edge makes every event wait for --batch-quiet'}),
     'batch-max-wait': Flags.string({default: '1s', description: 'process a batch at the latest this long after its first event'}),
     'batch-quiet': Flags.string({default: '200ms', description: 'process a batch once events pause this long'}),
     cdi: Flags.boolean({description: 'also name CDI devices in Allocate answers and write CDI specs to --cdi-dir'}),
@@ -46,13 +45,9 @@ Containers ask by resource limit devices.nfdctl.io/<class> (the agent also serve
 
   async run(): Promise<void> {
     const {flags} = await this.parse(DevicesAgent)
-    const observe = observeOptionsFrom(flags, Boolean(process.stdout.isTTY))
-    const quietMs = duration('batch-quiet', flags['batch-quiet'])
-    const maxWaitMs = duration('batch-max-wait', flags['batch-max-wait'])
-    if (maxWaitMs < quietMs) throw new UsageError(`--batch-max-wait (${flags['batch-max-wait']}) must be at least --batch-quiet (${flags['batch-quiet']})`)
-    if (!Number.isInteger(flags.workers) || flags.workers < 1 || flags.workers > 64) throw new UsageError(`--workers must be a whole number from 1 to 64, got ${flags.workers}`)
-    const nodeName = flags['node-name'] ?? (process.env.NODE_NAME || hostname())
-    const log = createLogger({base: {component: 'agent', node: nodeName}, format: observe.logFormat, level: observe.logLevel})
+    const options = agentOptionsFrom(flags, Boolean(process.stdout.isTTY), {env: process.env, hostname: hostname()})
+    const {nodeName} = options
+    const log = createLogger({base: {component: 'agent', node: nodeName}, format: options.logFormat, level: options.logLevel})
 
     const fileClasses = await loadClassFiles(flags['class-file'] ?? [])
     const {client} = await openCluster({context: flags.context, kubeconfig: flags.kubeconfig}, {burst: 20, qps: 50})
@@ -64,12 +59,12 @@ Containers ask by resource limit devices.nfdctl.io/<class> (the agent also serve
       client, fileClasses, logger: log, nodeName, onPersistError: () => metrics.errors.inc({kind: 'state'}), stateDir: flags['state-dir'],
     })
     const agent = new NodeAgent({
-      cdiDir: flags.cdi ? flags['cdi-dir'] : undefined, cgroupMode: flags['cgroup-mode'], classStore, client, containerd, logger: log, maxWaitMs, metrics, nodeName,
-      pluginDir: flags['plugin-dir'], podResourcesSocket: flags['pod-resources-socket'], quietMs, registry, workers: flags.workers,
+      cdiDir: flags.cdi ? flags['cdi-dir'] : undefined, cgroupMode: options.cgroupMode, classStore, client, containerd, leadingEdge: options.leadingEdge, logger: log,
+      maxWaitMs: options.maxWaitMs, metrics, nodeName, pluginDir: flags['plugin-dir'], podResourcesSocket: flags['pod-resources-socket'], quietMs: options.quietMs, registry, workers: options.workers,
     })
-    const health = new HealthServer({port: observe.metricsPort, readiness: () => agent.status(), registry})
-    if (observe.metricsPort > 0) await health.start()
-    log.info({containerd: flags['containerd-address'], metricsPort: observe.metricsPort, stateDir: flags['state-dir']}, 'devices agent starting')
+    const health = new HealthServer({port: options.metricsPort, readiness: () => agent.status(), registry})
+    if (options.metricsPort > 0) await health.start()
+    log.info({containerd: flags['containerd-address'], metricsPort: options.metricsPort, stateDir: flags['state-dir']}, 'devices agent starting')
     await agent.start(this.signal)
     await untilAborted(this.signal)
     log.info({reason: this.signal.reason instanceof Error ? this.signal.reason.message : String(this.signal.reason)}, 'shutting down; granted access stays')
@@ -79,10 +74,4 @@ Containers ask by resource limit devices.nfdctl.io/<class> (the agent also serve
     client.close()
     log.info({}, 'stopped')
   }
-}
-
-function duration(flag: string, text: string): number {
-  const ms = parseDurationMs(text)
-  if (ms === undefined || ms <= 0) throw new UsageError(`--${flag} must be a positive duration such as 200ms or 1s, got "${text}"`)
-  return ms
 }

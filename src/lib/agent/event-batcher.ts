@@ -16,6 +16,11 @@ export interface EventBatcherOptions<E> {
   readonly quietMs: number
   /** …or this long after its first event, however busy it stays (--batch-max-wait, default 1 s). */
   readonly maxWaitMs: number
+  /**
+   * Whether an event after a quiet spell is processed at once (default true). Off, every event waits for
+   * the quiet window, as a trailing-edge batcher does (--no-batch-leading-edge).
+   */
+  readonly leadingEdge?: boolean
   /** Processes one batch; batches never overlap. A rejection is the caller's to log (onError). */
   readonly process: (events: E[]) => Promise<void>
   readonly onError?: (error: unknown) => void
@@ -54,7 +59,7 @@ export class EventBatcher<E> {
   add(event: E): void {
     if (this.#stopped) return
     const now = this.#timers.now()
-    const lone = this.#pending.length === 0 && now >= this.#burstUntil
+    const lone = this.options.leadingEdge !== false && this.#pending.length === 0 && now >= this.#burstUntil
     if (this.#pending.length === 0) this.#firstAt = now
     this.#lastAt = now
     this.#burstUntil = now + this.options.quietMs

@@ -35,6 +35,8 @@ export interface NodeAgentOptions {
   readonly cdiDir?: string
   readonly quietMs: number
   readonly maxWaitMs: number
+  /** A lone event is processed at once (default); off, every event waits for the quiet window. */
+  readonly leadingEdge?: boolean
   readonly workers: number
   /** Which device control to change: auto decides per container (v2 when its cgroup2 directory has a device program). */
   readonly cgroupMode: CgroupMode
@@ -71,6 +73,9 @@ export class NodeAgent {
   readonly #unsupported = new Set<string>()
   readonly #status: StatusWriter
   #statusOk = true
+  /** Failed status writes in a row: the retry waits 1 s, 2 s, 4 s … up to 30 s (the API server may be away for long). */
+  #statusFailures = 0
+  #statusRetry: NodeJS.Timeout | undefined
   /** What each pod's containers ask for, as last seen (pods asking nothing count too: a change may add a request). */
   readonly #podAsks = new Map<string, string>()
   /**
@@ -94,6 +99,7 @@ export class NodeAgent {
       pluginDir: options.pluginDir, readAttribute: this.#scanner.readAttribute,
     })
     this.#batcher = new EventBatcher<string>({
+      leadingEdge: options.leadingEdge,
       maxWaitMs: options.maxWaitMs,
       onError: (error) => this.#log.error({err: errorMessage(error)}, 'batch failed; the next event retries'),
       // No explicit collection after a batch (as gc run makes after a sweep): V8's memory reducer runs
@@ -154,6 +160,7 @@ export class NodeAgent {
     await this.options.classStore.stop()
     await this.#pods.stop()
     await this.#batcher.stop()
+    clearTimeout(this.#statusRetry)
     await this.#plugins.stop()
     await this.#containerdLoop
   }
@@ -331,12 +338,16 @@ export class NodeAgent {
       await this.#status.write(entries)
       if (!this.#statusOk) this.#log.info({}, 'DeviceClass status written again')
       this.#statusOk = true
+      this.#statusFailures = 0
     } catch (error) {
       this.#metrics.errors.inc({kind: 'status'})
-      if (this.#statusOk) this.#log.warn({err: errorMessage(error)}, 'cannot write DeviceClass status; retrying')
+      if (this.#statusOk) this.#log.warn({err: errorMessage(error)}, 'cannot write DeviceClass status; retrying with back-off')
       this.#statusOk = false
       this.#status.reset()
-      setTimeout(() => this.#batcher.add('status retry'), 2000).unref()
+      // One retry pending at a time; any other batch meanwhile tries to write as well.
+      clearTimeout(this.#statusRetry)
+      const delayMs = Math.min(1000 * 2 ** this.#statusFailures++, 30_000)
+      this.#statusRetry = setTimeout(() => this.#batcher.add('status retry'), delayMs).unref()
     }
   }
 

@@ -43,9 +43,10 @@ class VirtualTimers implements Timers {
 
 const settle = (): Promise<void> => new Promise((resolve) => setImmediate(resolve))
 
-function batcher(timers: VirtualTimers, process?: (events: number[]) => Promise<void>) {
+function batcher(timers: VirtualTimers, process?: (events: number[]) => Promise<void>, leadingEdge?: boolean) {
   const batches: Array<{at: number; events: number[]}> = []
   const b = new EventBatcher<number>({
+    leadingEdge,
     maxWaitMs: 1000,
     process: process ?? (async (events) => void batches.push({at: timers.now(), events})),
     quietMs: 200,
@@ -55,6 +56,23 @@ function batcher(timers: VirtualTimers, process?: (events: number[]) => Promise<
 }
 
 describe('EventBatcher', function () {
+  it('without leading edge, a lone event waits for the quiet window, and a burst still goes at max-wait', async function () {
+    const timers = new VirtualTimers()
+    const {b, batches} = batcher(timers, undefined, false)
+    await timers.advanceTo(5000)
+    b.add(1)
+    await timers.advanceTo(5199)
+    expect(batches).to.deep.equal([])
+    await timers.advanceTo(5200)
+    expect(batches).to.deep.equal([{at: 5200, events: [1]}])
+    // A steady stream, one event every 150 ms from 10 s: never quiet, so the first batch goes at max-wait.
+    for (let t = 10_000; t <= 11_500; t += 150) {
+      await timers.advanceTo(t)
+      b.add(t)
+    }
+    expect(batches[1]).to.deep.equal({at: 11_000, events: [10_000, 10_150, 10_300, 10_450, 10_600, 10_750, 10_900]})
+  })
+
   it('processes a lone event at once, with no timer (leading edge)', async function () {
     const timers = new VirtualTimers()
     const {b, batches} = batcher(timers)

@@ -1,0 +1,88 @@
+import {expect} from 'chai'
+import {readdir, readFile} from 'node:fs/promises'
+import {join} from 'node:path'
+import {fileURLToPath} from 'node:url'
+
+import {type Command, Flags, Parser} from '@oclif/core'
+import {parseAllDocuments} from 'yaml'
+
+import DevicesAgent from '../../../src/commands/devices/agent.js'
+import GcOnce from '../../../src/commands/gc/once.js'
+import GcRun from '../../../src/commands/gc/run.js'
+import PluginsServe from '../../../src/commands/plugins/serve.js'
+
+const deployDir = fileURLToPath(new URL('../../../deploy/', import.meta.url))
+const commands: Record<string, Command.Class> = {'devices agent': DevicesAgent, 'gc once': GcOnce, 'gc run': GcRun, 'plugins serve': PluginsServe}
+
+/** Parses a command line as the CLI would: an unknown flag, a bad option or a missing value throws. */
+async function parseCommandLine(where: string, argv: readonly string[]): Promise<void> {
+  const id = argv.slice(0, 2).join(' ')
+  const command = commands[id]
+  expect(command, `${where}: "${id}" is no nfdctl command`).to.not.equal(undefined)
+  const flags = {...command!.flags, ...(command!.enableJsonFlag ? {json: Flags.boolean()} : {})}
+  await Parser.parse(argv.slice(2), {args: command!.args ?? {}, flags, strict: true}).catch((error: unknown) => {
+    throw new Error(`${where}: ${argv.join(' ')}: ${(error as Error).message}`, {cause: error})
+  })
+}
+
+interface Container {
+  args?: string[]
+  command?: string[]
+}
+
+function containersOf(doc: unknown): Container[] {
+  const spec = (doc as {spec?: {template?: {spec?: {containers?: Container[]}}; jobTemplate?: {spec?: {template?: {spec?: {containers?: Container[]}}}}}}).spec
+  return spec?.template?.spec?.containers ?? spec?.jobTemplate?.spec?.template?.spec?.containers ?? []
+}
+
+// A renamed or removed flag must not leave a deploy file that only fails on a node.
+describe('deploy/: every nfdctl command line parses with the current flags', function () {
+  it('the DaemonSets, the Deployment and the CronJob', async function () {
+    let checked = 0
+    for (const component of ['agent', 'gc', 'plugins']) {
+      for (const file of (await readdir(join(deployDir, component))).filter((f) => f.endsWith('.yaml'))) {
+        for (const doc of parseAllDocuments(await readFile(join(deployDir, component, file), 'utf8'))) {
+          for (const container of containersOf(doc.toJS())) {
+            await parseCommandLine(`deploy/${component}/${file}`, container.args ?? [])
+            checked++
+          }
+        }
+      }
+    }
+    expect(checked).to.equal(4)
+  })
+
+  it('the systemd units, with the variables of their environment files', async function () {
+    const units = (await readdir(join(deployDir, 'systemd'))).filter((f) => f.endsWith('.service'))
+    expect(units).to.have.length(3)
+    for (const unit of units) {
+      const text = await readFile(join(deployDir, 'systemd', unit), 'utf8')
+      const envFile = text.match(/^EnvironmentFile=\/etc\/nfdctl\/(\S+)$/m)?.[1]
+      expect(envFile, `${unit}: EnvironmentFile`).to.be.a('string')
+      const env = new Map<string, string>()
+      const envText = await readFile(join(deployDir, 'systemd', unit.replace('.service', '.env')), 'utf8')
+      for (const line of envText.split('\n')) {
+        const m = line.match(/^([A-Z_]+)=(.*)$/)
+        if (m) env.set(m[1]!, m[2]!)
+      }
+      const exec = text.match(/^ExecStart=(\S+) (.*)$/m)
+      expect(exec?.[1], `${unit}: ExecStart`).to.equal('/usr/bin/nfdctl')
+      // systemd's rules: ${VAR} is one word, $VAR splits on whitespace; each must be in the env file.
+      const argv = exec![2]!.split(/\s+/).flatMap((word) => {
+        const braced = word.match(/^\$\{([A-Z_]+)\}$/)
+        const bare = word.match(/^\$([A-Z_]+)$/)
+        const name = braced?.[1] ?? bare?.[1]
+        if (name === undefined) return [word]
+        expect(env.has(name), `${unit}: ${name} is not in ${envFile}`).to.equal(true)
+        return braced ? [env.get(name)!] : env.get(name)!.split(/\s+/).filter(Boolean)
+      })
+      await parseCommandLine(`deploy/systemd/${unit}`, argv)
+    }
+  })
+
+  it('a flag the command does not have is caught', async function () {
+    let message = ''
+    await parseCommandLine('example', ['devices', 'agent', '--containerd-socket', '/run/containerd/containerd.sock']).catch((error: Error) => (message = error.message))
+    expect(message).to.match(/^example: devices agent --containerd-socket .*Nonexistent flag: --containerd-socket/)
+  })
+})
