@@ -143,8 +143,14 @@ describe('devices agent on a real node: devices follow containers', function () 
     await addLoop(390)
     // The class lives in the cluster, so that the agent writes the node's entry of its status.
     await createClass()
-    agent = await startAgent()
+    const metricsPort = await freePort()
+    agent = await startAgent({metricsPort})
     await waitFor('allocatable hotc=3', async () => (await allocatable(env, 'devices.nfdctl.io/hotc')) === 3, {timeoutMs: 15_000})
+    const metric = async (name: string): Promise<number> => {
+      const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text()
+      const line = text.split('\n').find((l) => l.startsWith(`${name} `))
+      return line === undefined ? Number.NaN : Number(line.slice(name.length + 1))
+    }
 
     pods.push('agent-limit', 'agent-annotation')
     const byLimit = await runPod(env, {command: ['sleep', '3600'], limits: {'devices.nfdctl.io/hotc': '1'}, name: 'agent-limit'})
@@ -153,14 +159,15 @@ describe('devices agent on a real node: devices follow containers', function () 
     // The annotated pod has no allocation: the agent gives it the device after it starts.
     await waitFor('the annotated pod reads loop390', async () => (await reads(byAnnotation.containerId, 390)) === 'loop-390-data', {timeoutMs: 10_000})
 
-    // Plugged in after both started: both get it, within the batch window.
+    // Plugged in after both started: both can read it within 1 s (each timed on its own, exec included).
+    const grantsBefore = await metric('nfdctl_agent_rule_changes_total{action="grant"}')
     const plugged = performance.now()
     await addLoop(391)
-    for (const pod of [byLimit, byAnnotation]) {
-      await waitFor(`${pod.name} reads the new loop391`, async () => (await reads(pod.containerId, 391)) === 'loop-391-data', {intervalMs: 20, timeoutMs: 10_000})
-    }
-    const hotPlugMs = performance.now() - plugged
-    expect(hotPlugMs, 'uevent → both containers can read the new device (ms)').to.be.below(3000)
+    const readableAfterMs = await Promise.all([byLimit, byAnnotation].map(async (pod) => {
+      await waitFor(`${pod.name} reads the new loop391`, async () => (await reads(pod.containerId, 391)) === 'loop-391-data', {intervalMs: 10, timeoutMs: 10_000})
+      return performance.now() - plugged
+    }))
+    for (const ms of readableAfterMs) expect(ms, 'plugged → readable inside the container (ms)').to.be.below(1000)
     // The container of the same pod that did not ask has neither device.
     for (const index of [390, 391]) {
       await expectNoDevice(byAnnotation.containerIds.sidecar, index)
@@ -175,6 +182,13 @@ describe('devices agent on a real node: devices follow containers', function () 
       {container: 'main', namespace: 'default', pod: 'agent-limit'},
     ])
     expect(entry.observedGeneration).to.equal(1)
+    // The metrics say the same: two devices, two containers holding the class, two grants for loop391.
+    expect(await metric('nfdctl_agent_class_devices{class="hotc"}')).to.equal(2)
+    expect(await metric('nfdctl_agent_class_containers{class="hotc"}')).to.equal(2)
+    expect(await metric('nfdctl_agent_rule_changes_total{action="grant"}') - grantsBefore).to.equal(2)
+    expect(await metric('nfdctl_agent_batch_events_count')).to.be.greaterThan(0)
+    expect(await metric('nfdctl_agent_batch_duration_seconds_count')).to.be.greaterThan(0)
+    expect((await fetch(`http://127.0.0.1:${metricsPort}/readyz`)).status).to.equal(200)
 
     // Unplugged: the rule and the node go from both. (Looked at with ls, not opened: opening a loop node that
     // no longer has a device makes the kernel create the device again.)
@@ -187,6 +201,8 @@ describe('devices agent on a real node: devices follow containers', function () 
     for (const pod of [byLimit, byAnnotation]) expect(await loopRules(pod.containerId, 391), `${pod.name}'s rules for loop391`).to.deep.equal([])
     expect(await loopRules(byAnnotation.containerId, 390)).to.deep.equal(['b 7:390 rw'])
     await waitFor('the status entry without loop391', async () => (await nodeEntry('hotc'))?.devices?.map((d) => d.devName).join() === 'loop390', {timeoutMs: 10_000})
+    expect(await metric('nfdctl_agent_class_devices{class="hotc"}')).to.equal(1)
+    expect(await metric('nfdctl_agent_rule_changes_total{action="revoke"}')).to.equal(2)
 
     // SIGTERM: the agent stops, exit 0, and the containers keep what they were given.
     expect(await agent.stop('SIGTERM')).to.equal(0)
