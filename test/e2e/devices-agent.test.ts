@@ -88,7 +88,7 @@ describe('devices agent on a real node: devices follow containers', function () 
   const unifiedCgroupOf = async (containerId: string): Promise<{control: DeviceControl; spec: NonNullable<RuntimeContainer['spec']>}> => {
     const containerd = new ContainerdClient({address: env.node.containerd.socket, namespace: 'k8s.io'})
     try {
-      const pid = (await containerd.listTasks()).find((t) => t.containerId === containerId)!.pid
+      const pid = (await containerd.getTask(containerId))!.pid
       return {control: await deviceControlOf(pid, {mode: 'v2'}), spec: (await containerd.getContainer(containerId))!.spec!}
     } finally {
       containerd.close()
@@ -98,7 +98,7 @@ describe('devices agent on a real node: devices follow containers', function () 
   const loopRules = async (containerId: string, index: number): Promise<string[]> => {
     const containerd = new ContainerdClient({address: env.node.containerd.socket, namespace: 'k8s.io'})
     try {
-      const pid = (await containerd.listTasks()).find((t) => t.containerId === containerId)!.pid
+      const pid = (await containerd.getTask(containerId))!.pid
       const control = await deviceControlOf(pid, {mode: 'v1'})
       return (await readDeviceRules(control.dir)).filter((r) => r.type === 'b' && r.major === 7 && r.minor === index).map(formatRule)
     } finally {

@@ -52,6 +52,8 @@ describe('runtime: containerd, cgroup v1 device rules and device nodes on the re
     const task = (await containerd.listTasks()).find((t) => t.containerId === pod.containerId)
     expect(task?.status).to.equal('RUNNING')
     expect((await readFile(`/proc/${task!.pid}/cgroup`, 'utf8'))).to.include(pod.containerId)
+    expect(await containerd.getTask(pod.containerId)).to.deep.equal(task)
+    expect(await containerd.getTask('no-such-container')).to.equal(undefined)
   })
 
   it('streams container and task events with their payloads decoded by bare type name', async function () {

@@ -111,6 +111,17 @@ export class ContainerdClient {
     return answer.tasks.map((t) => ({containerId: t.container_id || t.id, pid: t.pid, status: t.status}))
   }
 
+  /** The task (init process) of one container, or undefined when it has none (not started, or gone). */
+  async getTask(containerId: string): Promise<RuntimeTask | undefined> {
+    try {
+      const {process} = await this.#unary<{process: {container_id: string; id: string; pid: number; status: RuntimeTask['status']}}>('tasks', 'Get', {container_id: containerId})
+      return {containerId: process.container_id || process.id, pid: process.pid, status: process.status}
+    } catch (error) {
+      if ((error as grpc.ServiceError).code === 5) return undefined // NOT_FOUND
+      throw error
+    }
+  }
+
   /**
    * Subscribes to the namespace's container and task events. `onEvent` gets each one decoded; `onEnd` is called
    * once when the stream ends for any reason (containerd stopped or restarted): re-list, then subscribe again.
