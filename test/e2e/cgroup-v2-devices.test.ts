@@ -6,10 +6,10 @@ import {join} from 'node:path'
 import {promisify} from 'node:util'
 
 import {agentProgramName, detachDevicePrograms, devicePrograms, replaceDevicePrograms} from '../../src/lib/runtime/device-bpf.js'
-import {compileDeviceProgram, deviceAccess, deviceType, emulateRules} from '../../src/lib/runtime/device-program.js'
+import {compileDeviceProgram, deviceAccess, deviceType, emulateRules, encodeInstructions, runtimeDeviceRules} from '../../src/lib/runtime/device-program.js'
 import {BpfError, closeFd, loadDeviceProgram} from '../../src/lib/sys/bpf.js'
 import {runDeviceProgram} from '../support/bpf-interpreter.js'
-import {attachRuntimeProgram, ruleOf} from '../support/device-programs.js'
+import {attachProgram, attachRuntimeProgram, ruleOf} from '../support/device-programs.js'
 import {addLoopDevice, canUseLoopControl, removeLoopDevice} from '../support/loop-devices.js'
 import {missingPrerequisite} from '../support/prerequisites.js'
 
@@ -18,8 +18,8 @@ const run = promisify(execFile)
 const loop = 420
 
 const rule = ruleOf
-// What containerd's CRI gives a container (deny all, then the standard devices): the runtime's base.
-const runtimeBase = ['deny a', 'allow c 1:3 rwm', 'allow c 1:5 rwm', 'allow c 1:7 rwm', 'allow c 1:8 rwm', 'allow c 1:9 rwm', 'allow c 5:0 rwm', 'allow c 5:2 rwm', 'allow c 136:* rwm', 'allow c *:* m', 'allow b *:* m'].map(rule)
+// What runc 1.1.5 gives a containerd 1.6 CRI container (its spec says only deny all): the runtime's base.
+const runtimeBase = runtimeDeviceRules({linux: {resources: {devices: [{access: 'rwm', allow: false}]}}})!
 
 describe('cgroup v2 device programs on the real kernel (bpf(2) through koffi)', function () {
   let root: string
@@ -144,6 +144,57 @@ describe('cgroup v2 device programs on the real kernel (bpf(2) through koffi)', 
     }
     expect(error).to.be.instanceOf(BpfError)
     expect((error as Error).message).to.match(/^bpf\(BPF_PROG_LOAD\) failed: EACCES; the verifier said: .*R0 !read_ok/)
-    expect(() => devicePrograms(join(cgroup, 'no-such-child'))).to.throw(/cannot open cgroup .*ENOENT/)
+    expect(() => devicePrograms(join(cgroup, 'no-such-child'))).to.throw(/^open\(2\) of cgroup directory .*\/no-such-child failed: ENOENT$/)
+  })
+
+  it('no rules is deny-all; runc\'s base alone opens the standard devices and nothing else', async function () {
+    replaceDevicePrograms(cgroup, [])
+    expect(await can('/dev/null', 'r'), '/dev/null with no rules').to.equal(false)
+    expect(await can('', 'm', 'c 1 3'), 'mknod with no rules').to.equal(false)
+    replaceDevicePrograms(cgroup, runtimeBase)
+    for (const device of ['/dev/null', '/dev/zero', '/dev/full', '/dev/random', '/dev/urandom', '/dev/ptmx']) expect(await can(device, 'r'), device).to.equal(true)
+    expect(await can('/dev/null', 'w'), '/dev/null w').to.equal(true)
+    expect(await can('', 'm', `b 7 ${loop}`), 'mknod of any block device').to.equal(true)
+    expect(await can(`/dev/loop${loop}`, 'r'), 'the loop device').to.equal(false)
+  })
+
+  it('loads and attaches a program of 300 allow rules (the verifier\'s log would overflow), whose last device opens', async function () {
+    const many = [rule('deny a'), ...Array.from({length: 299}, (_, i) => rule(`allow b 7:${1000 + i} r`)), rule(`allow b 7:${loop} r`)]
+    replaceDevicePrograms(cgroup, many)
+    const [attached] = devicePrograms(cgroup)
+    expect(attached.rules?.rules).to.have.length(300)
+    expect(await can(`/dev/loop${loop}`, 'r'), 'the last of 300 rules').to.equal(true)
+    expect(await can(`/dev/loop${loop}`, 'w'), 'w, not granted').to.equal(false)
+    expect(await can('/dev/null', 'r'), '/dev/null, in none of the rules').to.equal(false)
+  })
+
+  it('leaves no file descriptor open when the cgroup is gone (the container exited)', async function () {
+    const gone = join(cgroup, 'gone')
+    await mkdir(gone)
+    await rmdir(gone)
+    const program = encodeInstructions(compileDeviceProgram(runtimeBase))
+    const before = await fds()
+    for (let i = 0; i < 5; i++) {
+      expect(() => replaceDevicePrograms(gone, runtimeBase)).to.throw(/ENOENT/)
+      expect(() => attachProgram(gone, program, 'other')).to.throw(/ENOENT/)
+    }
+    expect(await fds(), 'file descriptors left open').to.equal(before)
+  })
+
+  it('a program it may not open (no CAP_SYS_ADMIN, as an LSM label would do) is listed as unreadable, never dropped, and not replaced', async function () {
+    replaceDevicePrograms(cgroup, runtimeBase)
+    const [attached] = devicePrograms(cgroup)
+    // The same calls in a process without CAP_SYS_ADMIN: BPF_PROG_GET_FD_BY_ID says EPERM.
+    const script = `
+      const {devicePrograms, replaceDevicePrograms} = await import(${JSON.stringify(new URL('../../src/lib/runtime/device-bpf.ts', import.meta.url).pathname)})
+      const listed = devicePrograms(${JSON.stringify(cgroup)})
+      let replace = 'replaced'
+      try { replaceDevicePrograms(${JSON.stringify(cgroup)}, []) } catch (error) { replace = error.message }
+      console.log(JSON.stringify({listed, replace}))`
+    const {stdout} = await run('setpriv', ['--inh-caps=-sys_admin', '--bounding-set=-sys_admin', '--', process.execPath, '--import', 'tsx', '--input-type=module', '-e', script])
+    const {listed, replace} = JSON.parse(stdout) as {listed: unknown[]; replace: string}
+    expect(listed).to.deep.equal([{id: attached.id, name: '', unreadable: 'EPERM'}])
+    expect(replace).to.match(/^bpf\(BPF_PROG_GET_FD_BY_ID \(id \d+\)\) failed: EPERM$/)
+    expect(devicePrograms(cgroup).map((p) => p.id), 'the program untouched').to.deep.equal([attached.id])
   })
 })

@@ -4,14 +4,14 @@ import {lstat, mkdtemp, readFile, rm, writeFile} from 'node:fs/promises'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 import {setTimeout as sleep} from 'node:timers/promises'
-import {promisify} from 'node:util'
+import {isDeepStrictEqual, promisify} from 'node:util'
 
 import {parseAllDocuments, parseDocument} from 'yaml'
 
 import {ContainerdClient, type RuntimeContainer} from '../../src/lib/runtime/containerd-client.js'
 import {agentProgramName, devicePrograms} from '../../src/lib/runtime/device-bpf.js'
 import {deviceControlOf, formatRule, readDeviceRules, type DeviceControl} from '../../src/lib/runtime/device-cgroup.js'
-import {emulateRules, ociDeviceRules} from '../../src/lib/runtime/device-program.js'
+import {emulateRules, runtimeDeviceRules} from '../../src/lib/runtime/device-program.js'
 import {CliProcess} from '../support/cli-process.js'
 import {attachProgram, attachRuntimeProgram} from '../support/device-programs.js'
 import {DroppingProxy} from '../support/dropping-proxy.js'
@@ -139,12 +139,21 @@ describe('devices agent on a real node: devices follow containers', function () 
     if (dir) await rm(dir, {force: true, recursive: true})
   })
 
-  it("hot-plugs a device into running containers (by limit and by annotation), takes it away on unplug, writes the node's status entry, gives nothing to a container that did not ask, and leaves access in place on SIGTERM", async function () {
+  // auto: the v1 devices cgroup (this host); v2: the containers' unified cgroups get the agent's device
+  // program (runc's rules plus the class devices), and on this hybrid host the v1 rule as well.
+  for (const mode of ['auto', 'v2'] as const) {
+  it(`--cgroup-mode ${mode}: hot-plugs a device into running containers (by limit and by annotation), takes it away on unplug, writes the node's status entry, gives nothing to a container that did not ask, and leaves access in place on SIGTERM`, async function () {
     await addLoop(390)
     // The class lives in the cluster, so that the agent writes the node's entry of its status.
     await createClass()
     const metricsPort = await freePort()
-    agent = await startAgent({metricsPort})
+    agent = await startAgent({extraArgs: ['--cgroup-mode', mode], metricsPort})
+    /** On v2: the devices the one program of the container's unified cgroup allows beyond runc's own rules. */
+    const programLoops = async (containerId: string): Promise<string[]> => {
+      const programs = devicePrograms((await unifiedCgroupOf(containerId)).control.dir)
+      expect(programs.map((p) => p.name), 'one program, the agent\'s').to.deep.equal([agentProgramName])
+      return programs[0]!.rules!.rules.filter((r) => r.type === 'b' && r.major === 7).map((r) => `${r.minor} ${r.access}`)
+    }
     await waitFor('allocatable hotc=3', async () => (await allocatable(env, 'devices.nfdctl.io/hotc')) === 3, {timeoutMs: 15_000})
     const metric = async (name: string): Promise<number> => {
       const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text()
@@ -152,9 +161,9 @@ describe('devices agent on a real node: devices follow containers', function () 
       return line === undefined ? Number.NaN : Number(line.slice(name.length + 1))
     }
 
-    pods.push('agent-limit', 'agent-annotation')
-    const byLimit = await runPod(env, {command: ['sleep', '3600'], limits: {'devices.nfdctl.io/hotc': '1'}, name: 'agent-limit'})
-    const byAnnotation = await runPod(env, {annotations: {'devices.nfdctl.io/main': 'hotc'}, command: ['sleep', '3600'], name: 'agent-annotation', sidecar: true})
+    pods.push(`agent-limit-${mode}`, `agent-annotation-${mode}`)
+    const byLimit = await runPod(env, {command: ['sleep', '3600'], limits: {'devices.nfdctl.io/hotc': '1'}, name: `agent-limit-${mode}`})
+    const byAnnotation = await runPod(env, {annotations: {'devices.nfdctl.io/main': 'hotc'}, command: ['sleep', '3600'], name: `agent-annotation-${mode}`, sidecar: true})
     expect(await reads(byLimit.containerId, 390)).to.equal('loop-390-data') // from kubelet's Allocate
     // The annotated pod has no allocation: the agent gives it the device after it starts.
     await waitFor('the annotated pod reads loop390', async () => (await reads(byAnnotation.containerId, 390)) === 'loop-390-data', {timeoutMs: 10_000})
@@ -178,9 +187,10 @@ describe('devices agent on a real node: devices follow containers', function () 
     }, {timeoutMs: 10_000})
     expect(entry.devices?.map((d) => d.devName)).to.deep.equal(['loop390', 'loop391'])
     expect(entry.containers).to.deep.equal([
-      {container: 'main', namespace: 'default', pod: 'agent-annotation'},
-      {container: 'main', namespace: 'default', pod: 'agent-limit'},
+      {container: 'main', namespace: 'default', pod: `agent-annotation-${mode}`},
+      {container: 'main', namespace: 'default', pod: `agent-limit-${mode}`},
     ])
+    if (mode === 'v2') for (const pod of [byLimit, byAnnotation]) expect(await programLoops(pod.containerId), `${pod.name}'s program`).to.deep.equal(['390 rw', '391 rw'])
     expect(entry.observedGeneration).to.equal(1)
     // The metrics say the same: two devices, two containers holding the class, two grants for loop391.
     expect(await metric('nfdctl_agent_class_devices{class="hotc"}')).to.equal(2)
@@ -200,6 +210,7 @@ describe('devices agent on a real node: devices follow containers', function () 
     // Denied, not only hidden: the devices cgroup no longer allows it (a mknod'ed node would not open).
     for (const pod of [byLimit, byAnnotation]) expect(await loopRules(pod.containerId, 391), `${pod.name}'s rules for loop391`).to.deep.equal([])
     expect(await loopRules(byAnnotation.containerId, 390)).to.deep.equal(['b 7:390 rw'])
+    if (mode === 'v2') for (const pod of [byLimit, byAnnotation]) expect(await programLoops(pod.containerId), `${pod.name}'s program`).to.deep.equal(['390 rw'])
     await waitFor('the status entry without loop391', async () => (await nodeEntry('hotc'))?.devices?.map((d) => d.devName).join() === 'loop390', {timeoutMs: 10_000})
     expect(await metric('nfdctl_agent_class_devices{class="hotc"}')).to.equal(1)
     expect(await metric('nfdctl_agent_rule_changes_total{action="revoke"}')).to.equal(2)
@@ -211,6 +222,7 @@ describe('devices agent on a real node: devices follow containers', function () 
     expect(await reads(byAnnotation.containerId, 390)).to.equal('loop-390-data')
     await env.client.request('DELETE', `${classesPath}/hotc`)
   })
+  }
 
   it('keeps containers right across restarts: the agent (nothing applied twice), containerd (a device plugged meanwhile arrives), kubelet (plugins register again), a crashed container', async function () {
     await addLoop(392)
@@ -457,7 +469,8 @@ describe('devices agent on a real node: devices follow containers', function () 
       const {control, spec} = await unifiedCgroupOf(pod.containerId)
       expect(control.mode).to.equal('v2')
       // This host's runc attaches no program (hybrid cgroups): attach what it would, from the container's OCI spec.
-      const specRules = ociDeviceRules(spec.linux?.resources?.devices)
+      // What runc builds: the spec's rules (CRI's deny-all) and runc's standard devices after them.
+      const specRules = runtimeDeviceRules(spec)!
       attachRuntimeProgram(control.dir, specRules)
       const runtime = devicePrograms(control.dir)
       expect(runtime.map((p) => p.name)).to.deep.equal(['runtime'])
@@ -470,12 +483,13 @@ describe('devices agent on a real node: devices follow containers', function () 
       const {rules} = granted[0].rules!
       expect(rules.at(-1)).to.deep.include({access: 'rw', allow: true, major: 7, minor: 398, type: 'b'})
       expect(rules.slice(0, -1), 'the rest is exactly the container\'s own rules').to.deep.equal(emulateRules(specRules).rules)
-      expect(await reads(pod.containerId, 397)).to.match(/^failed/) // not plugged: nothing else is open
+      // The standard devices still work under the agent's program (runc allows them beside the spec's rules).
+      expect(await env.node.exec(pod.containerId, ['sh', '-c', 'dd if=/dev/zero of=/dev/null bs=1 count=3 2>&1 && head -c 3 /dev/urandom | wc -c'])).to.match(/3\+0 records out[\s\S]*\b3\n?$/)
 
       // Unplugged: the program goes back to the container's own rules.
       await dropLoop(398)
       await waitFor('loop398 gone from the pod', async () => /No such file/.test(await env.node.execFailure(pod.containerId, ['ls', '/dev/loop398']).catch(() => '')), {timeoutMs: 10_000})
-      await waitFor('the program without loop398', async () => JSON.stringify(devicePrograms(control.dir)[0]?.rules?.rules) === JSON.stringify(emulateRules(specRules).rules), {timeoutMs: 5000})
+      await waitFor('the program without loop398', async () => isDeepStrictEqual(devicePrograms(control.dir)[0]?.rules?.rules, emulateRules(specRules).rules), {timeoutMs: 5000})
 
       // Plugged again, then the agent restarted in auto mode: it finds its program (v2), and changes nothing.
       await addLoop(398)
@@ -505,12 +519,12 @@ describe('devices agent on a real node: devices follow containers', function () 
 
       agent = await startAgent()
       await addLoop(398)
-      const warning = await agent.waitForLine<LogLine & {err?: string}>('the warning', (l) => l.msg === "cannot read the container's device program; its devices are left as they are", 10_000)
+      const warning = await agent.waitForLine<LogLine & {err?: string}>('the warning', (l) => l.msg === "cannot change the container's device program; its devices are left as they are", 10_000)
       expect(warning.value.err).to.match(/"foreign".* is not of runc's shape/)
       await sleep(500)
       expect(devicePrograms(dir).map((p) => p.id), 'the program untouched').to.deep.equal([attached.id])
       expect(await reads(pod.containerId, 398)).to.match(/^failed/) // not granted: neither the v1 rule nor a node
-      expect(agent.json<LogLine>().filter((l) => l.msg === "cannot read the container's device program; its devices are left as they are")).to.have.length(1)
+      expect(agent.json<LogLine>().filter((l) => l.msg === "cannot change the container's device program; its devices are left as they are")).to.have.length(1)
     } finally {
       await env.client.request('DELETE', `${classesPath}/hotc`).catch(() => {})
     }

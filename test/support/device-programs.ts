@@ -18,12 +18,13 @@ export function attachRuntimeProgram(dir: string, rules: readonly DeviceProgramR
 
 /** Loads the instructions as a device program and attaches it beside whatever the cgroup has. */
 export function attachProgram(dir: string, instructions: Buffer, name: string): void {
-  const program = loadDeviceProgram(instructions, 'Apache', name)
   const cgroup = openCgroup(dir)
+  let program: number | undefined
   try {
+    program = loadDeviceProgram(instructions, 'Apache', name)
     attachDeviceProgram(cgroup, program)
   } finally {
+    if (program !== undefined) closeFd(program)
     closeFd(cgroup)
-    closeFd(program)
   }
 }

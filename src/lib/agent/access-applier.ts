@@ -27,8 +27,10 @@ function programRules(dir: string): readonly DeviceProgramRule[] {
   const programs = devicePrograms(dir)
   if (programs.length === 0) return []
   if (programs.length > 1) throw new UnsupportedProgramError(`${programs.length} device programs are attached to ${dir}; nfdctl replaces only one (runc's, or its own)`)
-  if (programs[0].rules === undefined) throw new UnsupportedProgramError(`the device program on ${dir} ("${programs[0].name}", id ${programs[0].id}) is not of runc's shape; left as it is`)
-  return programs[0].rules.rules
+  const [program] = programs
+  if (program.unreadable !== undefined) throw new UnsupportedProgramError(`the device program on ${dir} (id ${program.id}) cannot be read (${program.unreadable}: a security policy?); left as it is`)
+  if (program.rules === undefined) throw new UnsupportedProgramError(`the device program on ${dir} ("${program.name}", id ${program.id}) is not of runc's shape; left as it is`)
+  return program.rules.rules
 }
 
 /** A container whose device program nfdctl cannot read, so does not replace. */

@@ -16,7 +16,7 @@ import {allocatedDevices, listPodResources} from '../plugins/pod-resources.js'
 import type {ContainerdClient, RuntimeContainer} from '../runtime/containerd-client.js'
 import {devicePrograms} from '../runtime/device-bpf.js'
 import {deviceControlOf, type CgroupMode} from '../runtime/device-cgroup.js'
-import {ociDeviceRules, type DeviceProgramRule} from '../runtime/device-program.js'
+import {runtimeDeviceRules, type DeviceProgramRule} from '../runtime/device-program.js'
 import {applyAccess, currentAccess, UnsupportedProgramError} from './access-applier.js'
 import type {AgentMetrics} from './agent-metrics.js'
 import {containerRequests, diffAccess, podCodec, wantedAccess, type ContainerRequest, type DeviceAccess, type NodePod} from './container-access.js'
@@ -275,6 +275,8 @@ export class NodeAgent {
       }
     }
     this.#mayHold = new Set(work.filter((w) => w.request.classes.size > 0).map((w) => w.container.id))
+    const listed = new Set(containers.map((c) => c.id))
+    for (const id of this.#unsupported) if (!listed.has(id)) this.#unsupported.delete(id)
     const allocations = work.some((w) => this.#needsAllocations(w.request)) ? await listPodResources(this.options.podResourcesSocket).catch((error: unknown) => {
       this.#metrics.errors.inc({kind: 'pod-resources'})
       this.#log.warn({err: errorMessage(error)}, 'cannot read kubelet\'s PodResources; Device-allocation containers keep their access for now')
@@ -368,24 +370,37 @@ export class NodeAgent {
     const wanted = wantedAccess({allocated, classes: this.#classes, members, request})
     // What the runtime allowed from the start is left alone, except class devices (kubelet's Allocate gave
     // them): those the agent manages, so that an unplugged one is withdrawn and given back when it returns.
-    const specRules = ociDeviceRules(container.spec?.linux?.resources?.devices)
+    // The runtime's rules are its OCI spec's plus runc's standard devices (/dev/null, /dev/pts/* …): on v2
+    // the replacement program is built from them, so without them no program is replaced.
+    let specRules: DeviceProgramRule[] = []
+    let specProblem: string | undefined
+    try {
+      const rules = runtimeDeviceRules(container.spec)
+      if (rules === undefined) specProblem = 'its OCI spec has no linux section'
+      else specRules = rules
+    } catch (error) {
+      specProblem = errorMessage(error)
+    }
     const asks = request.classes.size > 0
     const managed = (r: DeviceProgramRule): boolean => asks && r.allow && r.type !== 'a' && this.#known.has(`${r.type}${r.major}:${r.minor}`)
     const base = new Set(specRules.filter((r) => r.allow && r.type !== 'a' && r.major !== '*' && r.minor !== '*' && !managed(r)).map((r) => `${r.type}${r.major}:${r.minor}`))
     let current: Map<string, DeviceAccess>
+    let change: ReturnType<typeof diffAccess>
     try {
       current = await currentAccess(control, this.#known)
+      change = diffAccess(current, wanted, base)
+      if (change.grant.length === 0 && change.revoke.length === 0) return wanted.size > 0
+      if (control.mode === 'v2' && specProblem !== undefined) throw new UnsupportedProgramError(`cannot rebuild the container's own device rules: ${specProblem}`)
     } catch (error) {
       if (!(error instanceof UnsupportedProgramError)) throw error
-      if (!this.#unsupported.has(container.id)) {
+      // A container that asks for nothing is not the agent's business, whatever program it has.
+      if (asks && !this.#unsupported.has(container.id)) {
         this.#unsupported.add(container.id)
         this.#metrics.errors.inc({kind: 'unsupported-cgroup'})
-        this.#log.warn({container: container.id, err: error.message}, 'cannot read the container\'s device program; its devices are left as they are')
+        this.#log.warn({container: container.id, err: error.message}, 'cannot change the container\'s device program; its devices are left as they are')
       }
       return false
     }
-    const change = diffAccess(current, wanted, base)
-    if (change.grant.length === 0 && change.revoke.length === 0) return wanted.size > 0
     try {
       await applyAccess(pid, control, change, {base: specRules.filter((r) => !managed(r)), wanted: wanted.values()})
     } catch (error) {

@@ -18,6 +18,7 @@ export interface OciSpec {
   readonly linux?: {
     readonly cgroupsPath?: string
     readonly resources?: {readonly devices?: ReadonlyArray<{allow: boolean; type?: string; major?: number; minor?: number; access?: string}>}
+    readonly devices?: ReadonlyArray<{readonly path: string}>
   }
 }
 

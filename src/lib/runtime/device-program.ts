@@ -5,9 +5,78 @@ export interface DeviceProgramRule extends DeviceRule {
   readonly allow: boolean
 }
 
-/** OCI `linux.resources.devices` as rules: no type is `a`, no major or minor is `*`, no access is rwm. */
-export function ociDeviceRules(devices: ReadonlyArray<{allow: boolean; type?: string; major?: number; minor?: number; access?: string}> = []): DeviceProgramRule[] {
-  return devices.map((d) => ({access: d.access ?? 'rwm', allow: d.allow, major: d.major ?? '*', minor: d.minor ?? '*', type: (d.type ?? 'a') as DeviceProgramRule['type']}))
+/** One OCI `linux.resources.devices` entry as the runtime spec's JSON has it. */
+export interface OciDeviceCgroup {
+  readonly allow: boolean
+  readonly type?: string
+  readonly major?: number
+  readonly minor?: number
+  readonly access?: string
+}
+
+/**
+ * OCI `linux.resources.devices` as rules: no type is `a`, no major or minor is `*`. No access is no access
+ * (''): such a rule grants and takes nothing, as in runc's emulator, never all of rwm. (runc 1.1.5 refuses a
+ * spec with one outright; runtimeDeviceRules, which models what runc built, does the same.)
+ */
+export function ociDeviceRules(devices: readonly OciDeviceCgroup[] = []): DeviceProgramRule[] {
+  return devices.map((d) => ({access: d.access ?? '', allow: d.allow, major: d.major ?? '*', minor: d.minor ?? '*', type: (d.type ?? 'a') as DeviceProgramRule['type']}))
+}
+
+/** The parts of an OCI runtime spec runc builds a container's device rules from. */
+export interface DeviceRulesSpec {
+  readonly linux?: {
+    readonly resources?: {readonly devices?: readonly OciDeviceCgroup[]}
+    readonly devices?: ReadonlyArray<{readonly path: string}>
+  }
+}
+
+/**
+ * runc 1.1.5's AllowedDevices (libcontainer/specconv/spec_linux.go), in its order; `path` is what a
+ * `linux.devices` entry of the spec must name to drop the rule.
+ */
+const runcAllowedDevices: ReadonlyArray<DeviceProgramRule & {path?: string}> = [
+  {access: 'm', allow: true, major: '*', minor: '*', type: 'c'},
+  {access: 'm', allow: true, major: '*', minor: '*', type: 'b'},
+  {access: 'rwm', allow: true, major: 1, minor: 3, path: '/dev/null', type: 'c'},
+  {access: 'rwm', allow: true, major: 1, minor: 8, path: '/dev/random', type: 'c'},
+  {access: 'rwm', allow: true, major: 1, minor: 7, path: '/dev/full', type: 'c'},
+  {access: 'rwm', allow: true, major: 5, minor: 0, path: '/dev/tty', type: 'c'},
+  {access: 'rwm', allow: true, major: 1, minor: 5, path: '/dev/zero', type: 'c'},
+  {access: 'rwm', allow: true, major: 1, minor: 9, path: '/dev/urandom', type: 'c'},
+  {access: 'rwm', allow: true, major: 136, minor: '*', type: 'c'}, // /dev/pts/*
+  {access: 'rwm', allow: true, major: 5, minor: 2, type: 'c'}, // /dev/ptmx
+  {access: 'rwm', allow: true, major: 10, minor: 200, type: 'c'}, // /dev/net/tun
+]
+
+/**
+ * Pure: the rules runc 1.1.5 gives a container's device cgroup (and so its cgroup v2 program), from
+ * libcontainer/specconv/spec_linux.go: CreateCgroupConfig takes `linux.resources.devices` in order (type
+ * default `a`, major and minor default `*`), then appends AllowedDevices (createDevices), which the
+ * container cannot opt out of: mknod of every char and block device, /dev/null, random, full, tty, zero,
+ * urandom, /dev/pts/*, ptmx and tun. A default device whose path a `linux.devices` entry names is left
+ * out; `linux.devices` adds no rule of its own. Compiled with compileDeviceProgram (deny by default), this
+ * is the program runc attached.
+ *
+ * Undefined without a linux section: runc would give such a spec the defaults alone, but no runtime
+ * builds a Linux container that way, so it is not evidence of what the container has. Throws for a spec
+ * runc 1.1.5 refuses to start (an empty access, a type not a, b or c): no runc 1.1.5 program exists for it.
+ */
+export function runtimeDeviceRules(spec: DeviceRulesSpec | undefined): DeviceProgramRule[] | undefined {
+  const linux = spec?.linux
+  if (linux === undefined) return undefined
+  const own = (linux.resources?.devices ?? []).map((d, i): DeviceProgramRule => {
+    const type = d.type === undefined || d.type === '' ? 'a' : d.type
+    if (d.access === undefined || d.access === '') throw new Error(`OCI linux.resources.devices[${i}] has no access; runc 1.1.5 refuses such a spec ("device access at ${i} field cannot be empty")`)
+    if (type !== 'a' && type !== 'b' && type !== 'c') throw new Error(`OCI linux.resources.devices[${i}] has type "${type}"; runc 1.1.5 refuses such a spec (a, b or c)`)
+    // runc's Wildcard is -1, what an absent number becomes; a spec may also spell it out.
+    const number = (n: number | undefined): number | '*' => (n === undefined || n === -1 ? '*' : n)
+    return {access: d.access, allow: d.allow, major: number(d.major), minor: number(d.minor), type}
+  })
+  const specPaths = new Set((linux.devices ?? []).map((d) => d.path))
+  const defaults = runcAllowedDevices.filter((d) => d.path === undefined || !specPaths.has(d.path))
+    .map((d): DeviceProgramRule => ({access: d.access, allow: d.allow, major: d.major, minor: d.minor, type: d.type}))
+  return [...own, ...defaults]
 }
 
 /** The rules a cgroup ends up with once applied in order, as the v1 devices controller keeps them. */
@@ -20,19 +89,25 @@ export interface EmulatedRules {
 const accessOrder = ['r', 'w', 'm'] as const
 const sameDevice = (a: DeviceRule, b: DeviceRule): boolean => a.type === b.type && a.major === b.major && a.minor === b.minor
 const normalAccess = (access: string): string => accessOrder.filter((c) => access.includes(c)).join('')
+const formatProgramRule = (r: DeviceProgramRule): string => `${r.allow ? 'allow' : 'deny'} ${r.type} ${r.major}:${r.minor} ${r.access}`
 
 /**
- * Pure: applies rules in order with the v1 devices controller's semantics, which runc's cgroup v2
- * generator also emulates first so that both versions mean the same: a rule of type `a` resets
- * (allow: everything allowed, deny: nothing), a rule of the default's kind removes access from the exception
- * of exactly that device, the other kind adds to it (merged with an equal one, else appended in order).
+ * Pure: applies rules in order as runc's devices Emulator does (libcontainer/cgroups/devices/
+ * devices_emulator.go), which its cgroup v2 generator runs first so that both versions mean the same.
+ * It starts from deny-all, as runc's DeviceFilter does (`new(devicesemulator.Emulator)`), not from a v1
+ * cgroup's allow-all. A rule of type `a` resets (allow: everything allowed, deny: nothing); a rule of the
+ * other kind than the default adds its access to the exception of exactly that device (merged with an
+ * equal one, else appended in order); a rule of the default's kind takes access from that exception,
+ * and throws, as runc does, when a wildcard exception covering the device shares access with it (v1 would
+ * ignore the rule; runc refuses rather than leave the user believing it took effect). An empty access
+ * adds and takes nothing.
  */
 export function emulateRules(rules: readonly DeviceProgramRule[]): EmulatedRules {
-  let defaultAllow = true // a cgroup starts with `a *:* rwm`
+  let defaultAllow = false
   let exceptions: Array<DeviceProgramRule & {access: string}> = []
   for (const rule of rules) {
     const access = normalAccess(rule.access)
-    if (access.length !== rule.access.length || access === '') throw new Error(`device rule access must be a subset of rwm, got "${rule.access}"`)
+    if (access.length !== rule.access.length) throw new Error(`device rule access must be a subset of rwm, got "${rule.access}"`)
     // The kernel's dev_t: 12-bit majors, 20-bit minors. (Also what keeps the 64-bit compares of runc's
     // layout right: their immediate is sign-extended.)
     if (rule.major !== '*' && !(Number.isInteger(rule.major) && rule.major >= 0 && rule.major <= 0xfff)) throw new Error(`device rule major must be 0-4095 or *, got ${rule.major}`)
@@ -44,10 +119,16 @@ export function emulateRules(rules: readonly DeviceProgramRule[]): EmulatedRules
     }
     const existing = exceptions.find((e) => sameDevice(e, rule))
     if (rule.allow === defaultAllow) {
+      const covering = exceptions.find((e) => e !== existing && e.type === rule.type && (e.major === '*' || e.major === rule.major) &&
+        (e.minor === '*' || e.minor === rule.minor) && [...e.access].some((c) => access.includes(c)))
+      if (covering !== undefined) {
+        throw new Error(`device rule "${formatProgramRule({...rule, access})}" cannot punch a hole in the wildcard rule "${formatProgramRule(covering)}" (runc refuses it: cgroup v1 would ignore it)`)
+      }
       if (existing === undefined) continue
       existing.access = [...existing.access].filter((c) => !access.includes(c)).join('')
       if (existing.access === '') exceptions = exceptions.filter((e) => e !== existing)
-    } else if (existing === undefined) exceptions.push({...rule, access, allow: !defaultAllow})
+    } else if (access === '') continue
+    else if (existing === undefined) exceptions.push({...rule, access, allow: !defaultAllow})
     else existing.access = normalAccess(existing.access + access)
   }
   return {defaultAllow, rules: exceptions.map((e) => ({...e}))}
@@ -83,11 +164,14 @@ const accessBits = (access: string): number => [...access].reduce((bits, c) => b
 export const deviceProgramLicense = 'Apache'
 
 /**
- * Pure: the BPF_PROG_TYPE_CGROUP_DEVICE program runc generates for the rules (after emulateRules): the
- * context in r2 (type), r3 (access), r4 (major), r5 (minor); then one block per rule, in order, that falls
- * through to the next block unless the type matches, the access asked for is within the rule's (not
- * checked for rwm), and the major and minor match (not checked for `*`), and else returns the rule's verdict;
- * the last block returns the default (deny, for an allow-list).
+ * Pure: a BPF_PROG_TYPE_CGROUP_DEVICE program for the rules (after emulateRules), in the block layout of
+ * runc's devicefilter: the context in r2 (type), r3 (access), r4 (major), r5 (minor); then one block per
+ * exception that falls through to the next block unless the type matches, the access asked for is within
+ * the rule's (not checked for rwm), and the major and minor match (not checked for `*`), and else returns
+ * the rule's verdict; the last block returns the default (deny, for an allow-list). The blocks keep the
+ * order emulateRules gives (runc sorts them by major, minor and type instead): every exception has the
+ * same verdict, the opposite of the default, so their order cannot change an answer, and keeping it lets
+ * a read-back program list the devices in the order they were granted.
  */
 export function compileDeviceProgram(rules: readonly DeviceProgramRule[]): Instruction[] {
   const {defaultAllow, rules: emulated} = emulateRules(rules)
@@ -136,9 +220,10 @@ export function decodeInstructions(bytes: Buffer): Instruction[] {
 }
 
 /**
- * Pure: the rules of a program made by compileDeviceProgram (nfdctl's, or runc's: the same shape), read
- * back from its instructions (BPF_OBJ_GET_INFO_BY_FD), so that an agent that restarts knows what a
- * container has. Undefined for a program of any other shape (systemd's, a hand-written one).
+ * Pure: the rules of a program made by compileDeviceProgram (nfdctl's, or runc's: the same block layout),
+ * read back from its instructions (BPF_OBJ_GET_INFO_BY_FD), so that an agent that restarts knows what a
+ * container has; the rules come in the program's block order (sorted, for runc's). Undefined for a program
+ * of any other shape (systemd's, a hand-written one).
  */
 export function decompileDeviceProgram(program: readonly Instruction[]): EmulatedRules | undefined {
   const same = (a: Instruction, b: Instruction): boolean => a.code === b.code && a.dst === b.dst && a.src === b.src && a.off === b.off && a.imm === b.imm

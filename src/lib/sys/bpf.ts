@@ -30,6 +30,15 @@ export class BpfError extends Error {
   ) {
     super(`bpf(${command}) failed: ${errnoText(code)}${detail}`)
   }
+
+  /** EPERM or EACCES: the caller lacks a capability, or an LSM refuses it this object. */
+  get permissionDenied(): boolean {
+    return this.code === 1 || this.code === 13
+  }
+
+  get errnoName(): string {
+    return errnoText(this.code)
+  }
 }
 
 function bpf(command: keyof typeof commands, attr: Buffer, detail?: string): number {
@@ -44,6 +53,9 @@ export function closeFd(fd: number): void {
   sys.close(fd)
 }
 
+/** Room for the verifier's explanation of a refusal; loads that succeed take no log at all. */
+const verifierLogBytes = 1024 * 1024
+
 /**
  * BPF_PROG_LOAD of a BPF_PROG_TYPE_CGROUP_DEVICE program; returns its fd (close it). A program the
  * verifier refuses fails with the verifier's log in the message.
@@ -51,22 +63,38 @@ export function closeFd(fd: number): void {
 export function loadDeviceProgram(instructions: Buffer, license: string, name: string): number {
   raiseMemlock()
   const licenseText = Buffer.from(`${license}\0`)
-  const log = Buffer.alloc(64 * 1024)
-  const attr = Buffer.alloc(attrSize)
-  attr.writeUInt32LE(progTypeCgroupDevice, 0)
-  attr.writeUInt32LE(instructions.length / 8, 4)
-  attr.writeBigUInt64LE(address(instructions), 8)
-  attr.writeBigUInt64LE(address(licenseText), 16)
-  attr.writeUInt32LE(1, 24) // log level: the verifier explains a refusal
-  attr.writeUInt32LE(log.length, 28)
-  attr.writeBigUInt64LE(address(log), 32)
-  Buffer.from(name.slice(0, 15)).copy(attr, 48) // prog_name, NUL-terminated in 16 bytes
-  try {
+  const load = (log?: Buffer): number => {
+    const attr = Buffer.alloc(attrSize)
+    attr.writeUInt32LE(progTypeCgroupDevice, 0)
+    attr.writeUInt32LE(instructions.length / 8, 4)
+    attr.writeBigUInt64LE(address(instructions), 8)
+    attr.writeBigUInt64LE(address(licenseText), 16)
+    if (log !== undefined) {
+      attr.writeUInt32LE(1, 24) // log level 1: the verifier explains a refusal
+      attr.writeUInt32LE(log.length, 28)
+      attr.writeBigUInt64LE(address(log), 32)
+    }
+    Buffer.from(name.slice(0, 15)).copy(attr, 48) // prog_name, NUL-terminated in 16 bytes
     return bpf('BPF_PROG_LOAD', attr)
+  }
+  // Without a log first: at level 1 the verifier logs every instruction it walks, so a large valid
+  // program (hundreds of rules) fills any fixed buffer and the load fails with ENOSPC for that alone.
+  try {
+    return load()
   } catch (error) {
-    const text = log.subarray(0, Math.max(0, log.indexOf(0))).toString().trim()
-    if (error instanceof BpfError && text !== '') throw new BpfError('BPF_PROG_LOAD', error.code, `; the verifier said: ${text.split('\n').slice(-4).join(' | ')}`)
-    throw error
+    if (!(error instanceof BpfError)) throw error
+    // Again with the log, only to say why. The first errno is the refusal: the second may be ENOSPC
+    // from a full log, and a load that now succeeds is the program wanted, so it is kept.
+    const log = Buffer.alloc(verifierLogBytes)
+    try {
+      return load(log)
+    } catch (again) {
+      if (!(again instanceof BpfError)) throw again
+      const end = log.indexOf(0)
+      const text = log.subarray(0, end < 0 ? log.length : end).toString().trim()
+      if (text === '') throw error
+      throw new BpfError('BPF_PROG_LOAD', error.code, `; the verifier said: ${text.split('\n').slice(-4).join(' | ')}`)
+    }
   }
 }
 
@@ -152,6 +180,16 @@ export function detachDeviceProgram(cgroupFd: number, programFd: number): void {
 /** Opens a cgroup directory for attach and query (close it). */
 export function openCgroup(dir: string): number {
   const fd = sys.open(dir, 0o200000 /* O_DIRECTORY */ | 0o2000000 /* O_CLOEXEC */) as number
-  if (fd < 0) throw new Error(`cannot open cgroup ${dir}: ${errnoText(errno())}`)
+  if (fd < 0) throw new OpenError(dir, errno())
   return fd
+}
+
+/** open(2) of a cgroup directory failed; ENOENT when the cgroup is gone (its container exited). */
+export class OpenError extends Error {
+  constructor(
+    readonly path: string,
+    readonly code: number,
+  ) {
+    super(`open(2) of cgroup directory ${path} failed: ${errnoText(code)}`)
+  }
 }

@@ -1,6 +1,6 @@
 import {expect} from 'chai'
 
-import {compileDeviceProgram, decodeInstructions, decompileDeviceProgram, deviceAccess, deviceType, emulateRules, encodeInstructions, type DeviceProgramRule, type EmulatedRules} from '../../../src/lib/runtime/device-program.js'
+import {compileDeviceProgram, decodeInstructions, decompileDeviceProgram, deviceAccess, deviceType, emulateRules, encodeInstructions, ociDeviceRules, runtimeDeviceRules, type DeviceProgramRule, type EmulatedRules} from '../../../src/lib/runtime/device-program.js'
 import {runDeviceProgram} from '../../support/bpf-interpreter.js'
 import {ruleOf} from '../../support/device-programs.js'
 
@@ -20,26 +20,50 @@ function expected(emulated: EmulatedRules, request: {type: 'b' | 'c'; access: st
 const accessSets = ['r', 'w', 'm', 'rw', 'rm', 'wm', 'rwm']
 const bits = (access: string): number => [...access].reduce((b, c) => b | deviceAccess[c as 'r'], 0)
 
-// The containerd CRI default (deny all, then the standard devices), with two hot-plugged devices.
-const runtimeDefault = rules('deny a', 'allow c 1:3 rwm', 'allow c 1:5 rwm', 'allow c 1:7 rwm', 'allow c 1:8 rwm', 'allow c 1:9 rwm', 'allow c 5:0 rwm', 'allow c 5:2 rwm', 'allow c 136:* rwm', 'allow c *:* m', 'allow b *:* m')
+// What containerd 1.6's CRI puts in a container's spec (no linux.devices), and what runc 1.1.5 makes of it.
+const criSpec = {linux: {resources: {devices: [{access: 'rwm', allow: false}]}}}
+const runtimeDefault = runtimeDeviceRules(criSpec)!
+const allows = (input: readonly DeviceProgramRule[], type: 'b' | 'c', major: number, minor: number, access: string): boolean =>
+  runDeviceProgram(compileDeviceProgram(input), {access: bits(access), major, minor, type: deviceType[type]}) === 1
 
 describe('device programs for cgroup v2 (the rule compiler)', function () {
-  describe('emulateRules: the v1 controller\'s semantics, which runc applies first', function () {
+  describe('emulateRules: runc\'s emulator of the v1 controller, which it applies first', function () {
     const cases: Array<[string, DeviceProgramRule[], string[]]> = [
-      ['no rules: everything allowed', [], ['default allow']],
+      ['no rules: nothing allowed (runc starts from deny-all, not v1\'s allow-all)', [], ['default deny']],
+      ['an allow alone: nothing allowed but it', rules('allow c 1:3 rwm'), ['default deny', 'allow c 1:3 rwm']],
       ['deny a: nothing allowed', rules('deny a'), ['default deny']],
+      ['allow a: everything allowed', rules('allow a'), ['default allow']],
       ['an allow-list in order', rules('deny a', 'allow c 1:3 rwm', 'allow b 7:* r'), ['default deny', 'allow c 1:3 rwm', 'allow b 7:* r']],
       ['an allow for the same device merges its access', rules('deny a', 'allow b 7:0 r', 'allow b 7:0 w'), ['default deny', 'allow b 7:0 rw']],
       ['a deny takes access from the exact exception', rules('deny a', 'allow b 7:0 rwm', 'deny b 7:0 w'), ['default deny', 'allow b 7:0 rm']],
       ['a deny of all its access removes it', rules('deny a', 'allow b 7:0 rw', 'deny b 7:0 rwm'), ['default deny']],
-      ['a deny cannot punch a hole in a wildcard allow', rules('deny a', 'allow b 7:* rw', 'deny b 7:1 rw'), ['default deny', 'allow b 7:* rw']],
+      ['a deny beside a wildcard allow of other access is no hole', rules('deny a', 'allow c 1:* r', 'allow c 1:3 w', 'deny c 1:3 w'), ['default deny', 'allow c 1:* r']],
+      ['a deny of the wildcard exception itself takes from it', rules('deny a', 'allow c 1:* rw', 'deny c 1:* r'), ['default deny', 'allow c 1:* w']],
+      ['a deny on a device of no exception changes nothing', rules('deny a', 'allow c 1:3 r', 'deny c 1:5 r'), ['default deny', 'allow c 1:3 r']],
       ['allow a resets to a deny-list', rules('deny a', 'allow c 1:3 rwm', 'allow a'), ['default allow']],
-      ['a deny-list in order', rules('deny c 10:200 rwm', 'deny b 8:* w'), ['default allow', 'deny c 10:200 rwm', 'deny b 8:* w']],
-      ['an allow removes access from a deny-list exception', rules('deny c 10:200 rwm', 'allow c 10:200 r'), ['default allow', 'deny c 10:200 wm']],
+      ['a deny-list in order', rules('allow a', 'deny c 10:200 rwm', 'deny b 8:* w'), ['default allow', 'deny c 10:200 rwm', 'deny b 8:* w']],
+      ['a deny without allow a first is a no-op on deny-all', rules('deny c 10:200 rwm'), ['default deny']],
+      ['an allow removes access from a deny-list exception', rules('allow a', 'deny c 10:200 rwm', 'allow c 10:200 r'), ['default allow', 'deny c 10:200 wm']],
       ['a later deny a forgets everything before it', rules('allow c 1:3 r', 'deny b 8:0 r', 'deny a', 'allow c 1:5 r'), ['default deny', 'allow c 1:5 r']],
       ['access is normalised to r, w, m order', rules('deny a', 'allow c 1:3 mwr'), ['default deny', 'allow c 1:3 rwm']],
+      ['an empty access grants nothing', [{access: '', allow: true, major: 1, minor: 3, type: 'c'}], ['default deny']],
+      ['an empty access takes nothing, and punches no hole', [rule('deny a'), rule('allow c 1:* rw'), {access: '', allow: false, major: 1, minor: 3, type: 'c'}], ['default deny', 'allow c 1:* rw']],
+      ['an empty access denies nothing on a deny-list', [rule('allow a'), {access: '', allow: false, major: 1, minor: 3, type: 'c'}], ['default allow']],
     ]
     for (const [name, input, output] of cases) it(name, () => expect(show(emulateRules(input))).to.deep.equal(output))
+
+    it('refuses, as runc does, a rule that would punch a hole in a wildcard exception (v1 would ignore it)', function () {
+      const holes: Array<[string, DeviceProgramRule[]]> = [
+        ['minor wildcard', rules('deny a', 'allow c 1:* rwm', 'deny c 1:3 r')],
+        ['major wildcard', rules('deny a', 'allow b *:0 rw', 'deny b 7:0 w')],
+        ['both wildcards', rules('deny a', 'allow b *:* m', 'deny b 7:0 rm')],
+        ['beside an exact exception', rules('deny a', 'allow c 1:* r', 'allow c 1:3 rw', 'deny c 1:3 rw')],
+        ['on a deny-list', rules('allow a', 'deny c 1:* rw', 'allow c 1:3 r')],
+        ['after the runtime\'s defaults (mknod of every device)', [...runtimeDefault, rule('deny c 1:3 m')]],
+      ]
+      for (const [name, input] of holes) expect(() => emulateRules(input), name).to.throw(/cannot punch a hole in the wildcard rule "(allow|deny) [bc] [*\d]+:[*\d]+ [rwm]+"/)
+      expect(() => emulateRules(rules('deny a', 'allow c 1:* rwm', 'deny c 1:3 r'))).to.throw('device rule "deny c 1:3 r" cannot punch a hole in the wildcard rule "allow c 1:* rwm"')
+    })
 
     it('refuses a device number the kernel cannot have (major over 12 bits, minor over 20)', function () {
       expect(() => emulateRules(rules('deny a', 'allow c 4096:0 r'))).to.throw('major must be 0-4095')
@@ -48,7 +72,71 @@ describe('device programs for cgroup v2 (the rule compiler)', function () {
 
     it('refuses access that is not a subset of rwm', function () {
       expect(() => emulateRules(rules('deny a', 'allow c 1:3 rwx'))).to.throw('subset of rwm')
-      expect(() => emulateRules([{access: '', allow: true, major: 1, minor: 3, type: 'c'}])).to.throw('subset of rwm')
+    })
+  })
+
+  describe('ociDeviceRules: linux.resources.devices as rules', function () {
+    it('fills in type a, wildcards, and no access for what is missing', function () {
+      expect(ociDeviceRules([{allow: false}, {access: 'r', allow: true, major: 7, type: 'b'}])).to.deep.equal([
+        {access: '', allow: false, major: '*', minor: '*', type: 'a'}, {access: 'r', allow: true, major: 7, minor: '*', type: 'b'},
+      ])
+    })
+
+    it('a rule without access grants nothing (not rwm)', function () {
+      const input = [rule('deny a'), ...ociDeviceRules([{allow: true, major: 1, minor: 3, type: 'c'}, {access: '', allow: true, major: 1, minor: 5, type: 'c'}])]
+      for (const access of accessSets) {
+        expect(allows(input, 'c', 1, 3, access), `c 1:3 ${access}`).to.equal(false)
+        expect(allows(input, 'c', 1, 5, access), `c 1:5 ${access}`).to.equal(false)
+      }
+    })
+  })
+
+  describe('runtimeDeviceRules: what runc 1.1.5 builds from a spec', function () {
+    it('a containerd CRI spec: its deny-all, then runc\'s allowed devices in runc\'s order', function () {
+      expect(runtimeDefault.map((r) => `${r.allow ? 'allow' : 'deny'} ${r.type} ${r.major}:${r.minor} ${r.access}`)).to.deep.equal([
+        'deny a *:* rwm',
+        'allow c *:* m', 'allow b *:* m', 'allow c 1:3 rwm', 'allow c 1:8 rwm', 'allow c 1:7 rwm', 'allow c 5:0 rwm',
+        'allow c 1:5 rwm', 'allow c 1:9 rwm', 'allow c 136:* rwm', 'allow c 5:2 rwm', 'allow c 10:200 rwm',
+      ])
+    })
+
+    it('its program allows the standard devices and mknod of any device, and nothing else', function () {
+      for (const [major, minor] of [[1, 3], [1, 5], [1, 7], [1, 8], [1, 9], [5, 0], [5, 2], [136, 0], [136, 7], [10, 200]]) {
+        for (const access of accessSets) expect(allows(runtimeDefault, 'c', major, minor, access), `c ${major}:${minor} ${access}`).to.equal(true)
+      }
+      for (const type of ['b', 'c'] as const) for (const [major, minor] of [[7, 0], [8, 0], [4095, 1048575]]) expect(allows(runtimeDefault, type, major, minor, 'm')).to.equal(true)
+      for (const [type, major, minor] of [['b', 7, 0], ['c', 4, 1], ['c', 1, 1], ['c', 10, 229], ['b', 1, 3]] as const) {
+        for (const access of ['r', 'w', 'rw', 'rm']) expect(allows(runtimeDefault, type, major, minor, access), `${type} ${major}:${minor} ${access}`).to.equal(false)
+      }
+    })
+
+    it('keeps the spec\'s rules first and in order, with runc\'s defaults for a type, major or minor left out', function () {
+      const [first, second] = runtimeDeviceRules({linux: {resources: {devices: [{access: 'rwm', allow: false, type: ''}, {access: 'rw', allow: true, major: 7, minor: -1, type: 'b'}]}}})!
+      expect([first, second]).to.deep.equal([{access: 'rwm', allow: false, major: '*', minor: '*', type: 'a'}, {access: 'rw', allow: true, major: 7, minor: '*', type: 'b'}])
+    })
+
+    it('a default device whose path linux.devices names is left out; linux.devices adds no rule', function () {
+      const result = runtimeDeviceRules({linux: {devices: [{path: '/dev/null'}, {path: '/dev/loop7'}], resources: criSpec.linux.resources}})!
+      expect(result).to.have.length(runtimeDefault.length - 1)
+      expect(result.some((r) => r.type === 'c' && r.major === 1 && r.minor === 3)).to.equal(false)
+      expect(allows(result, 'c', 1, 3, 'rw'), '/dev/null').to.equal(false)
+      expect(allows(result, 'b', 7, 7, 'r'), 'a linux.devices entry').to.equal(false)
+    })
+
+    it('the defaults are added without resources; a privileged container\'s allow a allows everything', function () {
+      expect(runtimeDeviceRules({linux: {}})).to.deep.equal(runtimeDefault.slice(1))
+      expect(emulateRules(runtimeDeviceRules({linux: {resources: {devices: [{access: 'rwm', allow: true}]}}})!)).to.deep.equal({defaultAllow: true, rules: []})
+    })
+
+    it('undefined without a linux section: nothing to build from', function () {
+      expect(runtimeDeviceRules(undefined)).to.equal(undefined)
+      expect(runtimeDeviceRules({})).to.equal(undefined)
+    })
+
+    it('refuses what runc 1.1.5 refuses: a rule without access, a type other than a, b, c', function () {
+      expect(() => runtimeDeviceRules({linux: {resources: {devices: [{allow: false}]}}})).to.throw('linux.resources.devices[0] has no access')
+      expect(() => runtimeDeviceRules({linux: {resources: {devices: [{access: 'rwm', allow: false}, {access: '', allow: true, type: 'c'}]}}})).to.throw('linux.resources.devices[1] has no access')
+      expect(() => runtimeDeviceRules({linux: {resources: {devices: [{access: 'rwm', allow: true, type: 'u'}]}}})).to.throw('has type "u"')
     })
   })
 
@@ -58,7 +146,8 @@ describe('device programs for cgroup v2 (the rule compiler)', function () {
       ['every type, access and wildcard shape', [rule('deny a'), ...(['b', 'c'] as const).flatMap((t) => accessSets.flatMap((a, i) => [
         rule(`allow ${t} ${10 + i}:${20 + i} ${a}`), rule(`allow ${t} ${30 + i}:* ${a}`), rule(`allow ${t} *:${40 + i} ${a}`),
       ])), rule('allow c *:* m')]],
-      ['a deny-list', rules('deny c 10:200 rwm', 'deny b 8:* w', 'deny c *:7 r')],
+      ['a deny-list', rules('allow a', 'deny c 10:200 rwm', 'deny b 8:* w', 'deny c *:7 r')],
+      ['allow-list rules without deny a first', rules('allow c 1:3 rwm', 'allow b 7:* r')],
       ['no rules at all', []],
       ['deny everything', rules('deny a')],
       ['the largest device numbers (major 12 bits, minor 20 bits)', rules('deny a', 'allow c 4095:1048575 rw', 'allow b 259:1048575 r')],
@@ -97,7 +186,13 @@ describe('device programs for cgroup v2 (the rule compiler)', function () {
       expect(disagrees(program.map((i, n) => (n === 6 ? {...i, imm: deviceType.b} : i))), 'the first rule for block devices').to.equal(true)
     })
 
-    it('has runc\'s layout: a 6-instruction prologue, one block per rule in order, the default at the end', function () {
+    it('no rules compile to deny-all: the prologue, then return 0', function () {
+      const program = compileDeviceProgram([])
+      expect(program).to.have.length(6 + 2)
+      expect(program.at(-2)).to.deep.include({code: 0xb4, dst: 0, imm: 0})
+    })
+
+    it('has runc\'s block layout: a 6-instruction prologue, one block per exception, the default at the end', function () {
       const program = compileDeviceProgram(rules('deny a', 'allow c 1:3 rwm', 'allow b 7:* r'))
       // prologue 6; c 1:3 rwm: type, major, minor jumps + verdict 2 = 5; b 7:* r: type, access (3), major + 2 = 7; tail 2
       expect(program).to.have.length(6 + 5 + 7 + 2)
@@ -116,9 +211,10 @@ describe('device programs for cgroup v2 (the rule compiler)', function () {
 
   describe('decompileDeviceProgram: what a container has, read back from its program', function () {
     it('gives back the emulated rules of every shape', function () {
-      for (const input of [runtimeDefault, rules('deny c 10:200 rwm', 'deny b 8:* w'), rules('deny a'), [], rules('deny a', 'allow b 259:1048575 r')]) {
+      for (const input of [runtimeDefault, rules('allow a', 'deny c 10:200 rwm', 'deny b 8:* w'), rules('deny a'), [], rules('allow c 1:3 r'), rules('deny a', 'allow b 259:1048575 r')]) {
         expect(decompileDeviceProgram(compileDeviceProgram(input))).to.deep.equal(emulateRules(input))
       }
+      expect(decompileDeviceProgram(compileDeviceProgram([]))).to.deep.equal({defaultAllow: false, rules: []})
     })
 
     it('does not recognise a program of another shape', function () {
