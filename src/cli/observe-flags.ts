@@ -1,4 +1,4 @@
-import {Flags} from '@oclif/core'
+import * as Flags from '@oclif/core/flags'
 
 /** Logging and metrics flags of every long-running command (gc run, plugins serve, devices agent). */
 export const observeFlags = {

@@ -1,4 +1,4 @@
-import {Flags} from '@oclif/core'
+import * as Flags from '@oclif/core/flags'
 
 import {gcKindNames} from '../lib/gc/kinds.js'
 import {numberFlag} from './kube-flags.js'

@@ -1,6 +1,5 @@
-import {Flags} from '@oclif/core'
+import * as Flags from '@oclif/core/flags'
 import {hostname} from 'node:os'
-import {Registry} from 'prom-client'
 
 import {NfdctlCommand} from '../../cli/nfdctl-command.js'
 import {observeFlags} from '../../cli/observe-flags.js'
@@ -13,6 +12,7 @@ import {loadClassFiles} from '../../lib/devices/class-file.js'
 import {openCluster} from '../../lib/kube/connect.js'
 import {HealthServer} from '../../lib/observe/health-server.js'
 import {createLogger} from '../../lib/observe/logger.js'
+import {Registry} from '../../lib/observe/prometheus.js'
 import {ContainerdClient} from '../../lib/runtime/containerd-client.js'
 
 export default class DevicesAgent extends NfdctlCommand {

@@ -1,4 +1,4 @@
-import {Flags} from '@oclif/core'
+import * as Flags from '@oclif/core/flags'
 
 import {kubeFlags} from '../../cli/kube-flags.js'
 import {NfdctlCommand} from '../../cli/nfdctl-command.js'

@@ -1,6 +1,5 @@
 import {hostname} from 'node:os'
 import {randomBytes} from 'node:crypto'
-import {Registry} from 'prom-client'
 
 import {kubeFlags} from '../../cli/kube-flags.js'
 import {NfdctlCommand} from '../../cli/nfdctl-command.js'
@@ -16,6 +15,7 @@ import {LeaderElector} from '../../lib/kube/leader-elector.js'
 import {ownNamespace} from '../../lib/kube/namespace.js'
 import {HealthServer} from '../../lib/observe/health-server.js'
 import {createLogger} from '../../lib/observe/logger.js'
+import {Registry} from '../../lib/observe/prometheus.js'
 
 export default class GcRun extends NfdctlCommand {
   static override description = `The long-running garbage collector: delete NodeFeature and NodeResourceTopology objects whose Node is gone.

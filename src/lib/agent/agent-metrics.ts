@@ -1,4 +1,4 @@
-import {Counter, Gauge, Histogram, type Registry} from 'prom-client'
+import {Counter, Gauge, Histogram, type Registry} from '../observe/prometheus.js'
 
 /** `devices agent`'s own metrics (the embedded plugins add theirs, nfdctl_plugin_*). */
 export interface AgentMetrics {

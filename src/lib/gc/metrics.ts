@@ -1,4 +1,4 @@
-import {Counter, Gauge, Histogram, type Registry} from 'prom-client'
+import {Counter, Gauge, Histogram, type Registry} from '../observe/prometheus.js'
 
 import type {WindowStats} from '../kube/concurrency-window.js'
 

@@ -1,4 +1,4 @@
-import {Counter, Gauge, type Registry} from 'prom-client'
+import {Counter, Gauge, type Registry} from '../observe/prometheus.js'
 
 /** The device plugins' metrics, per class (`devices agent` embeds the same servers and so the same names). */
 export interface PluginMetrics {
