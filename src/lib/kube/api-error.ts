@@ -1,4 +1,5 @@
 import {NfdctlError, ExitCode} from '../errors.js'
+import {decodeStatus, isProtobufBody} from './protobuf-metadata.js'
 
 /**
  * Kubernetes status classes, decided once here from the HTTP code (and the Status reason where the code
@@ -47,15 +48,24 @@ export class KubeApiError extends NfdctlError {
     this.statusClass = classifyStatus(code)
   }
 
-  static fromResponse(method: string, path: string, code: number, body: string, retryAfter?: string): KubeApiError {
-    let message = body.trim().slice(0, 300)
+  static fromResponse(method: string, path: string, code: number, body: Buffer | string, retryAfter?: string): KubeApiError {
+    let message: string
     let reason: string | undefined
-    try {
-      const status = JSON.parse(body) as {message?: string; reason?: string}
-      message = status.message ?? message
+    if (Buffer.isBuffer(body) && isProtobufBody(body)) {
+      // A Status in protobuf, when the request accepted protobuf first.
+      const status = decodeStatus(body)
+      message = status.message ?? ''
       reason = status.reason
-    } catch {
-      // Not a Status object (a proxy's HTML page, say): keep the raw text, cut short.
+    } else {
+      const text = body.toString()
+      message = text.trim().slice(0, 300)
+      try {
+        const status = JSON.parse(text) as {message?: string; reason?: string}
+        message = status.message ?? message
+        reason = status.reason
+      } catch {
+        // Not a Status object (a proxy's HTML page, say): keep the raw text, cut short.
+      }
     }
     const seconds = retryAfter === undefined ? undefined : Number.parseInt(retryAfter, 10)
     return new KubeApiError(method, path, code, message, Number.isFinite(seconds) ? seconds : undefined, reason)

@@ -7,6 +7,7 @@ import {AbortFanout} from '../abort.js'
 import {AbortedError, ApiUnavailableError, errorMessage} from '../errors.js'
 import {directAgent} from './agent.js'
 import {KubeApiError} from './api-error.js'
+import {protobufContentType} from './protobuf-metadata.js'
 import type {Credentials} from './credentials.js'
 import {ConcurrencyWindow, type WindowStats} from './concurrency-window.js'
 import {RateLimiter} from './rate-limiter.js'
@@ -86,13 +87,16 @@ export class KubeClient {
     this.#agent = options.agent ?? directAgent(this.server, credentials.tls, options.maxConnections ?? 64)
   }
 
-  /** Sends one request (with retries) and returns the parsed JSON body. */
+  /**
+   * Sends one request (with retries) and returns the parsed JSON body; a Kubernetes protobuf body (asked for
+   * with a protobuf Accept) comes back as its bytes, a text body (/readyz) as its text.
+   */
   async request<T>(method: string, path: string, options: RequestOptions = {}): Promise<T> {
     const url = this.#url(path, options.query)
     let refreshedAuth = false
     let refreshAuth = false
     for (let attempt = 0; ; attempt++) {
-      let response: {status: number; body: string; contentType: string; retryAfter?: string}
+      let response: {status: number; body: Buffer; contentType: string; retryAfter?: string}
       const leave = options.critical ? () => {} : await this.#window.enter(options.signal, method)
       try {
         response = await readAll(await this.#open(method, url, {...options, refreshAuth, timeoutMs: this.#timeoutMs}))
@@ -110,9 +114,11 @@ export class KubeClient {
         continue
       }
       if (response.status >= 200 && response.status < 300) {
+        if (response.body.length === 0) return undefined as T
+        if (response.contentType.startsWith(protobufContentType)) return response.body as T
         // /readyz and friends answer text/plain.
-        const isJson = response.contentType.includes('json')
-        return (response.body.length === 0 ? undefined : isJson ? JSON.parse(response.body) : response.body) as T
+        const text = response.body.toString('utf8')
+        return (response.contentType.includes('json') ? JSON.parse(text) : text) as T
       }
       const apiError = KubeApiError.fromResponse(method, url.pathname, response.status, response.body, response.retryAfter)
       if (apiError.statusClass === 'Unauthorized' && !refreshedAuth) {
@@ -211,12 +217,12 @@ export class KubeClient {
   }
 }
 
-async function readAll(response: http.IncomingMessage): Promise<{status: number; body: string; contentType: string; retryAfter?: string}> {
+async function readAll(response: http.IncomingMessage): Promise<{status: number; body: Buffer; contentType: string; retryAfter?: string}> {
   const chunks: Buffer[] = []
   for await (const chunk of response) chunks.push(chunk as Buffer)
   const retryAfter = response.headers['retry-after']
   return {
-    body: Buffer.concat(chunks).toString('utf8'),
+    body: Buffer.concat(chunks),
     contentType: response.headers['content-type'] ?? '',
     retryAfter: Array.isArray(retryAfter) ? retryAfter[0] : retryAfter,
     status: response.statusCode ?? 0,

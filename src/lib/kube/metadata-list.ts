@@ -1,6 +1,7 @@
 import {AbortedError, ApiUnavailableError} from '../errors.js'
 import {isStatus} from './api-error.js'
 import type {KubeClient} from './kube-client.js'
+import {decodeMetadataList, protobufMetadataListAccept, type ListPageMeta} from './protobuf-metadata.js'
 import {collectionPath, describeResource, type ObjectMeta, type ResourceRef} from './resource.js'
 
 /** Ask for PartialObjectMetadataList, falling back to the full list where a server cannot convert. */
@@ -44,11 +45,14 @@ export interface ObjectCodec<T> {
   /** What to keep of one list item or watched object; undefined skips it. */
   readonly toItem: (raw: unknown) => T | undefined
   readonly metaOf: (item: T) => ObjectMeta
+  /** Decodes a list page the server sent in protobuf (when listAccept asks for it first). */
+  readonly decodeListPage?: (body: Buffer) => {items: T[]; metadata: ListPageMeta}
 }
 
 /** Metadata only, trimmed to the fields nfdctl reads (toMeta). */
 export const metadataCodec: ObjectCodec<ObjectMeta> = {
-  listAccept: metadataListAccept,
+  decodeListPage: decodeMetadataList,
+  listAccept: protobufMetadataListAccept,
   metaOf: (m) => m,
   toItem: (raw) => {
     const meta = (raw as {metadata?: ObjectMeta}).metadata
@@ -80,19 +84,31 @@ export async function listObjects<T>(client: KubeClient, ref: ResourceRef, codec
     let pages = 0
     try {
       do {
-        const page = await client.request<ObjectList>('GET', collectionPath(ref, options.namespace), {
+        const body = await client.request<ObjectList | Buffer>('GET', collectionPath(ref, options.namespace), {
           accept: codec.listAccept,
           query: {continue: continueToken, fieldSelector: options.fieldSelector, labelSelector: options.labelSelector, limit: options.pageSize || undefined},
           signal: options.signal,
         })
         pages++
-        for (const raw of page.items ?? []) {
-          const item = codec.toItem(raw)
-          if (item !== undefined) items.push(item)
+        let count: number
+        let metadata: ListPageMeta | undefined
+        if (Buffer.isBuffer(body)) {
+          if (codec.decodeListPage === undefined) throw new Error(`listing ${describeResource(ref)}: the server answered in protobuf, which was not asked for`)
+          const page = codec.decodeListPage(body)
+          items.push(...page.items)
+          count = page.items.length
+          metadata = page.metadata
+        } else {
+          for (const raw of body.items ?? []) {
+            const item = codec.toItem(raw)
+            if (item !== undefined) items.push(item)
+          }
+          count = body.items?.length ?? 0
+          metadata = body.metadata
         }
-        continueToken = page.metadata?.continue || undefined
-        resourceVersion = page.metadata?.resourceVersion ?? resourceVersion
-        await options.onPage?.({continueToken, items: page.items?.length ?? 0, restarted: restarts > 0 && pages === 1, total: items.length})
+        continueToken = metadata?.continue || undefined
+        resourceVersion = metadata?.resourceVersion ?? resourceVersion
+        await options.onPage?.({continueToken, items: count, restarted: restarts > 0 && pages === 1, total: items.length})
       } while (continueToken !== undefined)
       return {items, pages, resourceVersion, restarts}
     } catch (error) {
