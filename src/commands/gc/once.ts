@@ -42,7 +42,9 @@ Exit codes: 0 done, 1 some deletions failed or the sweep was refused for safety,
       const report = await sweepOnce(client, options, {onEvent: sweepProgress(progress)}, signal)
       progress.stop()
       if (report.refused) this.warn(report.refused)
-      this.log(renderSweep(report, flags.output as OutputFormat))
+      // Under --json oclif prints the returned report; a table rendered only to be dropped was the whole
+      // report again in memory at the end of a mass cleanup.
+      if (!this.jsonEnabled()) this.log(renderSweep(report, flags.output as OutputFormat))
       process.exitCode = exitCodeFor(report, options)
       return report
     } finally {
