@@ -17,6 +17,7 @@ import type {ContainerdClient, RuntimeContainer} from '../runtime/containerd-cli
 import {devicePrograms} from '../runtime/device-bpf.js'
 import {deviceControlOf, type CgroupMode} from '../runtime/device-cgroup.js'
 import {runtimeDeviceRules, type DeviceProgramRule} from '../runtime/device-program.js'
+import {releaseFreeNativeMemory} from '../sys/libc.js'
 import {applyAccess, currentAccess, UnsupportedProgramError} from './access-applier.js'
 import type {AgentMetrics} from './agent-metrics.js'
 import {containerRequests, diffAccess, podCodec, wantedAccess, type ContainerRequest, type DeviceAccess, type NodePod} from './container-access.js'
@@ -46,6 +47,8 @@ export interface NodeAgentOptions {
 }
 
 const podsResource = {group: '', namespaced: true, plural: 'pods', version: 'v1'}
+/** After a burst's last batch, once V8's memory reducer (about 20 s after) has freed the buffers it held. */
+const nativeTrimDelayMs = 30_000
 const criLabels = {container: 'io.kubernetes.container.name', kind: 'io.cri-containerd.kind', namespace: 'io.kubernetes.pod.namespace', pod: 'io.kubernetes.pod.name'}
 
 /**
@@ -63,6 +66,7 @@ export class NodeAgent {
   readonly #scanner = new SysfsScanner({})
   readonly #watcher: DeviceWatcher
   readonly #batcher: EventBatcher<string>
+  #trimTimer: NodeJS.Timeout | undefined
   readonly #pods: Informer<NodePod>
   #classes = new Map<string, DeviceClass>()
   #invalid: readonly ClassProblem[] = []
@@ -104,7 +108,10 @@ export class NodeAgent {
       onError: (error) => this.#log.error({err: errorMessage(error)}, 'batch failed; the next event retries'),
       // No explicit collection after a batch (as gc run makes after a sweep): V8's memory reducer runs
       // once the agent goes quiet and shrinks the heap, which a plain gc() did not (same RSS, more CPU).
-      process: (events) => this.#reconcile(events),
+      process: async (events) => {
+        await this.#reconcile(events)
+        this.#trimWhenQuiet()
+      },
       quietMs: options.quietMs,
     })
     this.#watcher = new DeviceWatcher({
@@ -160,6 +167,7 @@ export class NodeAgent {
     await this.options.classStore.stop()
     await this.#pods.stop()
     await this.#batcher.stop()
+    clearTimeout(this.#trimTimer)
     clearTimeout(this.#statusRetry)
     await this.#plugins.stop()
     await this.#containerdLoop
@@ -243,6 +251,15 @@ export class NodeAgent {
       this.#metrics.errors.inc({kind: 'containerd'})
       this.#log.warn({address: this.options.containerd.options.address, err: error?.message}, 'containerd connection lost; retrying with back-off')
     }
+  }
+
+  /** The C heap's free pages go back to the kernel once no batch has run for a while (a burst leaves many). */
+  #trimWhenQuiet(): void {
+    clearTimeout(this.#trimTimer)
+    this.#trimTimer = setTimeout(() => {
+      const before = process.memoryUsage.rss()
+      if (releaseFreeNativeMemory()) this.#log.debug({rssMb: Math.round(process.memoryUsage.rss() / 1048576), returnedMb: Math.round((before - process.memoryUsage.rss()) / 1048576)}, 'free native memory returned to the kernel')
+    }, nativeTrimDelayMs).unref()
   }
 
   /** One batch: every running container of a pod that asks for classes gets exactly its wanted access. */

@@ -27,6 +27,25 @@ export const sys = {
   write: libc.func('long write(int fd, void *buf, size_t n)'),
 }
 
+const mallocTrim = (() => {
+  try {
+    return libc.func('int malloc_trim(size_t pad)')
+  } catch {
+    return undefined // not glibc (musl has no malloc_trim)
+  }
+})()
+
+/**
+ * Hands the C heap's free pages back to the kernel (glibc's malloc_trim). A daemon that went quiet after a
+ * burst otherwise keeps every page its TLS, HTTP/2 and gRPC buffers ever used in its RSS. False where the
+ * libc has no such call.
+ */
+export function releaseFreeNativeMemory(): boolean {
+  if (!mallocTrim) return false
+  mallocTrim(0)
+  return true
+}
+
 /** errno of the last synchronous call on this thread (meaningless after `.async()` calls). */
 export function errno(): number {
   return koffi.errno()
