@@ -47,23 +47,28 @@ export function isProtobufBody(body: Buffer): boolean {
   return body.length >= magic.length && body.subarray(0, magic.length).equals(magic)
 }
 
-/** Pure: a PartialObjectMetadataList page, with each item trimmed to what nfdctl reads (toMeta's fields). */
+/**
+ * Pure: a PartialObjectMetadataList page, with each item trimmed to what nfdctl reads (toMeta's fields).
+ * One reader walks the whole page; a nested message is read up to its end offset rather than through a
+ * reader of its own over a slice, which made a Buffer view and a reader per item, timestamp and label.
+ */
 export function decodeMetadataList(body: Buffer): {metadata: ListPageMeta; items: ObjectMeta[]} {
-  const list = protobuf.Reader.create(unwrap(body))
+  const reader = protobuf.Reader.create(unwrap(body))
   let metadata: ListPageMeta = {}
   const items: ObjectMeta[] = []
-  while (list.pos < list.len) {
-    const tag = list.uint32()
-    if (tag === ((listField.metadata << 3) | lengthDelimited)) metadata = decodeListMeta(list.bytes())
+  while (reader.pos < reader.len) {
+    const tag = reader.uint32()
+    if (tag === ((listField.metadata << 3) | lengthDelimited)) metadata = decodeListMeta(reader, messageEnd(reader))
     else if (tag === ((listField.items << 3) | lengthDelimited)) {
       // PartialObjectMetadata: its metadata (field 1) is all it has.
-      const item = protobuf.Reader.create(list.bytes())
-      while (item.pos < item.len) {
-        const itemTag = item.uint32()
-        if (itemTag === ((1 << 3) | lengthDelimited)) items.push(decodeObjectMeta(item.bytes()))
-        else item.skipType(itemTag & 7)
+      const itemEnd = messageEnd(reader)
+      while (reader.pos < itemEnd) {
+        const itemTag = reader.uint32()
+        if (itemTag === ((1 << 3) | lengthDelimited)) items.push(decodeObjectMeta(reader, messageEnd(reader)))
+        else reader.skipType(itemTag & 7)
       }
-    } else list.skipType(tag & 7)
+      checkEnd(reader, itemEnd)
+    } else reader.skipType(tag & 7)
   }
   return {items, metadata}
 }
@@ -96,10 +101,22 @@ function unwrap(body: Buffer): Uint8Array {
   return raw
 }
 
-function decodeListMeta(bytes: Uint8Array): ListPageMeta {
-  const reader = protobuf.Reader.create(bytes)
+/** Where the length-delimited message that starts at the reader's position ends (its length read). */
+function messageEnd(reader: protobuf.Reader): number {
+  const length = reader.uint32()
+  const end = reader.pos + length
+  if (end > reader.len) throw new Error(`protobuf message of ${length} bytes runs past the end of the body`)
+  return end
+}
+
+/** A field that ran past its message's end: the body is not what it claims to be. */
+function checkEnd(reader: protobuf.Reader, end: number): void {
+  if (reader.pos !== end) throw new Error(`protobuf field runs ${reader.pos - end} bytes past the end of its message`)
+}
+
+function decodeListMeta(reader: protobuf.Reader, end: number): ListPageMeta {
   const meta: {resourceVersion?: string; continue?: string; remainingItemCount?: number} = {}
-  while (reader.pos < reader.len) {
+  while (reader.pos < end) {
     const tag = reader.uint32()
     const field = tag >>> 3
     if (field === listMetaField.resourceVersion && (tag & 7) === lengthDelimited) meta.resourceVersion = reader.string()
@@ -107,15 +124,15 @@ function decodeListMeta(bytes: Uint8Array): ListPageMeta {
     else if (field === listMetaField.remainingItemCount && (tag & 7) === 0) meta.remainingItemCount = Number(reader.int64())
     else reader.skipType(tag & 7)
   }
+  checkEnd(reader, end)
   return meta
 }
 
 /** ObjectMeta, reading only the fields nfdctl uses: managedFields, annotations and the rest are skipped unread. */
-function decodeObjectMeta(bytes: Uint8Array): ObjectMeta {
-  const reader = protobuf.Reader.create(bytes)
+function decodeObjectMeta(reader: protobuf.Reader, end: number): ObjectMeta {
   const meta: {-readonly [K in keyof ObjectMeta]: ObjectMeta[K]} = {name: '', uid: ''}
   let labels: Record<string, string> | undefined
-  while (reader.pos < reader.len) {
+  while (reader.pos < end) {
     const tag = reader.uint32()
     if ((tag & 7) !== lengthDelimited) {
       reader.skipType(tag & 7)
@@ -126,16 +143,17 @@ function decodeObjectMeta(bytes: Uint8Array): ObjectMeta {
       case objectMetaField.namespace: meta.namespace = reader.string(); break
       case objectMetaField.uid: meta.uid = reader.string(); break
       case objectMetaField.resourceVersion: meta.resourceVersion = reader.string(); break
-      case objectMetaField.creationTimestamp: meta.creationTimestamp = decodeTime(reader.bytes()); break
-      case objectMetaField.deletionTimestamp: meta.deletionTimestamp = decodeTime(reader.bytes()); break
+      case objectMetaField.creationTimestamp: meta.creationTimestamp = decodeTime(reader, messageEnd(reader)); break
+      case objectMetaField.deletionTimestamp: meta.deletionTimestamp = decodeTime(reader, messageEnd(reader)); break
       case objectMetaField.labels: {
-        const [key, value] = decodeMapEntry(reader.bytes())
+        const [key, value] = decodeMapEntry(reader, messageEnd(reader))
         ;(labels ??= {})[key] = value
         break
       }
       default: reader.skipType(lengthDelimited)
     }
   }
+  checkEnd(reader, end)
   // The keys JSON would give (toMeta's), so both decodings yield equal objects. Go writes an empty string
   // where JSON leaves the field out (a cluster-scoped object's namespace).
   return {
@@ -145,27 +163,27 @@ function decodeObjectMeta(bytes: Uint8Array): ObjectMeta {
 }
 
 /** metav1.Time as its JSON form: RFC 3339 in UTC, whole seconds ("2026-12-04T13:00:00Z"); the zero time as none. */
-function decodeTime(bytes: Uint8Array): string | undefined {
-  const reader = protobuf.Reader.create(bytes)
+function decodeTime(reader: protobuf.Reader, end: number): string | undefined {
   let seconds = 0
-  while (reader.pos < reader.len) {
+  while (reader.pos < end) {
     const tag = reader.uint32()
     if (tag >>> 3 === 1 && (tag & 7) === 0) seconds = Number(reader.int64())
     else reader.skipType(tag & 7)
   }
+  checkEnd(reader, end)
   return seconds === 0 ? undefined : new Date(seconds * 1000).toISOString().replace('.000Z', 'Z')
 }
 
 /** One map<string, string> entry: key (1), value (2). */
-function decodeMapEntry(bytes: Uint8Array): [string, string] {
-  const reader = protobuf.Reader.create(bytes)
+function decodeMapEntry(reader: protobuf.Reader, end: number): [string, string] {
   let key = ''
   let value = ''
-  while (reader.pos < reader.len) {
+  while (reader.pos < end) {
     const tag = reader.uint32()
     if (tag === ((1 << 3) | lengthDelimited)) key = reader.string()
     else if (tag === ((2 << 3) | lengthDelimited)) value = reader.string()
     else reader.skipType(tag & 7)
   }
+  checkEnd(reader, end)
   return [key, value]
 }

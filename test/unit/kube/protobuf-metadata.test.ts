@@ -93,4 +93,18 @@ describe('protobuf metadata lists', function () {
     expect(isProtobufBody(Buffer.from('{"kind":"Status"}'))).to.equal(false)
     expect(() => decodeMetadataList(Buffer.from('<html>'))).to.throw(/not a Kubernetes protobuf body/)
   })
+
+  it('refuses an item whose metadata runs past the item\'s end, and a body cut short', function () {
+    // An item that says it is 4 bytes long, holding an ObjectMeta that says it is 12: read as written, the
+    // ObjectMeta would take its name from the next item's bytes.
+    const overrun = envelope('PartialObjectMetadataList', (w) => {
+      w.uint32((2 << 3) | 2).uint32(4)
+      w.uint32((1 << 3) | 2).uint32(12)
+      str(w, 1, 'ab')
+      str(w, 2, 'next-item')
+    })
+    expect(() => decodeMetadataList(overrun)).to.throw(/runs \d+ bytes past the end of its message/)
+    const whole = envelope('PartialObjectMetadataList', (w) => message(w, 2, (item) => message(item, 1, (m) => objectMeta(m, {created: 1, name: 'worker-1', rv: '1', uid: 'u'}))))
+    expect(() => decodeMetadataList(whole.subarray(0, whole.length - 40))).to.throw()
+  })
 })
