@@ -4,14 +4,14 @@ import {returnIdleMemory} from '../memory.js'
 import type {KubeClient} from '../kube/kube-client.js'
 import {nodesResource} from '../kube/resource.js'
 import {noopLogger, type Logger} from '../observe/logger.js'
-import {readCluster} from './cluster-reader.js'
 import {deleteStale} from './deleter.js'
 import type {GcKind} from './kinds.js'
 import type {GcMetrics} from './metrics.js'
 import {existingNodes} from './live-nodes.js'
 import {findObjectsNamedAfterNodes, findObjectsOfNodes} from './node-objects.js'
 import {batchDeadlineMs, forgetStale, observeStale, recheckAtMs, type StaleSightings} from './stale-tracker.js'
-import {planSweep, type ObservedObject, type PlanOptions, type StaleObject} from './sweep-planner.js'
+import {readAndPlan} from './sweep.js'
+import {type ObservedObject, type PlanOptions, type StaleObject} from './sweep-planner.js'
 
 export interface CollectorOptions {
   readonly client: KubeClient
@@ -45,7 +45,7 @@ export class Collector {
   readonly #controller = new AbortController()
   #sightings: StaleSightings = new Map()
   /** Where the last sweep saw each namespaced kind's objects: where to look for an object by name. */
-  #namespaces = new Map<GcKind, Set<string>>()
+  #namespaces: ReadonlyMap<GcKind, ReadonlySet<string>> = new Map()
   #queue: Promise<void> = Promise.resolve()
   #sweepQueued = false
   #lastSweepOk = false
@@ -153,7 +153,7 @@ export class Collector {
     const end = this.options.metrics?.sweepDuration.startTimer()
     try {
       if (!this.#informer.connected) throw new Error('the node watch is not connected, so the node cache may be stale')
-      const read = await readCluster(this.options.client, {
+      const read = await readAndPlan(this.options.client, {
         kinds: this.options.kinds,
         listSize: this.options.listSize,
         nodes: () => this.#informer.cache.keys(),
@@ -161,9 +161,9 @@ export class Collector {
           if (e.type === 'list-failed') this.options.metrics?.listErrors.inc({resource: e.what})
         },
         signal: this.#controller.signal,
-      })
-      this.#namespaces = namespacesByKind(read.view.objects)
-      const plan = planSweep(read.view, this.options.plan)
+      }, this.options.plan)
+      this.#namespaces = read.namespaces
+      const {plan} = read
       for (const kind of this.options.kinds) this.options.metrics?.staleFound.set({kind: kind.kind}, plan.stale.filter((s) => s.kind === kind).length)
       for (const [kind, reason] of read.skipped) this.#log.warn({kind: kind.kind}, reason)
       if (plan.action === 'refuse') {
@@ -176,8 +176,8 @@ export class Collector {
       this.#lastSweepOk = failed === 0
       if (failed === 0) this.options.metrics?.lastSuccessfulSweep.set(Date.now() / 1000)
       this.#log.info({
-        deleted, durationMs: Date.now() - started, failed, nodes: read.view.nodes.size, pending: this.#sightings.size,
-        scanned: read.view.objects.length, stale: plan.stale.length, trigger: why,
+        deleted, durationMs: Date.now() - started, failed, nodes: read.nodes, pending: this.#sightings.size,
+        scanned: read.objects, stale: plan.stale.length, trigger: why,
       }, 'sweep done')
       returnIdleMemory()
     } catch (error) {
@@ -277,15 +277,4 @@ export class Collector {
     // The second sighting: a sweep once the earliest pending object has waited out the grace period.
     this.#recheckTimer = setTimeout(() => void this.#enqueue({type: 'sweep', why: 'grace period elapsed'}), Math.max(0, next - now))
   }
-}
-
-function namespacesByKind(objects: readonly ObservedObject[]): Map<GcKind, Set<string>> {
-  const byKind = new Map<GcKind, Set<string>>()
-  for (const {kind, meta} of objects) {
-    if (meta.namespace === undefined) continue
-    let namespaces = byKind.get(kind)
-    if (namespaces === undefined) byKind.set(kind, (namespaces = new Set()))
-    namespaces.add(meta.namespace)
-  }
-  return byKind
 }

@@ -1,8 +1,9 @@
 import type {KubeClient} from '../kube/kube-client.js'
-import {readCluster, type ReadEvent} from './cluster-reader.js'
+import {readCluster, type ClusterRead, type ReadEvent, type ReadOptions} from './cluster-reader.js'
 import {deleteStale, type DeleteResult} from './deleter.js'
 import type {SweepOptions} from './sweep-options.js'
-import {planSweep, type StaleObject} from './sweep-planner.js'
+import type {GcKind} from './kinds.js'
+import {planSweep, type ObservedObject, type PlanOptions, type StaleObject, type SweepPlan} from './sweep-planner.js'
 import type {KindSummary, ObjectResult, StaleObjectReport, SweepReport} from './sweep-report.js'
 
 export type SweepEvent =
@@ -23,8 +24,8 @@ export async function sweepOnce(client: KubeClient, options: SweepOptions, hooks
   const started = performance.now()
   const requestsBefore = client.stats.requests
   const throttledBefore = client.window.throttled
-  const read = await readCluster(client, {afterPage: hooks.afterPage, kinds: options.kinds, listSize: options.listSize, onEvent: hooks.onEvent, signal})
-  const plan = planSweep(read.view, options)
+  const read = await readAndPlan(client, {afterPage: hooks.afterPage, kinds: options.kinds, listSize: options.listSize, onEvent: hooks.onEvent, signal}, options)
+  const {plan} = read
   const refused = plan.action === 'refuse' ? plan.reason : undefined
   hooks.onEvent?.({refused, stale: plan.stale.length, type: 'planned'})
 
@@ -65,7 +66,7 @@ export async function sweepOnce(client: KubeClient, options: SweepOptions, hooks
   return {
     dryRun: options.dryRun,
     refused,
-    nodes: read.view.nodes.size,
+    nodes: read.nodes,
     kinds,
     objects,
     durationMs: Math.round(performance.now() - started),
@@ -73,6 +74,38 @@ export async function sweepOnce(client: KubeClient, options: SweepOptions, hooks
     apiThrottled: client.window.throttled - throttledBefore,
     concurrency: {final: client.window.limit, highest: client.window.highest, lowest: client.window.lowest},
   }
+}
+
+/** What a sweep keeps of its read: the plan, the counts, and where each kind's objects live. */
+export interface PlannedRead {
+  readonly plan: SweepPlan
+  readonly nodes: number
+  readonly objects: number
+  readonly scanned: ClusterRead['scanned']
+  readonly skipped: ClusterRead['skipped']
+  /** The namespaces each namespaced kind's objects were seen in (gc run looks objects up by name there). */
+  readonly namespaces: ReadonlyMap<GcKind, ReadonlySet<string>>
+}
+
+/**
+ * Reads the cluster and plans. Only the plan and the counts leave this function, so the 14,000 listed
+ * objects and 5,000 node names of a large cluster are garbage before the first delete, not live until the
+ * report is written.
+ */
+export async function readAndPlan(client: KubeClient, read: ReadOptions, plan: PlanOptions): Promise<PlannedRead> {
+  const {scanned, skipped, view} = await readCluster(client, read)
+  return {namespaces: namespacesByKind(view.objects), nodes: view.nodes.size, objects: view.objects.length, plan: planSweep(view, plan), scanned, skipped}
+}
+
+function namespacesByKind(objects: readonly ObservedObject[]): Map<GcKind, Set<string>> {
+  const byKind = new Map<GcKind, Set<string>>()
+  for (const {kind, meta} of objects) {
+    if (meta.namespace === undefined) continue
+    let namespaces = byKind.get(kind)
+    if (namespaces === undefined) byKind.set(kind, (namespaces = new Set()))
+    namespaces.add(meta.namespace)
+  }
+  return byKind
 }
 
 function reportOf(object: StaleObject, result: ObjectResult, deleting: boolean, error?: string): StaleObjectReport {
