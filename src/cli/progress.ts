@@ -21,6 +21,11 @@ export class Progress {
     return new Progress(mode, writeLine, mode === 'spinner' ? (await import('ora')).default : undefined)
   }
 
+  /** Whether transient status is shown (a spinner on a TTY). */
+  get live(): boolean {
+    return this.mode === 'spinner'
+  }
+
   /** Transient status: spinner text on a TTY, nothing in line mode. */
   update(text: string): void {
     if (this.mode !== 'spinner') return

@@ -27,7 +27,8 @@ export function sweepProgress(progress: Progress): (event: SweepEvent) => void {
         break
       }
       case 'deleting': {
-        const text = `deleting stale objects: ${event.done}/${event.total}${event.failed ? ` (${event.failed} failed)` : ''}`
+        // Made only when shown: a mass cleanup sends one event per object, and off a TTY most are not.
+        const text = (): string => `deleting stale objects: ${event.done}/${event.total}${event.failed ? ` (${event.failed} failed)` : ''}`
         if (event.done === event.total) {
           progress.step(`deleted ${event.done - event.failed} of ${event.total} stale objects${event.failed ? `, ${event.failed} failed` : ''}`)
           break
@@ -36,9 +37,9 @@ export function sweepProgress(progress: Progress): (event: SweepEvent) => void {
         const tenth = Math.floor((10 * event.done) / event.total)
         if (tenth !== lastTenth && event.total >= 100) {
           lastTenth = tenth
-          progress.tick(text)
-        } else {
-          progress.update(text)
+          progress.tick(text())
+        } else if (progress.live) {
+          progress.update(text())
         }
         break
       }
