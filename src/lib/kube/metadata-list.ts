@@ -121,12 +121,12 @@ export async function listObjects<T>(client: KubeClient, ref: ResourceRef, codec
   }
 }
 
-/** Keeps only the fields nfdctl uses, so a 5,000-node cache does not hold managedFields. */
+/**
+ * Keeps only the fields nfdctl uses, so a 5,000-node cache does not hold managedFields (nor a creation
+ * time per object, which nothing reads: 65,000 strings in `gc run`'s cache at the largest clusters).
+ */
 export function toMeta(m: ObjectMeta): ObjectMeta {
-  return {
-    creationTimestamp: m.creationTimestamp, deletionTimestamp: m.deletionTimestamp, labels: m.labels, name: m.name, namespace: m.namespace,
-    resourceVersion: m.resourceVersion, uid: m.uid,
-  }
+  return {deletionTimestamp: m.deletionTimestamp, labels: m.labels, name: m.name, namespace: m.namespace, resourceVersion: m.resourceVersion, uid: m.uid}
 }
 
 /**

@@ -36,7 +36,7 @@ export interface StatusFields {
 const unknownField = {raw: 2} as const
 const listField = {items: 2, metadata: 1} as const
 const listMetaField = {continue: 3, remainingItemCount: 4, resourceVersion: 2} as const
-const objectMetaField = {creationTimestamp: 8, deletionTimestamp: 9, labels: 11, name: 1, namespace: 3, resourceVersion: 6, uid: 5} as const
+const objectMetaField = {deletionTimestamp: 9, labels: 11, name: 1, namespace: 3, resourceVersion: 6, uid: 5} as const
 const statusField = {code: 6, message: 3, reason: 4} as const
 const lengthDelimited = 2
 
@@ -143,7 +143,6 @@ function decodeObjectMeta(reader: protobuf.Reader, end: number): ObjectMeta {
       case objectMetaField.namespace: meta.namespace = reader.string(); break
       case objectMetaField.uid: meta.uid = reader.string(); break
       case objectMetaField.resourceVersion: meta.resourceVersion = reader.string(); break
-      case objectMetaField.creationTimestamp: meta.creationTimestamp = decodeTime(reader, messageEnd(reader)); break
       case objectMetaField.deletionTimestamp: meta.deletionTimestamp = decodeTime(reader, messageEnd(reader)); break
       case objectMetaField.labels: {
         const [key, value] = decodeMapEntry(reader, messageEnd(reader))
@@ -156,10 +155,7 @@ function decodeObjectMeta(reader: protobuf.Reader, end: number): ObjectMeta {
   checkEnd(reader, end)
   // The keys JSON would give (toMeta's), so both decodings yield equal objects. Go writes an empty string
   // where JSON leaves the field out (a cluster-scoped object's namespace).
-  return {
-    creationTimestamp: meta.creationTimestamp, deletionTimestamp: meta.deletionTimestamp, labels, name: meta.name, namespace: meta.namespace || undefined,
-    resourceVersion: meta.resourceVersion || undefined, uid: meta.uid,
-  }
+  return {deletionTimestamp: meta.deletionTimestamp, labels, name: meta.name, namespace: meta.namespace || undefined, resourceVersion: meta.resourceVersion || undefined, uid: meta.uid}
 }
 
 /** metav1.Time as its JSON form: RFC 3339 in UTC, whole seconds ("2026-12-04T13:00:00Z"); the zero time as none. */

@@ -14,7 +14,6 @@ export interface ObjectMeta {
   readonly uid: string
   readonly resourceVersion?: string
   readonly labels?: Readonly<Record<string, string>>
-  readonly creationTimestamp?: string
   /** Set once the object is being deleted (finalizers pending). */
   readonly deletionTimestamp?: string
 }

@@ -33,7 +33,7 @@ const objectMeta = (w: protobuf.Writer, o: {name: string; namespace?: string; ui
   str(w, 5, o.uid)
   str(w, 6, o.rv)
   w.uint32(7 << 3).int64(3) // generation: a varint, skipped
-  time(w, 8, o.created)
+  time(w, 8, o.created) // creationTimestamp: skipped (nothing reads it)
   if (o.deleted !== undefined) time(w, 9, o.deleted)
   for (const [k, v] of Object.entries(o.labels ?? {})) message(w, 11, (e) => {
     str(e, 1, k)
@@ -63,8 +63,8 @@ describe('protobuf metadata lists', function () {
     expect(isProtobufBody(body)).to.equal(true)
     expect(decodeMetadataList(body)).to.deep.equal({
       items: [
-        {creationTimestamp: '2026-12-04T14:09:03Z', deletionTimestamp: undefined, labels: {'nfd.node.kubernetes.io/node-name': 'worker-1', zone: 'a'}, name: 'worker-1', namespace: 'nfd', resourceVersion: '17', uid: 'u-1'},
-        {creationTimestamp: undefined, deletionTimestamp: '2026-12-04T14:10:00Z', labels: undefined, name: 'worker-2', namespace: undefined, resourceVersion: '18', uid: 'u-2'},
+        {deletionTimestamp: undefined, labels: {'nfd.node.kubernetes.io/node-name': 'worker-1', zone: 'a'}, name: 'worker-1', namespace: 'nfd', resourceVersion: '17', uid: 'u-1'},
+        {deletionTimestamp: '2026-12-04T14:10:00Z', labels: undefined, name: 'worker-2', namespace: undefined, resourceVersion: '18', uid: 'u-2'},
       ],
       metadata: {continue: 'eyJ2IjoibWV0YSJ9', remainingItemCount: 1499, resourceVersion: '4242'},
     })
