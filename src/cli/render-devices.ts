@@ -1,6 +1,5 @@
-import {stringify} from 'yaml'
-
 import type {Device} from '../lib/devices/types.js'
+import {yaml} from '../lib/yaml.js'
 import {formatTable} from './table.js'
 
 export interface ListedDevice {
@@ -28,7 +27,7 @@ const headers = ['DEVICE', 'TYPE', 'MAJ:MIN', 'SUBSYSTEM', 'CLASSES']
 
 export function renderDevices(devices: readonly ListedDevice[], format: 'json' | 'table' | 'yaml'): string {
   if (format === 'json') return JSON.stringify(devices, null, 2)
-  if (format === 'yaml') return stringify(devices).trimEnd()
+  if (format === 'yaml') return yaml().stringify(devices).trimEnd()
   return devices.length === 0 ? 'No devices.' : formatTable(headers, devices.map(cells))
 }
 

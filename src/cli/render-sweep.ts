@@ -1,15 +1,14 @@
-import {stringify} from 'yaml'
-
 import {formatDurationMs} from '../lib/duration.js'
 import {countFailed, countStale, type SweepReport} from '../lib/gc/sweep-report.js'
 import {staleReasonText} from '../lib/gc/sweep-planner.js'
+import {yaml} from '../lib/yaml.js'
 import {formatTable} from './table.js'
 
 export type OutputFormat = 'json' | 'table' | 'yaml'
 
 export function renderSweep(report: SweepReport, format: OutputFormat): string {
   if (format === 'json') return JSON.stringify(report, null, 2)
-  if (format === 'yaml') return stringify(report).trimEnd()
+  if (format === 'yaml') return yaml().stringify(report).trimEnd()
   return renderSweepTable(report)
 }
 

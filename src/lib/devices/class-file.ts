@@ -1,8 +1,7 @@
 import {readFile} from 'node:fs/promises'
 
-import {parseAllDocuments} from 'yaml'
-
 import {ConfigError, errorMessage} from '../errors.js'
+import {yaml} from '../yaml.js'
 import type {DeviceClass} from './types.js'
 import {validateDeviceClass} from './validate-device-class.js'
 
@@ -49,7 +48,7 @@ export async function loadClassFiles(paths: readonly string[]): Promise<DeviceCl
 export function parseClassFile(file: string, text: string): ParsedClassFile {
   const classes: PlacedClass[] = []
   const problems: string[] = []
-  parseAllDocuments(text).forEach((document, index) => {
+  yaml().parseAllDocuments(text).forEach((document, index) => {
     const where = `${file}: document ${index + 1}`
     const [syntax] = document.errors
     if (syntax) {

@@ -1,8 +1,8 @@
 import {readFile, stat} from 'node:fs/promises'
-import {isMap, isSeq, parseDocument} from 'yaml'
 
 import {ConfigError, errorMessage} from '../errors.js'
 import {writeFileAtomic} from '../sys/atomic-write.js'
+import {yaml} from '../yaml.js'
 
 /**
  * Sets keys of one user's `auth-provider.config` in the kubeconfig file that defines the user, as client-go's
@@ -12,6 +12,7 @@ import {writeFileAtomic} from '../sys/atomic-write.js'
 export async function writeAuthProviderConfig(file: string, userName: string, values: Readonly<Record<string, string>>): Promise<void> {
   const where = `kubeconfig ${file}`
   try {
+    const {isMap, isSeq, parseDocument} = yaml()
     const doc = parseDocument(await readFile(file, 'utf8'))
     const users = doc.get('users')
     const user = isSeq(users) ? users.items.find((item) => isMap(item) && item.get('name') === userName) : undefined

@@ -2,9 +2,9 @@ import {existsSync, readFileSync} from 'node:fs'
 import {isIPv6} from 'node:net'
 import {homedir} from 'node:os'
 import {delimiter, dirname, isAbsolute, join, resolve as resolvePath} from 'node:path'
-import {parse} from 'yaml'
 
 import {ConfigError, errorMessage} from '../errors.js'
+import {yaml} from '../yaml.js'
 import {parseProxyUrl} from './proxy.js'
 
 // Our own kubeconfig reader: @kubernetes/client-node costs ~75 MB of RSS and ~750 ms just to import (its
@@ -196,7 +196,7 @@ type Raw = Record<string, unknown>
 function readKubeconfig(file: string): Merged {
   let doc: unknown
   try {
-    doc = parse(readFileSync(file, 'utf8'))
+    doc = yaml().parse(readFileSync(file, 'utf8'))
   } catch (error) {
     throw new ConfigError(`kubeconfig ${file} cannot be read: ${errorMessage(error).split('\n')[0]}`, {cause: error})
   }
