@@ -85,25 +85,21 @@ describe('devices agent on a real node: devices follow containers', function () 
     return cli
   }
   /** The container's cgroup2 directory (device control v2) and its OCI spec. */
-  const unifiedCgroupOf = async (containerId: string): Promise<{control: DeviceControl; spec: NonNullable<RuntimeContainer['spec']>}> => {
+  /** The container's device control of the given cgroup version (found from its task's PID), and its OCI spec. */
+  const cgroupOf = async (containerId: string, mode: 'v1' | 'v2'): Promise<{control: DeviceControl; spec: NonNullable<RuntimeContainer['spec']>}> => {
     const containerd = new ContainerdClient({address: env.node.containerd.socket, namespace: 'k8s.io'})
     try {
       const pid = (await containerd.getTask(containerId))!.pid
-      return {control: await deviceControlOf(pid, {mode: 'v2'}), spec: (await containerd.getContainer(containerId))!.spec!}
+      return {control: await deviceControlOf(pid, {mode}), spec: (await containerd.getContainer(containerId))!.spec!}
     } finally {
       containerd.close()
     }
   }
+  const unifiedCgroupOf = (containerId: string): ReturnType<typeof cgroupOf> => cgroupOf(containerId, 'v2')
   /** The rules of the container's v1 devices cgroup naming loop<index> (what the kernel enforces there). */
   const loopRules = async (containerId: string, index: number): Promise<string[]> => {
-    const containerd = new ContainerdClient({address: env.node.containerd.socket, namespace: 'k8s.io'})
-    try {
-      const pid = (await containerd.getTask(containerId))!.pid
-      const control = await deviceControlOf(pid, {mode: 'v1'})
-      return (await readDeviceRules(control.dir)).filter((r) => r.type === 'b' && r.major === 7 && r.minor === index).map(formatRule)
-    } finally {
-      containerd.close()
-    }
+    const {control} = await cgroupOf(containerId, 'v1')
+    return (await readDeviceRules(control.dir)).filter((r) => r.type === 'b' && r.major === 7 && r.minor === index).map(formatRule)
   }
   const createClass = async (): Promise<void> => {
     await env.client.request('POST', classesPath, {body: parseDocument(classes).toJS() as object}).catch(() => {})
@@ -155,11 +151,6 @@ describe('devices agent on a real node: devices follow containers', function () 
       return programs[0]!.rules!.rules.filter((r) => r.type === 'b' && r.major === 7).map((r) => `${r.minor} ${r.access}`)
     }
     await waitFor('allocatable hotc=3', async () => (await allocatable(env, 'devices.nfdctl.io/hotc')) === 3, {timeoutMs: 15_000})
-    const metric = async (name: string): Promise<number> => {
-      const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text()
-      const line = text.split('\n').find((l) => l.startsWith(`${name} `))
-      return line === undefined ? Number.NaN : Number(line.slice(name.length + 1))
-    }
 
     pods.push(`agent-limit-${mode}`, `agent-annotation-${mode}`)
     const byLimit = await runPod(env, {command: ['sleep', '3600'], limits: {'devices.nfdctl.io/hotc': '1'}, name: `agent-limit-${mode}`})
@@ -169,7 +160,7 @@ describe('devices agent on a real node: devices follow containers', function () 
     await waitFor('the annotated pod reads loop390', async () => (await reads(byAnnotation.containerId, 390)) === 'loop-390-data', {timeoutMs: 10_000})
 
     // Plugged in after both started: both can read it within 1 s (each timed on its own, exec included).
-    const grantsBefore = await metric('nfdctl_agent_rule_changes_total{action="grant"}')
+    const grantsBefore = await metric(metricsPort, 'nfdctl_agent_rule_changes_total{action="grant"}')
     const plugged = performance.now()
     await addLoop(391)
     const readableAfterMs = await Promise.all([byLimit, byAnnotation].map(async (pod) => {
@@ -193,11 +184,11 @@ describe('devices agent on a real node: devices follow containers', function () 
     if (mode === 'v2') for (const pod of [byLimit, byAnnotation]) expect(await programLoops(pod.containerId), `${pod.name}'s program`).to.deep.equal(['390 rw', '391 rw'])
     expect(entry.observedGeneration).to.equal(1)
     // The metrics say the same: two devices, two containers holding the class, two grants for loop391.
-    expect(await metric('nfdctl_agent_class_devices{class="hotc"}')).to.equal(2)
-    expect(await metric('nfdctl_agent_class_containers{class="hotc"}')).to.equal(2)
-    expect(await metric('nfdctl_agent_rule_changes_total{action="grant"}') - grantsBefore).to.equal(2)
-    expect(await metric('nfdctl_agent_batch_events_count')).to.be.greaterThan(0)
-    expect(await metric('nfdctl_agent_batch_duration_seconds_count')).to.be.greaterThan(0)
+    expect(await metric(metricsPort, 'nfdctl_agent_class_devices{class="hotc"}')).to.equal(2)
+    expect(await metric(metricsPort, 'nfdctl_agent_class_containers{class="hotc"}')).to.equal(2)
+    expect(await metric(metricsPort, 'nfdctl_agent_rule_changes_total{action="grant"}') - grantsBefore).to.equal(2)
+    expect(await metric(metricsPort, 'nfdctl_agent_batch_events_count')).to.be.greaterThan(0)
+    expect(await metric(metricsPort, 'nfdctl_agent_batch_duration_seconds_count')).to.be.greaterThan(0)
     expect((await fetch(`http://127.0.0.1:${metricsPort}/readyz`)).status).to.equal(200)
 
     // Unplugged: the rule and the node go from both. (Looked at with ls, not opened: opening a loop node that
@@ -212,8 +203,8 @@ describe('devices agent on a real node: devices follow containers', function () 
     expect(await loopRules(byAnnotation.containerId, 390)).to.deep.equal(['b 7:390 rw'])
     if (mode === 'v2') for (const pod of [byLimit, byAnnotation]) expect(await programLoops(pod.containerId), `${pod.name}'s program`).to.deep.equal(['390 rw'])
     await waitFor('the status entry without loop391', async () => (await nodeEntry('hotc'))?.devices?.map((d) => d.devName).join() === 'loop390', {timeoutMs: 10_000})
-    expect(await metric('nfdctl_agent_class_devices{class="hotc"}')).to.equal(1)
-    expect(await metric('nfdctl_agent_rule_changes_total{action="revoke"}')).to.equal(2)
+    expect(await metric(metricsPort, 'nfdctl_agent_class_devices{class="hotc"}')).to.equal(1)
+    expect(await metric(metricsPort, 'nfdctl_agent_rule_changes_total{action="revoke"}')).to.equal(2)
 
     // SIGTERM: the agent stops, exit 0, and the containers keep what they were given.
     expect(await agent.stop('SIGTERM')).to.equal(0)
@@ -531,7 +522,9 @@ describe('devices agent on a real node: devices follow containers', function () 
   })
 })
 
+/** One sample of the agent's /metrics, by its name with labels as exposed; NaN when it is not there. */
 async function metric(port: number, name: string): Promise<number> {
   const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text()
-  return Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1] ?? Number.NaN)
+  const line = text.split('\n').find((l) => l.startsWith(`${name} `))
+  return line === undefined ? Number.NaN : Number(line.slice(name.length + 1))
 }

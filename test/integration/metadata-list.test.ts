@@ -1,8 +1,7 @@
 import {expect} from 'chai'
 
 import type {KubeClient} from '../../src/lib/kube/kube-client.js'
-import {listMetadata, listObjects, metadataListAccept, toMeta, type ObjectCodec} from '../../src/lib/kube/metadata-list.js'
-import {protobufMetadataListAccept} from '../../src/lib/kube/protobuf-metadata.js'
+import {listMetadata, listObjects, metadataListAccept, protobufMetadataListAccept, toMeta, type ObjectCodec} from '../../src/lib/kube/metadata-list.js'
 import {nodesResource, type ObjectMeta} from '../../src/lib/kube/resource.js'
 import {gcKinds} from '../../src/lib/gc/kinds.js'
 import {adminClient} from '../support/cluster.js'

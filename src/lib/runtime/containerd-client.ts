@@ -4,6 +4,7 @@ import type * as grpc from '@grpc/grpc-js'
 import type * as protobuf from 'protobufjs'
 
 import {unary} from '../grpc-unary.js'
+import type {OciDeviceCgroup} from './device-program.js'
 
 /** A containerd container as nfdctl needs it: its id, its labels (the CRI ones name the pod), its OCI spec. */
 export interface RuntimeContainer {
@@ -17,7 +18,7 @@ export interface RuntimeContainer {
 export interface OciSpec {
   readonly linux?: {
     readonly cgroupsPath?: string
-    readonly resources?: {readonly devices?: ReadonlyArray<{allow: boolean; type?: string; major?: number; minor?: number; access?: string}>}
+    readonly resources?: {readonly devices?: readonly OciDeviceCgroup[]}
     readonly devices?: ReadonlyArray<{readonly path: string}>
   }
 }

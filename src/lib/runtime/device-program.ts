@@ -15,13 +15,16 @@ export interface OciDeviceCgroup {
 }
 
 /**
- * OCI `linux.resources.devices` as rules: no type is `a`, no major or minor is `*`. No access is no access
- * (''): such a rule grants and takes nothing, as in runc's emulator, never all of rwm. (runc 1.1.5 refuses a
- * spec with one outright; runtimeDeviceRules, which models what runc built, does the same.)
+ * OCI `linux.resources.devices` as rules: no type is `a`, no major or minor (or runc's -1) is `*`. No access
+ * is no access (''): such a rule grants and takes nothing, as in runc's emulator, never all of rwm. (runc
+ * 1.1.5 refuses a spec with one outright; runtimeDeviceRules, which models what runc built, does the same.)
  */
 export function ociDeviceRules(devices: readonly OciDeviceCgroup[] = []): DeviceProgramRule[] {
-  return devices.map((d) => ({access: d.access ?? '', allow: d.allow, major: d.major ?? '*', minor: d.minor ?? '*', type: (d.type ?? 'a') as DeviceProgramRule['type']}))
+  return devices.map((d) => ({access: d.access ?? '', allow: d.allow, major: anyNumber(d.major), minor: anyNumber(d.minor), type: (d.type || 'a') as DeviceProgramRule['type']}))
 }
+
+/** An absent number, or runc's Wildcard (-1, which a spec may spell out), stands for any. */
+const anyNumber = (n: number | undefined): number | '*' => (n === undefined || n === -1 ? '*' : n)
 
 /** The parts of an OCI runtime spec runc builds a container's device rules from. */
 export interface DeviceRulesSpec {
@@ -65,18 +68,16 @@ const runcAllowedDevices: ReadonlyArray<DeviceProgramRule & {path?: string}> = [
 export function runtimeDeviceRules(spec: DeviceRulesSpec | undefined): DeviceProgramRule[] | undefined {
   const linux = spec?.linux
   if (linux === undefined) return undefined
-  const own = (linux.resources?.devices ?? []).map((d, i): DeviceProgramRule => {
-    const type = d.type === undefined || d.type === '' ? 'a' : d.type
-    if (d.access === undefined || d.access === '') throw new Error(`OCI linux.resources.devices[${i}] has no access; runc 1.1.5 refuses such a spec ("device access at ${i} field cannot be empty")`)
+  const own = linux.resources?.devices ?? []
+  own.forEach((d, i) => {
+    const type = d.type || 'a'
+    if (!d.access) throw new Error(`OCI linux.resources.devices[${i}] has no access; runc 1.1.5 refuses such a spec ("device access at ${i} field cannot be empty")`)
     if (type !== 'a' && type !== 'b' && type !== 'c') throw new Error(`OCI linux.resources.devices[${i}] has type "${type}"; runc 1.1.5 refuses such a spec (a, b or c)`)
-    // runc's Wildcard is -1, what an absent number becomes; a spec may also spell it out.
-    const number = (n: number | undefined): number | '*' => (n === undefined || n === -1 ? '*' : n)
-    return {access: d.access, allow: d.allow, major: number(d.major), minor: number(d.minor), type}
   })
   const specPaths = new Set((linux.devices ?? []).map((d) => d.path))
   const defaults = runcAllowedDevices.filter((d) => d.path === undefined || !specPaths.has(d.path))
     .map((d): DeviceProgramRule => ({access: d.access, allow: d.allow, major: d.major, minor: d.minor, type: d.type}))
-  return [...own, ...defaults]
+  return [...ociDeviceRules(own), ...defaults]
 }
 
 /** The rules a cgroup ends up with once applied in order, as the v1 devices controller keeps them. */
