@@ -1,4 +1,4 @@
-// npm run bench:gc -- --nodes 5000 --stale 4000 [--concurrency N] [--qps N] [--list-size 500] [--rounds 3]
+// npm run bench:gc -- --nodes 5000 --stale 4000 [--concurrency N] [--qps N] [--list-size 500] [--rounds 5]
 //
 // Seeds a private real control plane with <nodes> Nodes, each with a NodeFeature and a
 // NodeResourceTopology, plus <stale> objects of vanished nodes (half NodeFeatures, half topologies);
@@ -20,7 +20,7 @@ const {values} = parseArgs({
     'list-size': {default: '500', type: 'string'},
     nodes: {default: '5000', type: 'string'},
     qps: {type: 'string'},
-    rounds: {default: '3', type: 'string'},
+    rounds: {default: '5', type: 'string'},
     stale: {default: '4000', type: 'string'},
   },
 })

@@ -20,6 +20,7 @@ import {adminClient, startControlPlane} from '../support/cluster.js'
 import {DroppingProxy} from '../support/dropping-proxy.js'
 import {bindClusterRole} from '../support/rbac.js'
 import {nfdctl} from '../support/run-cli.js'
+import {waitFor} from '../support/wait.js'
 import {createNode, createNodeFeature, createTopology, ensureNamespace, exists, inParallel, nodeFeaturePath, resetCluster, topologyPath, seedNodesWithObjects} from '../support/seed.js'
 
 const gcRules = [
@@ -129,6 +130,43 @@ describe('gc once safety against a real kube-apiserver', function () {
     expect(run.exitCode).to.equal(1)
     expect(run.error?.message).to.match(/^cannot list NodeFeature objects; nothing deleted: GET \/apis\/nfd.k8s-sigs.io\/v1alpha1\/nodefeatures on https:\/\/127.0.0.1:1 failed: ECONNREFUSED/)
     expect(run.error?.message).to.not.contain('\n')
+  })
+
+  it('never judges stale an object whose Node was created, before it, while the cluster was read', async function () {
+    this.timeout(60_000)
+    // Node first, then its objects, as a joining node's kubelet and nfd-worker do, all through the read.
+    // The node list overlaps the kinds' later pages; it must still be a later snapshot than each kind's.
+    let churning = true
+    const created: string[] = []
+    const churn = (async () => {
+      for (let i = 0; churning; i++) {
+        const name = `joining-${i}`
+        await createNode(client, name)
+        await Promise.all([createNodeFeature(client, 'nfd', name, name), createTopology(client, name)])
+        created.push(name)
+      }
+    })()
+    const order: string[] = []
+    try {
+      for (let read = 0; read < 5; read++) {
+        const {view} = await readCluster(client, {
+          kinds: gcKinds,
+          listSize: 2,
+          onEvent: (e) => {
+            if (e.type === 'listing' && !order.includes(e.what)) order.push(e.what)
+          },
+        })
+        const plan = planSweep(view, sweepOptionsFrom({...defaults, 'max-delete-ratio': 1}))
+        expect(plan.stale.map((s) => s.meta.name).filter((name) => name !== 'gone')).to.deep.equal([])
+        // The node list begins only after each kind's first page.
+        expect(order.indexOf('Node')).to.equal(2)
+        order.length = 0
+      }
+    } finally {
+      churning = false
+      await churn
+    }
+    expect(created.length).to.be.greaterThan(5)
   })
 
   describe('exact deletes: only the version judged stale is deleted', function () {
@@ -272,6 +310,34 @@ describe('list restart on 410 Expired (real etcd compaction)', function () {
     // The restarted list includes the object written mid-list: one consistent snapshot, no duplicates.
     expect(report.kinds[0]).to.include({scanned: 9, stale: 3})
     expect(report.objects.map((o) => o.name).sort()).to.deep.equal(['gone-a', 'gone-b', 'gone-c'])
+  })
+
+  it('lists the Nodes again when a kind restarts after the node list began: its new snapshot is later', async function () {
+    const seen: string[] = []
+    let compacted = false
+    const report = await sweepOnce(client, sweepOptionsFrom({...defaults, 'dry-run': true, kinds: 'NodeFeature', 'list-size': 3, 'max-delete-ratio': 1}), {
+      afterPage: async (what, page) => {
+        if (what !== 'NodeFeature' || page !== 1 || compacted) return
+        compacted = true
+        // The node list is done (its snapshot, ended before the compaction, cannot restart); then a node
+        // joins with its NodeFeature, and a compaction makes the NodeFeature list restart: the new list has
+        // the object, the first node list not its node.
+        await waitFor('the node list to end', async () => seen.includes('listed:Node'), {intervalMs: 5, timeoutMs: 5000})
+        await createNode(client, 'joined')
+        await createNodeFeature(client, 'nfd', 'joined', 'joined')
+        await plane.compactEtcd(await plane.etcdRevision())
+      },
+      onEvent: (e) => {
+        if (e.type === 'listing') seen.push(`${e.restarted ? 'restart' : 'listing'}:${e.what}`)
+        if (e.type === 'listed') seen.push(`listed:${e.what}`)
+      },
+    })
+    expect(compacted).to.equal(true)
+    expect(seen).to.include('restart:NodeFeature')
+    const stale = report.objects.map((o) => o.name)
+    expect(stale).to.include.members(['gone-a', 'gone-b'])
+    expect(stale).to.not.include('joined')
+    expect(seen.filter((e) => e === 'listed:Node')).to.have.length(2)
   })
 
   it('gives up after too many restarts with a message that names the fix', async function () {

@@ -14,7 +14,7 @@ import {exitCodeFor, type SweepReport} from '../../lib/gc/sweep-report.js'
 export default class GcOnce extends NfdctlCommand {
   static override description = `One garbage-collection sweep: delete every NodeFeature and NodeResourceTopology whose Node is gone, then exit.
 
-Objects are listed first, then Nodes; nothing is deleted when the node list cannot be read or is empty, or when more than --max-delete-ratio of the objects look stale. Every delete carries the UID that was seen, so an object re-created meanwhile is kept.
+Every list is a snapshot, and the Node snapshot is taken after the objects' ones (so a node that joins during the read is seen); nothing is deleted when the node list cannot be read or is empty, or when more than --max-delete-ratio of the objects look stale. Every delete carries the UID that was seen, so an object re-created meanwhile is kept.
 
 Exit codes: 0 done, 1 some deletions failed or the sweep was refused for safety, 2 bad flags or configuration, 3 stale objects found (--dry-run --fail-on-stale).`
   static override enableJsonFlag = true

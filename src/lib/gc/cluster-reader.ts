@@ -18,7 +18,7 @@ export interface ReadOptions {
   readonly signal?: AbortSignal
   readonly onEvent?: (event: ReadEvent) => void
   /**
-   * Where Nodes come from: a live cache (gc run), read after the objects are listed; default: a fresh
+   * Where Nodes come from: a live cache (gc run), read once every object list is complete; default: a fresh
    * paginated list (gc once).
    */
   readonly nodes?: () => Iterable<string>
@@ -33,19 +33,29 @@ export interface ClusterRead {
 }
 
 /**
- * Lists every object of the chosen kinds, then the Nodes. Objects first: an object whose Node is created
- * while we read is then still matched, because that Node is in the later node list. The kinds are listed
- * side by side (they do not depend on each other), which takes a third off a sweep's reading time.
- * Any failure to read a kind or the nodes aborts the read: a partial view must never be planned on.
+ * Lists every object of the chosen kinds and the Nodes, each list one consistent snapshot (its pages share
+ * the first page's resourceVersion). Safety needs the Node snapshot to be taken after every object snapshot:
+ * an object whose Node is created while we read is then still matched, because that Node is in the node
+ * list. So the node list starts once every kind's first page has come back (a quorum read sent after an
+ * answer sees at least that answer's revision), and its pages run beside the kinds' remaining ones; a kind
+ * whose list restarts (expired continue token) after that takes a new, later snapshot, and the nodes are
+ * then listed again once it is done. The kinds are listed side by side too: they do not depend on each
+ * other. Any failure to read a kind or the nodes aborts the read: a partial view must never be planned on.
  */
 export async function readCluster(client: KubeClient, options: ReadOptions): Promise<ClusterRead> {
   const scanned = new Map<GcKind, number>()
   const skipped = new Map<GcKind, string>()
-  const readKind = async (kind: GcKind): Promise<ObservedObject[]> => {
+  const snapshots = options.kinds.map(() => signalled())
+  let failed = false
+  let nodesStarted = false
+  let snapshotAfterNodes = false
+  const readKind = async (kind: GcKind, snapshot: Signal): Promise<ObservedObject[]> => {
     let page = 0
     try {
       const list = await listMetadata(client, kind.resource, {
         onPage: async ({restarted, total}) => {
+          if (restarted && nodesStarted) snapshotAfterNodes = true
+          snapshot.resolve()
           options.onEvent?.({restarted, total, type: 'listing', what: kind.kind})
           await options.afterPage?.(kind.kind, ++page)
         },
@@ -58,6 +68,7 @@ export async function readCluster(client: KubeClient, options: ReadOptions): Pro
     } catch (error) {
       if (error instanceof AbortedError) throw error
       if (!isStatus(error, 'NotFound')) {
+        failed = true
         options.onEvent?.({type: 'list-failed', what: kind.kind})
         throw new SafetyStopError(`cannot list ${kind.kind} objects; nothing deleted: ${errorMessage(error)}`, {cause: error})
       }
@@ -65,23 +76,47 @@ export async function readCluster(client: KubeClient, options: ReadOptions): Pro
       skipped.set(kind, reason)
       options.onEvent?.({kind: kind.kind, reason, type: 'kind-skipped'})
       return []
+    } finally {
+      // A kind not served holds no one up; one that failed ends the read (and the node list is not begun).
+      snapshot.resolve()
     }
   }
+  const reading = Promise.allSettled(options.kinds.map((kind, i) => readKind(kind, snapshots[i]!)))
+  // gc run's nodes come from its live cache, read (below) once every object list is complete.
+  let nodeList: Promise<PromiseSettledResult<Set<string>> | undefined> | undefined
+  if (!options.nodes) {
+    nodeList = Promise.all(snapshots.map((s) => s.promise)).then(() => {
+      if (failed) return undefined
+      nodesStarted = true
+      return settle(readNodes(client, options))
+    })
+  }
   // Every kind is read to its end, so the error is always the first kind's in the order given.
-  const settled = await Promise.allSettled(options.kinds.map((kind) => readKind(kind)))
+  const settled = await reading
   const failure = settled.find((r) => r.status === 'rejected')
-  if (failure?.status === 'rejected') throw failure.reason
+  if (failure?.status === 'rejected') {
+    // No request of this read outlives it.
+    await nodeList
+    throw failure.reason
+  }
   const objects = settled.flatMap((r) => (r.status === 'fulfilled' ? r.value : []))
   if (options.nodes) return {scanned, skipped, view: {nodes: new Set(options.nodes()), objects}}
-  let nodes: Set<string>
+  let nodes = (await nodeList)!
+  if (nodes.status === 'fulfilled' && snapshotAfterNodes) nodes = await settle(readNodes(client, options))
+  if (nodes.status === 'rejected') throw nodes.reason
+  return {scanned, skipped, view: {nodes: nodes.value, objects}}
+}
+
+async function readNodes(client: KubeClient, options: ReadOptions): Promise<Set<string>> {
   try {
     const list = await listMetadata(client, nodesResource, {
       onPage: ({restarted, total}) => options.onEvent?.({restarted, total, type: 'listing', what: 'Node'}),
       pageSize: options.listSize,
       signal: options.signal,
     })
-    nodes = new Set(list.items.map((n) => n.name))
+    const nodes = new Set(list.items.map((n) => n.name))
     options.onEvent?.({total: nodes.size, type: 'listed', what: 'Node'})
+    return nodes
   } catch (error) {
     if (error instanceof AbortedError) throw error
     options.onEvent?.({type: 'list-failed', what: 'Node'})
@@ -90,5 +125,24 @@ export async function readCluster(client: KubeClient, options: ReadOptions): Pro
     }
     throw new SafetyStopError(`cannot list Nodes; nothing deleted: ${errorMessage(error)}`, {cause: error})
   }
-  return {scanned, skipped, view: {nodes, objects}}
+}
+
+interface Signal {
+  readonly promise: Promise<void>
+  readonly resolve: () => void
+}
+
+/** Promise.withResolvers, which Node 20 lacks. */
+function signalled(): Signal {
+  let resolve!: () => void
+  const promise = new Promise<void>((r) => (resolve = r))
+  return {promise, resolve}
+}
+
+/** The outcome as a value, so a rejection waited on later is not reported as unhandled meanwhile. */
+function settle<T>(promise: Promise<T>): Promise<PromiseSettledResult<T>> {
+  return promise.then(
+    (value) => ({status: 'fulfilled', value}),
+    (reason: unknown) => ({reason, status: 'rejected'}),
+  )
 }

@@ -14,7 +14,7 @@ export interface StaleObject extends ObservedObject {
   readonly reason: StaleReason
 }
 
-/** What one sweep saw: every object of the listed kinds and, read after them, the complete set of Nodes. */
+/** What one sweep saw: every object of the listed kinds and the complete set of Nodes, a snapshot taken after theirs. */
 export interface ClusterView {
   readonly objects: readonly ObservedObject[]
   readonly nodes: ReadonlySet<string>
