@@ -118,6 +118,36 @@ export async function runGcOnce(env: BenchEnvironment, args: readonly string[], 
   return {cpuSeconds: cpu / 1e6, peakRss: rss, report, seconds}
 }
 
+export interface FreshLoopRun {
+  /** The whole process, timed as runGcOnce times `gc once`. */
+  readonly seconds: number
+  readonly cpuSeconds: number
+}
+
+/**
+ * The ceiling's plain DELETE loop (64 in flight) in a fresh process: the installed package's own client,
+ * Node started with the flags of the CLI's `#!` line.
+ */
+export async function runFreshDeleteLoop(env: BenchEnvironment, paths: readonly string[]): Promise<FreshLoopRun> {
+  const shebang = (await readFile(env.bin, 'utf8')).split('\n', 1)[0]!
+  const flags = shebang.split(' ').filter((word) => word.startsWith('--'))
+  const pkg = join(env.bin, '..', '..')
+  const started = performance.now()
+  const {stdout} = await runWithInput('node', [...flags, join(repoRoot, 'bench/fresh-delete-loop.mjs'), pkg, env.plane.kubeconfig], paths.join('\n'))
+  return {cpuSeconds: Number(stdout.trim()), seconds: (performance.now() - started) / 1000}
+}
+
+function runWithInput(command: string, args: string[], input: string): Promise<{stdout: string}> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, {stdio: ['pipe', 'pipe', 'inherit']})
+    let stdout = ''
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()))
+    child.on('error', reject)
+    child.on('close', (code) => (code === 0 ? resolve({stdout}) : reject(new Error(`${command} ${args.join(' ')} exited ${code}`))))
+    child.stdin.end(input)
+  })
+}
+
 function runToEnd(command: string, args: string[], env: Record<string, string>): Promise<{code: number | null; stdout: string}> {
   return new Promise((resolve, reject) => {
     const child = spawn(command, args, {env: {...process.env, ...env}, stdio: ['ignore', 'pipe', 'inherit']})
