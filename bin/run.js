@@ -3,9 +3,9 @@
 // requests (a mass cleanup, an informer): 20-30 MB of resident memory that buys no speed here.
 // --heap-growing-percent: in a mass cleanup every in-flight request's objects outlive the young generation;
 // V8 would let that garbage grow the old generation to about twice what is live before collecting it.
-// --no-opt: no TurboFan. Every command here waits on the network, the kernel or containerd; optimised code
-// bought no measurable speed (gc once at 5,000 and at 65,000 nodes, gc run's reaction) and its compiler and
-// code cost 10-40 MB of peak RSS (README, Benchmarks). Ignition and Sparkplug still run everything.
+// --no-opt: no TurboFan. Its compiler and code were 10-40 MB of peak RSS (gc run's peak at the 100 MB budget
+// without it); the price is about twice the CPU per request once warm, 2-6 % of gc once's time (README,
+// Benchmarks). Ignition and Sparkplug still run everything.
 // --expose-gc: gc run collects after each sweep, so an idle daemon does not keep a sweep's garbage resident.
 // (README, Benchmarks: where the memory goes.)
 import {execute} from '@oclif/core/execute'
