@@ -5,8 +5,8 @@
 // runs the installed CLI (as `npm pack` builds it) `gc once` with its defaults (or the pace flags given);
 // then re-seeds the same stale objects and deletes them with plain concurrent DELETEs (64 in flight, no
 // rate limit): the ceiling; then the same loop once more, in a fresh process with the CLI's client and Node
-// flags (context: what starting cold costs any client, no budget). Budgets: gc once, whole process, >= 90% of the ceiling's delete rate; its
-// peak RSS <= 100 MB.
+// flags (context: what starting cold costs any client, no budget). Budgets: gc once, whole process, >= 90%
+// of the ceiling's delete rate; its peak RSS <= 100 MB.
 import {setTimeout as sleep} from 'node:timers/promises'
 import {parseArgs} from 'node:util'
 

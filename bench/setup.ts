@@ -133,28 +133,20 @@ export async function runFreshDeleteLoop(env: BenchEnvironment, paths: readonly 
   const flags = shebang.split(' ').filter((word) => word.startsWith('--'))
   const pkg = join(env.bin, '..', '..')
   const started = performance.now()
-  const {stdout} = await runWithInput('node', [...flags, join(repoRoot, 'bench/fresh-delete-loop.mjs'), pkg, env.plane.kubeconfig], paths.join('\n'))
+  const {code, stdout} = await runToEnd('node', [...flags, join(repoRoot, 'bench/fresh-delete-loop.mjs'), pkg, env.plane.kubeconfig], {}, paths.join('\n'))
+  if (code !== 0) throw new Error(`the fresh DELETE loop exited ${code}`)
   return {cpuSeconds: Number(stdout.trim()), seconds: (performance.now() - started) / 1000}
 }
 
-function runWithInput(command: string, args: string[], input: string): Promise<{stdout: string}> {
+/** Runs a command to its end, its stdout collected; `input`, when given, is its whole stdin. */
+function runToEnd(command: string, args: string[], env: Record<string, string>, input?: string): Promise<{code: number | null; stdout: string}> {
   return new Promise((resolve, reject) => {
-    const child = spawn(command, args, {stdio: ['pipe', 'pipe', 'inherit']})
+    const child = spawn(command, args, {env: {...process.env, ...env}, stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'inherit']})
     let stdout = ''
-    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()))
-    child.on('error', reject)
-    child.on('close', (code) => (code === 0 ? resolve({stdout}) : reject(new Error(`${command} ${args.join(' ')} exited ${code}`))))
-    child.stdin.end(input)
-  })
-}
-
-function runToEnd(command: string, args: string[], env: Record<string, string>): Promise<{code: number | null; stdout: string}> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(command, args, {env: {...process.env, ...env}, stdio: ['ignore', 'pipe', 'inherit']})
-    let stdout = ''
-    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()))
+    child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString()))
     child.on('error', reject)
     child.on('close', (code) => resolve({code, stdout}))
+    if (input !== undefined) child.stdin!.end(input)
   })
 }
 

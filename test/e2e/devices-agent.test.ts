@@ -84,7 +84,6 @@ describe('devices agent on a real node: devices follow containers', function () 
     await cli.waitForLine<LogLine>('hotc registered', (l) => l.class === 'hotc' && l.state === 'registered', 20_000)
     return cli
   }
-  /** The container's cgroup2 directory (device control v2) and its OCI spec. */
   /** The container's device control of the given cgroup version (found from its task's PID), and its OCI spec. */
   const cgroupOf = async (containerId: string, mode: 'v1' | 'v2'): Promise<{control: DeviceControl; spec: NonNullable<RuntimeContainer['spec']>}> => {
     const containerd = new ContainerdClient({address: env.node.containerd.socket, namespace: 'k8s.io'})
@@ -95,7 +94,6 @@ describe('devices agent on a real node: devices follow containers', function () 
       containerd.close()
     }
   }
-  const unifiedCgroupOf = (containerId: string): ReturnType<typeof cgroupOf> => cgroupOf(containerId, 'v2')
   /** The rules of the container's v1 devices cgroup naming loop<index> (what the kernel enforces there). */
   const loopRules = async (containerId: string, index: number): Promise<string[]> => {
     const {control} = await cgroupOf(containerId, 'v1')
@@ -146,7 +144,7 @@ describe('devices agent on a real node: devices follow containers', function () 
     agent = await startAgent({extraArgs: ['--cgroup-mode', mode], metricsPort})
     /** On v2: the devices the one program of the container's unified cgroup allows beyond runc's own rules. */
     const programLoops = async (containerId: string): Promise<string[]> => {
-      const programs = devicePrograms((await unifiedCgroupOf(containerId)).control.dir)
+      const programs = devicePrograms((await cgroupOf(containerId, 'v2')).control.dir)
       expect(programs.map((p) => p.name), 'one program, the agent\'s').to.deep.equal([agentProgramName])
       return programs[0]!.rules!.rules.filter((r) => r.type === 'b' && r.major === 7).map((r) => `${r.minor} ${r.access}`)
     }
@@ -367,6 +365,8 @@ describe('devices agent on a real node: devices follow containers', function () 
       pods.push('agent-live')
       const pod = await runPod(env, {annotations: {'devices.nfdctl.io/main': 'hotc,hotl'}, command: ['sleep', '3600'], name: 'agent-live'})
       await waitFor('the pod reads loop398 (hotc)', async () => (await reads(pod.containerId, 398)) === 'loop-398-data', {timeoutMs: 10_000})
+      // The status is written beside the grants, not before them: the pod reading the device does not mean it is there yet.
+      await waitFor('hotc has its Valid condition', async () => (await validCondition('hotc')) !== undefined, {timeoutMs: 10_000})
       expect(await validCondition('hotc')).to.include({observedGeneration: 1, reason: 'SpecValid', status: 'True'})
 
       // Malformed (a glob that does not compile; the API server cannot tell): reported on the class, nothing else moves.
@@ -457,7 +457,7 @@ describe('devices agent on a real node: devices follow containers', function () 
     try {
       pods.push('agent-v2')
       const pod = await runPod(env, {annotations: {'devices.nfdctl.io/main': 'hotc'}, command: ['sleep', '3600'], name: 'agent-v2'})
-      const {control, spec} = await unifiedCgroupOf(pod.containerId)
+      const {control, spec} = await cgroupOf(pod.containerId, 'v2')
       expect(control.mode).to.equal('v2')
       // This host's runc attaches no program (hybrid cgroups): attach what it would, from the container's OCI spec.
       // What runc builds: the spec's rules (CRI's deny-all) and runc's standard devices after them.
@@ -502,7 +502,7 @@ describe('devices agent on a real node: devices follow containers', function () 
     try {
       pods.push('agent-v2-foreign')
       const pod = await runPod(env, {annotations: {'devices.nfdctl.io/main': 'hotc'}, command: ['sleep', '3600'], name: 'agent-v2-foreign'})
-      const {dir} = (await unifiedCgroupOf(pod.containerId)).control
+      const {dir} = (await cgroupOf(pod.containerId, 'v2')).control
       // Allows everything but in another shape than runc's (r0 = 1, exit): the agent cannot read it.
       attachProgram(dir, Buffer.from('b700000001000000' + '9500000000000000', 'hex'), 'foreign')
       const [attached] = devicePrograms(dir)
