@@ -2,7 +2,7 @@
 // `gc once` and `gc run` processes as an operator starts them; for the device benchmarks, a real node.
 import {execFile, spawn} from 'node:child_process'
 import {copyFile, mkdtemp, readdir, readFile, rm} from 'node:fs/promises'
-import {tmpdir} from 'node:os'
+import {availableParallelism, tmpdir} from 'node:os'
 import {join} from 'node:path'
 import {createInterface} from 'node:readline'
 import {promisify} from 'node:util'
@@ -28,11 +28,38 @@ export interface BenchEnvironment {
   readonly close: () => Promise<void>
 }
 
+/** Which CPUs the control plane and the clients (this process and every process it starts) run on. */
+export interface CpuLayout {
+  readonly server: string
+  readonly clients: string
+}
+
+/**
+ * The server on all CPUs but the last, the clients on the last, as in a cluster, where an operator's CLI
+ * does not run on the API server's cores; undefined below two CPUs.
+ */
+export function splitCpus(): CpuLayout | undefined {
+  const cpus = availableParallelism()
+  if (cpus < 2) return undefined
+  return {clients: String(cpus - 1), server: cpus === 2 ? '0' : `0-${cpus - 2}`}
+}
+
+export interface BenchOptions {
+  /** Pins the control plane and the clients apart. */
+  readonly cpus?: CpuLayout
+  readonly apiserverFlags?: readonly string[]
+}
+
 /** The packed CLI, a private control plane and a client of it, all removed by close(). */
-export async function startBench(log: (line: string) => void): Promise<BenchEnvironment> {
+export async function startBench(log: (line: string) => void, {apiserverFlags, cpus}: BenchOptions = {}): Promise<BenchEnvironment> {
   const dir = await mkdtemp(join(tmpdir(), 'nfdctl-bench-'))
   const bin = await packCli(dir, log)
-  const plane = await ControlPlane.start({binDir: await ensureBinaries(log), dir: join(dir, 'controlplane'), log})
+  if (cpus !== undefined) {
+    // Every thread of this process; the processes it starts (the CLI, the fresh loop) inherit it.
+    await run('taskset', ['--all-tasks', '--cpu-list', '--pid', cpus.clients, String(process.pid)])
+    log(`CPUs: control plane on ${cpus.server}, clients on ${cpus.clients}`)
+  }
+  const plane = await ControlPlane.start({apiserverFlags, binDir: await ensureBinaries(log), cpus: cpus?.server, dir: join(dir, 'controlplane'), log})
   const client = await plane.client()
   await ensureNamespace(client, 'nfd')
   const close = async (): Promise<void> => {

@@ -20,6 +20,11 @@ export interface ControlPlaneOptions {
   /** Leave the processes running when this process exits (npm run cluster:up). */
   readonly detached?: boolean
   readonly apiserverFlags?: readonly string[]
+  /**
+   * CPUs etcd and kube-apiserver may run on (taskset's list form, "0" or "0-2"), so that a benchmark's
+   * clients do not take CPU from the server they measure; default: all.
+   */
+  readonly cpus?: string
   readonly log?: (line: string) => void
 }
 
@@ -131,6 +136,12 @@ export class ControlPlane {
     if (!res.ok) throw new Error(`etcd compaction at ${revision} failed: ${res.status} ${await res.text()}`)
   }
 
+  /** Defragments etcd's database (after a compaction, gives the freed pages back). */
+  async defragmentEtcd(): Promise<void> {
+    const res = await fetch(`${this.etcdUrl}/v3/maintenance/defragment`, {body: '{}', method: 'POST'})
+    if (!res.ok) throw new Error(`etcd defragmentation failed: ${res.status} ${await res.text()}`)
+  }
+
   /** The current etcd revision. */
   async etcdRevision(): Promise<string> {
     const res = await fetch(`${this.etcdUrl}/v3/kv/range`, {body: JSON.stringify({key: Buffer.from('/').toString('base64')}), method: 'POST'})
@@ -212,5 +223,9 @@ function apiserverArgs(options: ControlPlaneOptions, ports: State['ports'], etcd
 }
 
 function launch(options: ControlPlaneOptions, binary: string, args: string[]): ChildProcess {
-  return launchDaemon(join(options.binDir, binary), args, {detached: options.detached, logFile: join(options.dir, `${binary}.log`)})
+  const path = join(options.binDir, binary)
+  const logFile = join(options.dir, `${binary}.log`)
+  // taskset execs the binary, so the pid is the component's; Go sizes GOMAXPROCS to the CPUs it is given.
+  if (options.cpus !== undefined) return launchDaemon('taskset', ['--cpu-list', options.cpus, path, ...args], {detached: options.detached, logFile})
+  return launchDaemon(path, args, {detached: options.detached, logFile})
 }
