@@ -65,7 +65,7 @@ try {
   const goneNames = [...Array(stale / 2).keys()].map((i) => `gone-${i}`)
   await seedNodesWithObjects(seeder, liveNames, 'nfd', 64)
   // Each measured run finds the server with no other client's connections open: the seeder's and the
-  // ceiling's keep-alive sockets are closed once they are done.
+  // warm loop's keep-alive sockets are closed once they are done.
   const seedStale = async (): Promise<void> => {
     await inParallel(goneNames, 64, async (node) => {
       await createNodeFeature(seeder, 'nfd', node, node)
@@ -87,11 +87,11 @@ try {
   const args = [...(concurrency === undefined ? [] : ['--concurrency', String(concurrency)]), ...(qps === undefined ? [] : ['--qps', String(qps)]), '--list-size', values['list-size']!]
   const {client} = await openCluster({kubeconfig: env.plane.kubeconfig}, {maxConnections: ceilingConcurrency})
   const paths = goneNames.flatMap((n) => [nodeFeaturePath('nfd', n), topologyPath(n)])
-  // Rounds alternate gc once and the ceiling on the same server, so that neither gets the quieter
-  // moments (etcd compaction, the seeding's aftermath) to itself; the medians are compared.
+  // Rounds alternate gc once and the two loops on the same server, so that none gets the quieter moments
+  // to itself; the medians are compared.
   const gcRuns: GcOnceRun[] = []
-  const ceilingRuns: number[] = []
-  const ceilingCpu: number[] = []
+  const warmRuns: number[] = []
+  const warmCpu: number[] = []
   const freshRuns: FreshLoopRun[] = []
   for (let round = 1; round <= rounds; round++) {
     if (round > 1) await seedStale()
@@ -101,23 +101,23 @@ try {
 
     await seedStale()
     await quiesce()
-    const ceilingStarted = performance.now()
+    const warmStarted = performance.now()
     const cpuBefore = process.cpuUsage()
     await inParallel(paths, ceilingConcurrency, (path) => client.request('DELETE', path))
-    ceilingRuns.push((performance.now() - ceilingStarted) / 1000)
+    warmRuns.push((performance.now() - warmStarted) / 1000)
     const cpu = process.cpuUsage(cpuBefore)
-    ceilingCpu.push((cpu.user + cpu.system) / 1e6)
+    warmCpu.push((cpu.user + cpu.system) / 1e6)
     client.close()
 
     await seedStale()
     await quiesce()
     freshRuns.push(await runFreshDeleteLoop(env, paths))
     const {concurrency: w, durationMs} = gcRun.report
-    log(`round ${round}: gc once ${gcRun.seconds.toFixed(2)} s (sweep ${(durationMs / 1000).toFixed(2)} s, CPU ${gcRun.cpuSeconds.toFixed(2)} s, window ${w.lowest}-${w.highest}, final ${w.final}), ceiling ${ceilingRuns.at(-1)!.toFixed(2)} s (CPU ${ceilingCpu.at(-1)!.toFixed(2)} s), the same loop in a fresh process ${freshRuns.at(-1)!.seconds.toFixed(2)} s (CPU ${freshRuns.at(-1)!.cpuSeconds.toFixed(2)} s)`)
+    log(`round ${round}: gc once ${gcRun.seconds.toFixed(2)} s (sweep ${(durationMs / 1000).toFixed(2)} s, CPU ${gcRun.cpuSeconds.toFixed(2)} s, window ${w.lowest}-${w.highest}, final ${w.final}), warm loop ${warmRuns.at(-1)!.toFixed(2)} s (CPU ${warmCpu.at(-1)!.toFixed(2)} s), the same loop in a fresh process ${freshRuns.at(-1)!.seconds.toFixed(2)} s (CPU ${freshRuns.at(-1)!.cpuSeconds.toFixed(2)} s)`)
   }
   const median = <T>(items: readonly T[], key: (item: T) => number): T => [...items].sort((a, b) => key(a) - key(b))[Math.floor(items.length / 2)]!
   const {report, seconds: gcSeconds} = median(gcRuns, (r) => r.seconds)
-  const warmSeconds = median(ceilingRuns, (s) => s)
+  const warmSeconds = median(warmRuns, (s) => s)
   const peakRss = Math.max(...gcRuns.map((r) => r.peakRss))
   const freshSeconds = median(freshRuns, (r) => r.seconds).seconds
   // Both loops send the same plain DELETEs; whichever the server took faster is the better estimate of
@@ -136,10 +136,10 @@ try {
     row('API requests', String(report.apiRequests), `(${Math.ceil((2 * nodes + stale) / Number(values['list-size']))}+ lists, ${stale} deletes)`),
     row('peak RSS (highest of the rounds)', `${(peakRss / 1024 / 1024).toFixed(0)} MB`, `budget <= 100 MB: ${verdict(peakRss <= 100 * 1024 * 1024)}`),
     row('429 answers / window', `${report.apiThrottled} / ${report.concurrency.lowest}-${report.concurrency.highest}`),
-    row('plain concurrent DELETEs, warm loop', `${(stale / warmSeconds).toFixed(0)} /s`, `(${stale} deletes in ${warmSeconds.toFixed(2)} s, ${ceilingConcurrency} in flight, in this process; rounds: ${ceilingRuns.map((x) => x.toFixed(1)).join(', ')} s)`),
+    row('plain concurrent DELETEs, warm loop', `${(stale / warmSeconds).toFixed(0)} /s`, `(${stale} deletes in ${warmSeconds.toFixed(2)} s, ${ceilingConcurrency} in flight, in this process; rounds: ${warmRuns.map((x) => x.toFixed(1)).join(', ')} s)`),
     row('the same loop in a fresh process', `${(stale / freshSeconds).toFixed(0)} /s`, `(${freshSeconds.toFixed(2)} s from its start; rounds: ${freshRuns.map((r) => r.seconds.toFixed(1)).join(', ')} s)`),
     row('ceiling: the faster of the two', `${ceilingRate.toFixed(0)} /s`, `(${ceilingWhich})`),
-    row('client CPU (user + system), median', `${median(gcRuns, (r) => r.cpuSeconds).cpuSeconds.toFixed(2)} s`, `(warm loop: ${median(ceilingCpu, (s) => s).toFixed(2)} s, fresh loop: ${median(freshRuns, (r) => r.cpuSeconds).cpuSeconds.toFixed(2)} s${cpus === undefined ? '; the API server and etcd share the same cores' : ''})`),
+    row('client CPU (user + system), median', `${median(gcRuns, (r) => r.cpuSeconds).cpuSeconds.toFixed(2)} s`, `(warm loop: ${median(warmCpu, (s) => s).toFixed(2)} s, fresh loop: ${median(freshRuns, (r) => r.cpuSeconds).cpuSeconds.toFixed(2)} s${cpus === undefined ? '; the API server and etcd share the same cores' : ''})`),
     row('gc once / ceiling', `${(100 * ratio).toFixed(0)}%`, `budget >= 90%: ${verdict(ratio >= 0.9)}`),
     '',
   ].join('\n'))

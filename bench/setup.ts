@@ -152,7 +152,7 @@ export interface FreshLoopRun {
 }
 
 /**
- * The ceiling's plain DELETE loop (64 in flight) in a fresh process: the installed package's own client,
+ * bench:gc's plain DELETE loop (64 in flight) in a fresh process: the installed package's own client,
  * Node started with the flags of the CLI's `#!` line.
  */
 export async function runFreshDeleteLoop(env: BenchEnvironment, paths: readonly string[]): Promise<FreshLoopRun> {

@@ -224,8 +224,7 @@ function apiserverArgs(options: ControlPlaneOptions, ports: State['ports'], etcd
 
 function launch(options: ControlPlaneOptions, binary: string, args: string[]): ChildProcess {
   const path = join(options.binDir, binary)
-  const logFile = join(options.dir, `${binary}.log`)
   // taskset execs the binary, so the pid is the component's; Go sizes GOMAXPROCS to the CPUs it is given.
-  if (options.cpus !== undefined) return launchDaemon('taskset', ['--cpu-list', options.cpus, path, ...args], {detached: options.detached, logFile})
-  return launchDaemon(path, args, {detached: options.detached, logFile})
+  const [command, argv] = options.cpus === undefined ? [path, args] : ['taskset', ['--cpu-list', options.cpus, path, ...args]]
+  return launchDaemon(command, argv, {detached: options.detached, logFile: join(options.dir, `${binary}.log`)})
 }
