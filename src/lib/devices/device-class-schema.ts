@@ -170,8 +170,9 @@ function globMap(description: string, what: string, example: string): SchemaNode
   }
 }
 
-const nodeSelector: SchemaNode = {
-  description: 'The nodes this class applies to (a LabelSelector); empty or absent means every node.',
+/** A metav1.LabelSelector: node labels for nodeSelector, namespace labels for annotationAccess. */
+const labelSelector = (description: string): SchemaNode => ({
+  description,
   type: 'object',
   'x-kubernetes-map-type': 'atomic',
   'x-nfdctl-text': {fieldsOf: 'a LabelSelector', is: 'a LabelSelector mapping with matchLabels and/or matchExpressions'},
@@ -248,6 +249,30 @@ const nodeSelector: SchemaNode = {
       },
     },
   },
+})
+
+const nodeSelector = labelSelector('The nodes this class applies to (a LabelSelector); empty or absent means every node.')
+
+const annotationAccess: SchemaNode = {
+  description: 'Who may take this class with the pod annotation devices.nfdctl.io/<container>: <class> (access without '
+    + 'scheduling accounting). Absent: nobody, the annotation is refused. namespaceSelector selects the admitted '
+    + 'namespaces by their labels (kubernetes.io/metadata.name selects one by name); {} admits every namespace.',
+  type: 'object',
+  required: ['namespaceSelector'],
+  'x-nfdctl-text': {
+    fieldsOf: 'annotationAccess',
+    is: 'a mapping {namespaceSelector: <LabelSelector>}',
+  },
+  properties: {
+    namespaceSelector: {
+      ...labelSelector('The namespaces whose pods may take the class by annotation; {} is every namespace.'),
+      'x-nfdctl-text': {
+        fieldsOf: 'a LabelSelector',
+        is: 'a LabelSelector mapping with matchLabels and/or matchExpressions ({} admits every namespace)',
+        required: 'required: a LabelSelector over namespace labels, such as {matchLabels: {kubernetes.io/metadata.name: lab}}; {} admits every namespace',
+      },
+    },
+  },
 }
 
 const matchRule: SchemaNode = {
@@ -274,10 +299,18 @@ const spec: SchemaNode = {
   required: ['match'],
   'x-nfdctl-text': {
     fieldsOf: 'spec',
-    is: 'a mapping with match and optionally nodeSelector, permissions, allocation, capacity',
+    is: 'a mapping with match and optionally nodeSelector, permissions, allocation, capacity, annotationAccess',
     required: 'required: a mapping with match (the device rules) and optionally nodeSelector, permissions, allocation, capacity',
   },
   'x-kubernetes-validations': [{
+    rule: "!has(self.annotationAccess) || self.allocation == 'Class'",
+    message: 'annotationAccess applies only to allocation Class: with allocation Device each device is a unit kubelet gives one container',
+    fieldPath: '.annotationAccess',
+    reason: 'FieldValueForbidden',
+    check: (self) => (field(self, 'annotationAccess') !== undefined && field(self, 'allocation') !== 'Class'
+      ? [{at: ['annotationAccess'], message: 'annotationAccess applies only to allocation Class (with allocation Device each device is a unit kubelet gives one container); remove it, or ask by resource limit'}]
+      : []),
+  }, {
     rule: "!has(self.capacity) || self.allocation == 'Class'",
     message: 'capacity applies only to allocation Class',
     fieldPath: '.capacity',
@@ -324,6 +357,7 @@ const spec: SchemaNode = {
       minimum: 1,
       'x-nfdctl-text': {is: 'a whole number >= 1'},
     },
+    annotationAccess,
   },
 }
 

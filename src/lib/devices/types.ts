@@ -34,6 +34,11 @@ export interface DeviceClass {
 
 export interface DeviceClassSpec {
   readonly nodeSelector?: LabelSelector
+  /**
+   * Who may take the class by pod annotation: pods of the namespaces the selector selects. Absent: nobody
+   * (the annotation is refused); an empty selector admits every namespace. Allocation Class only.
+   */
+  readonly annotationAccess?: {readonly namespaceSelector: LabelSelector}
   /** A device is in the class when ANY rule matches; within a rule, every field must match. */
   readonly match: readonly MatchRule[]
   /** Subset of r, w, m; default "rw". */
