@@ -9,6 +9,7 @@ export interface AgentMetrics {
   readonly classDevices: Gauge<'class'>
   readonly classContainers: Gauge<'class'>
   readonly invalidClasses: Gauge
+  readonly requestsRefused: Counter<'class' | 'reason'>
 }
 
 export function createAgentMetrics(registry: Registry): AgentMetrics {
@@ -18,8 +19,12 @@ export function createAgentMetrics(registry: Registry): AgentMetrics {
     batchSize: new Histogram({buckets: [1, 2, 5, 10, 20, 50, 100, 500], help: 'Events per processed batch', name: 'nfdctl_agent_batch_events', registers}),
     classContainers: new Gauge({help: 'Running containers holding the class', labelNames: ['class'], name: 'nfdctl_agent_class_containers', registers}),
     classDevices: new Gauge({help: 'Devices of the class present on this node', labelNames: ['class'], name: 'nfdctl_agent_class_devices', registers}),
-    errors: new Counter({help: 'Errors by kind: containerd, cgroup, pod-resources, status, state, unsupported-cgroup', labelNames: ['kind'], name: 'nfdctl_agent_errors_total', registers}),
+    errors: new Counter({help: 'Errors by kind: containerd, cgroup, pod-resources, status, state, events, unsupported-cgroup', labelNames: ['kind'], name: 'nfdctl_agent_errors_total', registers}),
     invalidClasses: new Gauge({help: 'Cluster DeviceClasses whose spec is invalid (condition Valid=False)', name: 'nfdctl_agent_invalid_classes', registers}),
+    requestsRefused: new Counter({
+      help: 'Requests for a class a container may not hold (counted once while the refusal lasts), by reason: annotation-access-off, namespace-not-admitted, allocation-device, capacity, unknown-class',
+      labelNames: ['class', 'reason'], name: 'nfdctl_agent_requests_refused_total', registers,
+    }),
     ruleChanges: new Counter({help: 'Device access granted or revoked in running containers', labelNames: ['action'], name: 'nfdctl_agent_rule_changes_total', registers}),
   }
 }

@@ -11,13 +11,23 @@ export type RequestedVia = 'limit' | 'annotation'
 export interface ContainerRequest {
   readonly namespace: string
   readonly pod: string
+  /** The pod's UID: a pod re-created under the same name is another pod, and never inherits the old one's access. */
+  readonly podUid: string
+  /** The pod's creationTimestamp (RFC 3339, so ordered as text): older pods come first for a class's capacity. */
+  readonly createdAt?: string
   readonly container: string
   readonly classes: ReadonlyMap<string, RequestedVia>
 }
 
-/** What the agent keeps of a Pod: its name, annotations and containers' limits (a node's pods, not their status). */
+/** What the agent keeps of a Pod: its identity, annotations and containers' limits (a node's pods, not their status). */
 export interface PodLike {
-  readonly metadata: {readonly namespace?: string; readonly name: string; readonly annotations?: Readonly<Record<string, string>>}
+  readonly metadata: {
+    readonly namespace?: string
+    readonly name: string
+    readonly uid?: string
+    readonly creationTimestamp?: string
+    readonly annotations?: Readonly<Record<string, string>>
+  }
   readonly spec?: {readonly containers?: ReadonlyArray<{readonly name: string; readonly resources?: {readonly limits?: Readonly<Record<string, string>>}}>}
 }
 
@@ -29,10 +39,10 @@ export const podCodec: ObjectCodec<NodePod> = {
   listAccept: 'application/json',
   metaOf: (pod) => pod.metadata,
   toItem: (raw) => {
-    const pod = raw as {metadata?: ObjectMeta & {annotations?: Record<string, string>}; spec?: PodLike['spec']}
+    const pod = raw as {metadata?: ObjectMeta & {annotations?: Record<string, string>; creationTimestamp?: string}; spec?: PodLike['spec']}
     if (pod.metadata === undefined) return undefined
     return {
-      metadata: {...toMeta(pod.metadata), annotations: pod.metadata.annotations},
+      metadata: {...toMeta(pod.metadata), annotations: pod.metadata.annotations, creationTimestamp: pod.metadata.creationTimestamp},
       spec: {containers: pod.spec?.containers?.map((c) => ({name: c.name, resources: {limits: c.resources?.limits}}))},
     }
   },
@@ -42,7 +52,8 @@ export const podCodec: ObjectCodec<NodePod> = {
 /**
  * The class requests of a pod's containers: limits `devices.nfdctl.io/<class>` and the annotation
  * `devices.nfdctl.io/<container-name>: class-a,class-b`. A limit wins over the annotation for the same class
- * (it carries kubelet's allocation). Containers that ask for nothing are left out.
+ * (it carries kubelet's allocation). Containers that ask for nothing are left out. Whether an annotation is
+ * honoured is the class's access policy (access-policy.ts), not decided here.
  */
 export function containerRequests(pod: PodLike): ContainerRequest[] {
   const prefix = `${resourceDomain}/`
@@ -54,9 +65,34 @@ export function containerRequests(pod: PodLike): ContainerRequest[] {
     for (const [resource, quantity] of Object.entries(container.resources?.limits ?? {})) {
       if (resource.startsWith(prefix) && quantity !== '0') classes.set(resource.slice(prefix.length), 'limit')
     }
-    if (classes.size > 0) requests.push({classes, container: container.name, namespace: pod.metadata.namespace ?? 'default', pod: pod.metadata.name})
+    if (classes.size === 0) continue
+    requests.push({
+      classes, container: container.name, createdAt: pod.metadata.creationTimestamp, namespace: pod.metadata.namespace ?? 'default',
+      pod: pod.metadata.name, podUid: pod.metadata.uid ?? '',
+    })
   }
   return requests
+}
+
+/** The CRI labels containerd's kubelet-made containers carry. */
+export const criLabels = {
+  container: 'io.kubernetes.container.name', kind: 'io.cri-containerd.kind', namespace: 'io.kubernetes.pod.namespace',
+  pod: 'io.kubernetes.pod.name', podUid: 'io.kubernetes.pod.uid',
+} as const
+
+/** A request's key, and the key a container's CRI labels give: the pod's UID and the container's name. */
+export const requestKey = (r: Pick<ContainerRequest, 'container' | 'podUid'>): string => `${r.podUid}/${r.container}`
+
+/**
+ * The request a runtime container belongs to, by pod UID and container name: a container of a deleted pod
+ * whose successor has the same namespace and name (a StatefulSet pod re-created) matches nothing. A
+ * container without the UID label is not a pod's.
+ */
+export function requestOfContainer(labels: Readonly<Record<string, string>>, requests: ReadonlyMap<string, ContainerRequest>): ContainerRequest | undefined {
+  const uid = labels[criLabels.podUid]
+  const container = labels[criLabels.container]
+  if (uid === undefined || uid === '' || container === undefined) return undefined
+  return requests.get(requestKey({container, podUid: uid}))
 }
 
 /** A device a container may use, with the access its classes give. */
@@ -78,8 +114,8 @@ export interface WantedAccessInput {
 /**
  * The devices a container should have now, by device id (b7:0): every device present in a Class-allocation
  * class it holds; for Device allocation requested by limit, only the devices kubelet allocated to it (by
- * stable ID); by annotation, every device of the class (access without scheduling accounting). A device in
- * two classes gets the union of their permissions. Unknown classes give nothing.
+ * stable ID); by annotation (which the class's access policy admitted: only allocation Class), every device
+ * of the class. A device in two classes gets the union of their permissions. Unknown classes give nothing.
  */
 export function wantedAccess(input: WantedAccessInput): Map<string, DeviceAccess> {
   const wanted = new Map<string, DeviceAccess>()
@@ -88,7 +124,8 @@ export function wantedAccess(input: WantedAccessInput): Map<string, DeviceAccess
     if (deviceClass === undefined) continue
     const allocated = new Set(input.allocated.get(name) ?? [])
     for (const device of input.members.get(name) ?? []) {
-      if (deviceClass.spec.allocation === 'Device' && via === 'limit' && !allocated.has(stableDeviceId(device))) continue
+      // Never another container's device: with allocation Device only kubelet's answer counts, however asked.
+      if (deviceClass.spec.allocation === 'Device' && (via !== 'limit' || !allocated.has(stableDeviceId(device)))) continue
       const before = wanted.get(device.id)?.access ?? ''
       wanted.set(device.id, {access: unionAccess(before, deviceClass.spec.permissions), device})
     }

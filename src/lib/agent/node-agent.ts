@@ -6,8 +6,9 @@ import {DeviceWatcher} from '../devices/device-watcher.js'
 import {SysfsScanner} from '../devices/sysfs-scanner.js'
 import type {Device, DeviceClass} from '../devices/types.js'
 import {errorMessage} from '../errors.js'
-import {Informer} from '../kube/informer.js'
+import {Informer, MetadataInformer} from '../kube/informer.js'
 import type {KubeClient} from '../kube/kube-client.js'
+import type {ObjectMeta} from '../kube/resource.js'
 import type {Logger} from '../observe/logger.js'
 import {resourceNameOf} from '../plugins/class-allocation.js'
 import {createPluginMetrics} from '../plugins/plugin-metrics.js'
@@ -19,10 +20,14 @@ import {deviceControlOf, type CgroupMode} from '../runtime/device-cgroup.js'
 import {runtimeDeviceRules, type DeviceProgramRule} from '../runtime/device-program.js'
 import {releaseFreeNativeMemory} from '../sys/libc.js'
 import {applyAccess, currentAccess, UnsupportedProgramError} from './access-applier.js'
+import {decideAccess, holderKey, type Refusal} from './access-policy.js'
 import type {AgentMetrics} from './agent-metrics.js'
-import {containerRequests, diffAccess, podCodec, wantedAccess, type ContainerRequest, type DeviceAccess, type NodePod} from './container-access.js'
+import {
+  containerRequests, criLabels, diffAccess, podCodec, requestKey, requestOfContainer, wantedAccess, type ContainerRequest, type DeviceAccess, type NodePod,
+} from './container-access.js'
 import {EventBatcher} from './event-batcher.js'
 import {type ClassProblem, type ClassStore, type ClassView} from './class-store.js'
+import {PodEvents} from './pod-events.js'
 import {nodeClassStatus, StatusWriter, type ClassReport, type NodeClassStatus} from './status-writer.js'
 
 export interface NodeAgentOptions {
@@ -47,9 +52,9 @@ export interface NodeAgentOptions {
 }
 
 const podsResource = {group: '', namespaced: true, plural: 'pods', version: 'v1'}
+const namespacesResource = {group: '', namespaced: false, plural: 'namespaces', version: 'v1'}
 /** After a burst's last batch, once V8's memory reducer (about 20 s after) has freed the buffers it held. */
 const nativeTrimDelayMs = 30_000
-const criLabels = {container: 'io.kubernetes.container.name', kind: 'io.cri-containerd.kind', namespace: 'io.kubernetes.pod.namespace', pod: 'io.kubernetes.pod.name'}
 
 /**
  * The node agent: keeps every running container's device access in step with the DeviceClasses it asked
@@ -68,6 +73,14 @@ export class NodeAgent {
   readonly #batcher: EventBatcher<string>
   #trimTimer: NodeJS.Timeout | undefined
   readonly #pods: Informer<NodePod>
+  /** Namespace labels, for the classes' annotationAccess.namespaceSelector. */
+  readonly #namespaces: MetadataInformer
+  readonly #namespaceLabels = new Map<string, string>()
+  readonly #events: PodEvents
+  /** The annotation grants the access policy admitted in the last batch (holderKey). */
+  #annotationHolders: ReadonlySet<string> = new Set()
+  /** The refusals already told (Event, log, metric), by holderKey and reason: told once while they last. */
+  #told = new Set<string>()
   #classes = new Map<string, DeviceClass>()
   #invalid: readonly ClassProblem[] = []
   /** Every device present now, in a class or not: a class change places them all again. */
@@ -127,10 +140,16 @@ export class NodeAgent {
       client: options.client, fieldSelector: `spec.nodeName=${options.nodeName}`, logger: options.logger,
       onChanged: (pod) => this.#podChanged(pod), onDeleted: (pod) => this.#podChanged(pod, true), pageSize: 500, resource: podsResource,
     }, podCodec)
+    this.#namespaces = new MetadataInformer({
+      client: options.client, logger: options.logger, onChanged: (ns) => this.#namespaceChanged(ns), onDeleted: (ns) => this.#namespaceChanged(ns, true),
+      pageSize: 500, resource: namespacesResource,
+    })
+    this.#events = new PodEvents({client: options.client, logger: options.logger, nodeName: options.nodeName, onError: () => this.#metrics.errors.inc({kind: 'events'})})
   }
 
   status(): {ready: boolean; reason: string} {
     if (!this.#pods.synced) return {ready: false, reason: 'pods not listed yet'}
+    if (!this.#namespaces.synced) return {ready: false, reason: 'namespaces not listed yet'}
     if (this.#containerdUp !== true) return {ready: false, reason: 'containerd not connected'}
     return this.#plugins.status()
   }
@@ -153,6 +172,7 @@ export class NodeAgent {
     })
     await this.#plugins.start()
     this.#pods.start(signal).catch(() => {}) // rejects only when stopped before the first list
+    this.#namespaces.start(signal).catch(() => {})
     this.#containerdLoop = this.#followContainerd(signal)
     this.#batcher.add('start')
   }
@@ -166,7 +186,9 @@ export class NodeAgent {
     await this.#watcher.stop()
     await this.options.classStore.stop()
     await this.#pods.stop()
+    await this.#namespaces.stop()
     await this.#batcher.stop()
+    await this.#events.stop()
     clearTimeout(this.#trimTimer)
     clearTimeout(this.#statusRetry)
     await this.#plugins.stop()
@@ -182,7 +204,8 @@ export class NodeAgent {
       this.#batcher.add('pods relisted')
       return
     }
-    const key = `${pod.metadata.namespace}/${pod.metadata.name}`
+    // By UID: a pod re-created under the same name is another pod.
+    const key = pod.metadata.uid
     if (deleted) {
       if (!this.#podAsks.delete(key)) return
     } else {
@@ -190,7 +213,21 @@ export class NodeAgent {
       if (this.#podAsks.get(key) === asks) return
       this.#podAsks.set(key, asks)
     }
-    this.#batcher.add(`pod ${key}`)
+    this.#batcher.add(`pod ${pod.metadata.namespace}/${pod.metadata.name}`)
+  }
+
+  /** Only a change of labels matters (annotationAccess selects namespaces by them). */
+  #namespaceChanged(ns: ObjectMeta | undefined, deleted = false): void {
+    if (ns === undefined) {
+      this.#namespaceLabels.clear()
+      for (const [name, meta] of this.#namespaces.cache) this.#namespaceLabels.set(name, JSON.stringify(meta.labels ?? {}))
+      this.#batcher.add('namespaces relisted')
+      return
+    }
+    const labels = JSON.stringify(ns.labels ?? {})
+    if (deleted ? !this.#namespaceLabels.delete(ns.name) : this.#namespaceLabels.get(ns.name) === labels) return
+    if (!deleted) this.#namespaceLabels.set(ns.name, labels)
+    this.#batcher.add(`namespace ${ns.name}`)
   }
 
   #deviceEvent(action: string, device: Device): void {
@@ -264,11 +301,12 @@ export class NodeAgent {
 
   /** One batch: every running container of a pod that asks for classes gets exactly its wanted access. */
   async #reconcile(events: string[]): Promise<void> {
-    if (!this.#pods.synced) return // the first list starts a batch of its own
+    // The first lists start a batch of their own. Without the namespaces no annotation could be judged.
+    if (!this.#pods.synced || !this.#namespaces.synced) return
     const started = performance.now()
     this.#metrics.batchSize.observe(events.length)
     const requests = new Map<string, ContainerRequest>()
-    for (const pod of this.#pods.cache.values()) for (const r of containerRequests(pod)) requests.set(`${r.namespace}/${r.pod}/${r.container}`, r)
+    for (const pod of this.#pods.cache.values()) for (const r of containerRequests(pod)) requests.set(requestKey(r), r)
     let containers: RuntimeContainer[]
     let tasks: Map<string, number>
     try {
@@ -285,12 +323,21 @@ export class NodeAgent {
       const pid = tasks.get(container.id)
       const l = container.labels
       if (pid === undefined || l[criLabels.kind] === 'sandbox') continue
-      const request = requests.get(`${l[criLabels.namespace]}/${l[criLabels.pod]}/${l[criLabels.container]}`)
+      const request = requestOfContainer(l, requests)
       if (request !== undefined) work.push({container, pid, request})
       else if (mayHold === undefined || mayHold.has(container.id)) {
-        work.push({container, pid, request: {classes: new Map(), container: l[criLabels.container] ?? '', namespace: l[criLabels.namespace] ?? '', pod: l[criLabels.pod] ?? ''}})
+        work.push({container, pid, request: {
+          classes: new Map(), container: l[criLabels.container] ?? '', namespace: l[criLabels.namespace] ?? '', pod: l[criLabels.pod] ?? '', podUid: l[criLabels.podUid] ?? '',
+        }})
       }
     }
+    const decision = decideAccess({
+      classes: this.#classes, holders: this.#annotationHolders, namespaceLabels: (name) => this.#namespaces.cache.get(name)?.labels ?? (this.#namespaces.cache.has(name) ? {} : undefined),
+      nodeName: this.options.nodeName, requests: work.map((w) => w.request).filter((r) => r.classes.size > 0),
+    })
+    this.#tellRefusals(work.map((w) => w.request), decision.refused, this.#annotationHolders)
+    this.#annotationHolders = decision.holders
+    for (const w of work) w.request = decision.admitted.get(requestKey(w.request)) ?? w.request
     this.#mayHold = new Set(work.filter((w) => w.request.classes.size > 0).map((w) => w.container.id))
     const listed = new Set(containers.map((c) => c.id))
     for (const id of this.#unsupported) if (!listed.has(id)) this.#unsupported.delete(id)
@@ -320,6 +367,28 @@ export class NodeAgent {
     this.#setClassMetrics(members, holding)
     await this.#writeStatus(this.#reports(members, holding))
     this.#metrics.batchSeconds.observe((performance.now() - started) / 1000)
+  }
+
+  /**
+   * Each refusal is told once while it lasts: an Event on the pod (Revoked when the container held the class
+   * by annotation in the last batch, so the revoke in this batch has its reason), a log line and the metric.
+   */
+  #tellRefusals(requests: readonly ContainerRequest[], refused: ReadonlyMap<string, readonly Refusal[]>, heldBefore: ReadonlySet<string>): void {
+    const told = new Set<string>()
+    for (const request of requests) {
+      for (const refusal of refused.get(requestKey(request)) ?? []) {
+        const key = `${holderKey(request, refusal.class)}/${refusal.reason}`
+        told.add(key)
+        if (this.#told.has(key)) continue
+        const revoked = heldBefore.has(holderKey(request, refusal.class))
+        this.#metrics.requestsRefused.inc({class: refusal.class, reason: refusal.reason})
+        this.#log.warn({
+          class: refusal.class, container: request.container, namespace: request.namespace, pod: request.pod, reason: refusal.reason,
+        }, `${revoked ? 'device access revoked' : 'device access refused'}: ${refusal.message}`)
+        this.#events.warn({name: request.pod, namespace: request.namespace, uid: request.podUid}, revoked ? 'DeviceAccessRevoked' : 'DeviceAccessRefused', `container ${request.container}: ${refusal.message}`)
+      }
+    }
+    this.#told = told
   }
 
   #setClassMetrics(members: ReadonlyMap<string, Device[]>, holding: ReadonlyMap<string, unknown[]>): void {

@@ -1,6 +1,6 @@
 import {expect} from 'chai'
 
-import {containerRequests, diffAccess, wantedAccess, type DeviceAccess} from '../../../src/lib/agent/container-access.js'
+import {containerRequests, criLabels, diffAccess, requestOfContainer, wantedAccess, type ContainerRequest, type DeviceAccess} from '../../../src/lib/agent/container-access.js'
 import type {Device, DeviceClass} from '../../../src/lib/devices/types.js'
 import {stableDeviceId} from '../../../src/lib/plugins/class-allocation.js'
 
@@ -15,7 +15,7 @@ function deviceClass(name: string, allocation: 'Class' | 'Device', permissions =
 describe('containerRequests', function () {
   it('reads limits devices.nfdctl.io/<class> and the annotation devices.nfdctl.io/<container>, per container', function () {
     const requests = containerRequests({
-      metadata: {annotations: {'devices.nfdctl.io/app': 'serial, gpio', 'devices.nfdctl.io/nope': 'x', unrelated: 'y'}, name: 'p', namespace: 'ns'},
+      metadata: {annotations: {'devices.nfdctl.io/app': 'serial, gpio', 'devices.nfdctl.io/nope': 'x', unrelated: 'y'}, creationTimestamp: '2026-12-05T10:00:00Z', name: 'p', namespace: 'ns', uid: 'u1'},
       spec: {containers: [
         {name: 'app', resources: {limits: {cpu: '1', 'devices.nfdctl.io/gpio': '1', 'devices.nfdctl.io/loop': '2'}}},
         {name: 'sidecar'},
@@ -23,7 +23,7 @@ describe('containerRequests', function () {
       ]},
     })
     expect(requests).to.have.length(1)
-    expect(requests[0]).to.deep.include({container: 'app', namespace: 'ns', pod: 'p'})
+    expect(requests[0]).to.deep.include({container: 'app', createdAt: '2026-12-05T10:00:00Z', namespace: 'ns', pod: 'p', podUid: 'u1'})
     expect([...requests[0].classes]).to.deep.equal([['serial', 'annotation'], ['gpio', 'limit'], ['loop', 'limit']])
   })
 })
@@ -36,14 +36,34 @@ describe('wantedAccess', function () {
     const wanted = wantedAccess({
       allocated: new Map([['d', [stableDeviceId(loop(2)), stableDeviceId(loop(4)), 'gone-device-id']]]),
       classes, members,
-      request: {classes: new Map([['c', 'limit'], ['d', 'limit']]), container: 'main', namespace: 'default', pod: 'p'},
+      request: {classes: new Map([['c', 'limit'], ['d', 'limit']]), container: 'main', namespace: 'default', pod: 'p', podUid: 'u'},
     })
     expect([...wanted].map(([id, a]) => [id, a.access])).to.deep.equal([['b7:1', 'r'], ['b7:2', 'rw'], ['b7:4', 'w']])
   })
 
-  it('Device allocation by annotation: every device of the class; an unknown class gives nothing', function () {
-    const wanted = wantedAccess({allocated: new Map(), classes, members, request: {classes: new Map([['d', 'annotation'], ['zz', 'limit']]), container: 'main', namespace: 'default', pod: 'p'}})
-    expect([...wanted.keys()]).to.deep.equal(['b7:2', 'b7:3', 'b7:4'])
+  it('Device allocation by annotation: nothing, not even devices no one holds (they are kubelet\'s to give); an unknown class gives nothing', function () {
+    const wanted = wantedAccess({
+      allocated: new Map([['d', [stableDeviceId(loop(2))]]]), classes, members,
+      request: {classes: new Map([['d', 'annotation'], ['zz', 'limit']]), container: 'main', namespace: 'default', pod: 'p', podUid: 'u'},
+    })
+    expect([...wanted.keys()]).to.deep.equal([])
+  })
+})
+
+describe('requestOfContainer', function () {
+  const request: ContainerRequest = {classes: new Map([['c', 'limit']]), container: 'main', namespace: 'ns', pod: 'web-0', podUid: 'new-uid'}
+  const requests = new Map([['new-uid/main', request]])
+  const labels = (uid: string | undefined): Record<string, string> => ({
+    [criLabels.container]: 'main', [criLabels.namespace]: 'ns', [criLabels.pod]: 'web-0', ...(uid === undefined ? {} : {[criLabels.podUid]: uid}),
+  })
+
+  it('finds the request by pod UID and container name', function () {
+    expect(requestOfContainer(labels('new-uid'), requests)).to.equal(request)
+  })
+
+  it('a container of an earlier pod with the same namespace and name (re-created) matches nothing; nor one without a UID label', function () {
+    expect(requestOfContainer(labels('old-uid'), requests)).to.equal(undefined)
+    expect(requestOfContainer(labels(undefined), requests)).to.equal(undefined)
   })
 })
 

@@ -1,0 +1,101 @@
+import {expect} from 'chai'
+
+import {decideAccess, holderKey, type PolicyInput} from '../../../src/lib/agent/access-policy.js'
+import type {ContainerRequest, RequestedVia} from '../../../src/lib/agent/container-access.js'
+import type {DeviceClass, DeviceClassSpec} from '../../../src/lib/devices/types.js'
+
+function deviceClass(name: string, spec: Partial<DeviceClassSpec> = {}): DeviceClass {
+  return {apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', metadata: {name}, spec: {allocation: 'Class', capacity: 10, match: [], permissions: 'rw', ...spec}}
+}
+
+let pods = 0
+function request(namespace: string, classes: Record<string, RequestedVia>, createdAt = `2026-12-05T10:00:${String(pods).padStart(2, '0')}Z`): ContainerRequest {
+  pods++
+  return {classes: new Map(Object.entries(classes)), container: 'main', createdAt, namespace, pod: `p${pods}`, podUid: `uid-${pods}`}
+}
+
+const namespaces: Record<string, Record<string, string>> = {
+  lab: {'kubernetes.io/metadata.name': 'lab', team: 'hw'},
+  prod: {'kubernetes.io/metadata.name': 'prod'},
+}
+
+function decide(classes: DeviceClass[], requests: ContainerRequest[], holders: Set<string> = new Set()): ReturnType<typeof decideAccess> {
+  const input: PolicyInput = {
+    classes: new Map(classes.map((c) => [c.metadata.name, c])), holders, namespaceLabels: (ns) => namespaces[ns], nodeName: 'worker-1', requests,
+  }
+  return decideAccess(input)
+}
+
+const admittedClasses = (decision: ReturnType<typeof decideAccess>, r: ContainerRequest): string[] => [...decision.admitted.get(`${r.podUid}/${r.container}`)!.classes.keys()]
+const reasons = (decision: ReturnType<typeof decideAccess>, r: ContainerRequest): string[] => (decision.refused.get(`${r.podUid}/${r.container}`) ?? []).map((x) => `${x.class}:${x.reason}`)
+
+describe('decideAccess: who may hold a DeviceClass (devices.nfdctl.io)', function () {
+  it('refuses the annotation for a class without annotationAccess (the default), and says how to ask instead', function () {
+    const r = request('lab', {serial: 'annotation'})
+    const decision = decide([deviceClass('serial')], [r])
+    expect(admittedClasses(decision, r)).to.deep.equal([])
+    expect(reasons(decision, r)).to.deep.equal(['serial:annotation-access-off'])
+    expect(decision.refused.get(`${r.podUid}/main`)![0].message).to.match(/no spec\.annotationAccess.*resource limit devices\.nfdctl\.io\/serial: 1/)
+  })
+
+  it('admits the annotation only in namespaces the namespaceSelector selects; {} selects every namespace', function () {
+    const byName = deviceClass('serial', {annotationAccess: {namespaceSelector: {matchLabels: {'kubernetes.io/metadata.name': 'lab'}}}})
+    const everyone = deviceClass('gpio', {annotationAccess: {namespaceSelector: {}}})
+    const inLab = request('lab', {gpio: 'annotation', serial: 'annotation'})
+    const inProd = request('prod', {gpio: 'annotation', serial: 'annotation'})
+    const decision = decide([byName, everyone], [inLab, inProd])
+    expect(admittedClasses(decision, inLab).sort()).to.deep.equal(['gpio', 'serial'])
+    expect(admittedClasses(decision, inProd)).to.deep.equal(['gpio'])
+    expect(reasons(decision, inProd)).to.deep.equal(['serial:namespace-not-admitted'])
+    expect(decision.refused.get(`${inProd.podUid}/main`)![0].message).to.include('namespace prod is not selected')
+  })
+
+  it('matchExpressions: NotIn admits a namespace without the label; a namespace not known (yet) is never admitted', function () {
+    const notProd = deviceClass('serial', {annotationAccess: {namespaceSelector: {matchExpressions: [{key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: ['prod']}]}}})
+    const lab = request('lab', {serial: 'annotation'})
+    const unknown = request('ghost', {serial: 'annotation'})
+    const decision = decide([notProd], [lab, unknown])
+    expect(admittedClasses(decision, lab)).to.deep.equal(['serial'])
+    expect(reasons(decision, unknown)).to.deep.equal(['serial:namespace-not-admitted'])
+  })
+
+  it('refuses an annotation on an allocation Device class (kubelet gives those devices one container each), whatever its policy', function () {
+    const devices = deviceClass('disk', {allocation: 'Device', annotationAccess: {namespaceSelector: {}}})
+    const r = request('lab', {disk: 'annotation'})
+    expect(reasons(decide([devices], [r]), r)).to.deep.equal(['disk:allocation-device'])
+  })
+
+  it('refuses an annotation naming a class that does not apply to the node; a limit is always kubelet\'s business', function () {
+    const r = request('prod', {nope: 'annotation', serial: 'limit'})
+    const decision = decide([deviceClass('serial')], [r])
+    expect(admittedClasses(decision, r)).to.deep.equal(['serial'])
+    expect(reasons(decision, r)).to.deep.equal(['nope:unknown-class'])
+  })
+
+  it('annotation holders count against capacity after the limit holders; older pods first', function () {
+    const serial = deviceClass('serial', {annotationAccess: {namespaceSelector: {}}, capacity: 3})
+    const byLimit = request('prod', {serial: 'limit'})
+    const older = request('lab', {serial: 'annotation'}, '2026-12-05T09:00:00Z')
+    const newest = request('lab', {serial: 'annotation'}, '2026-12-05T11:00:00Z')
+    const middle = request('lab', {serial: 'annotation'}, '2026-12-05T10:30:00Z')
+    const decision = decide([serial], [byLimit, newest, older, middle])
+    expect([byLimit, older, middle].map((r) => admittedClasses(decision, r))).to.deep.equal([['serial'], ['serial'], ['serial']])
+    expect(reasons(decision, newest)).to.deep.equal(['serial:capacity'])
+    expect([...decision.holders].sort()).to.deep.equal([holderKey(older, 'serial'), holderKey(middle, 'serial')].sort())
+  })
+
+  it('a holder keeps its slot ahead of an older pod that asks later; a new limit holder takes a slot from the newest annotation holder', function () {
+    const serial = deviceClass('serial', {annotationAccess: {namespaceSelector: {}}, capacity: 1})
+    const holder = request('lab', {serial: 'annotation'}, '2026-12-05T11:00:00Z')
+    const olderAsksLater = request('lab', {serial: 'annotation'}, '2026-12-05T09:00:00Z')
+    const first = decide([serial], [holder, olderAsksLater], new Set([holderKey(holder, 'serial')]))
+    expect(admittedClasses(first, holder)).to.deep.equal(['serial'])
+    expect(reasons(first, olderAsksLater)).to.deep.equal(['serial:capacity'])
+
+    const byLimit = request('prod', {serial: 'limit'})
+    const second = decide([serial], [holder, byLimit], first.holders as Set<string>)
+    expect(admittedClasses(second, byLimit)).to.deep.equal(['serial'])
+    expect(reasons(second, holder)).to.deep.equal(['serial:capacity'])
+    expect(second.holders.size).to.equal(0)
+  })
+})
