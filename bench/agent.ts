@@ -43,7 +43,7 @@ const classesPath = '/apis/devices.nfdctl.io/v1alpha1/deviceclasses'
 const classNames = ['bench-hot', ...Array.from({length: classCount - 1}, (_, i) => `bench-class-${i}`)]
 for (const [i, name] of classNames.entries()) {
   const devName = i === 0 ? `loop${loopIndex}` : `nfdctl-bench-none-${i}` // the others match nothing: they cost what classes cost
-  await env.client.request('POST', classesPath, {body: {apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', metadata: {name}, spec: {allocation: 'Class', match: [{devName, subsystem: 'block'}]}}})
+  await env.client.request('POST', classesPath, {body: {apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', metadata: {name}, spec: {allocation: 'Class', annotationAccess: {namespaceSelector: {}}, capacity: 100, match: [{devName, subsystem: 'block'}]}}})
 }
 const startAgent = async (...extraArgs: string[]): Promise<CliProcess> => {
   const cli = new CliProcess([

@@ -24,7 +24,8 @@ import {waitFor} from '../support/wait.js'
 
 const run = promisify(execFile)
 
-// Loop devices 389-399 belong to these tests (hotc takes 390-399, so hotl has 389).
+// Loop devices 386-399 belong to these tests (hotc takes 390-399, hotl 389, the access-policy test 386-388).
+// hotc admits the annotation from every namespace; the access-policy test has classes of its own.
 const classes = `apiVersion: devices.nfdctl.io/v1alpha1
 kind: DeviceClass
 metadata: {name: hotc}
@@ -32,6 +33,7 @@ spec:
   match: [{subsystem: block, devName: "loop39[0-9]"}]
   allocation: Class
   capacity: 3
+  annotationAccess: {namespaceSelector: {}}
 `
 
 interface LogLine {
@@ -213,6 +215,77 @@ describe('devices agent on a real node: devices follow containers', function () 
   })
   }
 
+  it('access policy: an annotation is refused where the class does not admit it (Event, log, metric), granted and hot-plugged where it does, within capacity, and revoked when the namespace stops being admitted', async function () {
+    const suffix = Date.now().toString(36)
+    const admitted = `pol-admitted-${suffix}`
+    const other = `pol-other-${suffix}`
+    for (const [name, labels] of [[admitted, {'nfdctl-test/devices': 'allowed'}], [other, {}]] as const) {
+      await env.client.request('POST', '/api/v1/namespaces', {body: {metadata: {labels, name}}})
+      // No controller-manager here makes the namespace's default ServiceAccount, which pod admission needs.
+      await env.client.request('POST', `/api/v1/namespaces/${name}/serviceaccounts`, {body: {metadata: {name: 'default'}}})
+    }
+    const policyClasses = [
+      {metadata: {name: 'polc'}, spec: {annotationAccess: {namespaceSelector: {matchLabels: {'nfdctl-test/devices': 'allowed'}}}, capacity: 1, match: [{devName: 'loop38[67]', subsystem: 'block'}]}},
+      {metadata: {name: 'pold'}, spec: {match: [{devName: 'loop388', subsystem: 'block'}]}}, // no annotationAccess: the default
+    ]
+    for (const c of policyClasses) await env.client.request('POST', classesPath, {body: {apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', ...c}})
+    const events = async (pod: {namespace: string; uid: string}): Promise<Array<{reason: string; message: string; type: string}>> =>
+      (await env.client.request<{items: Array<{reason: string; message: string; type: string}>}>('GET', `/api/v1/namespaces/${pod.namespace}/events`, {query: {fieldSelector: `involvedObject.uid=${pod.uid}`}})).items
+    try {
+      await addLoop(386)
+      await addLoop(388)
+      await createClass() // startAgent waits for hotc's plugin
+      const metricsPort = await freePort()
+      agent = await startAgent({metricsPort})
+      await agent.waitForLine<LogLine>('polc registered', (l) => l.class === 'polc' && l.state === 'registered', 20_000)
+
+      // Not admitted: the namespace is not selected (polc), the class has no annotationAccess (pold).
+      pods.push(`${other}/outsider`, `${admitted}/holder`, `${admitted}/second`)
+      const outsider = await runPod(env, {annotations: {'devices.nfdctl.io/main': 'polc,pold'}, command: ['sleep', '3600'], name: 'outsider', namespace: other})
+      const refusals = await waitFor('two DeviceAccessRefused Events on the outsider', async () => {
+        const list = await events(outsider)
+        return list.length >= 2 && list
+      }, {timeoutMs: 10_000})
+      expect(refusals.map((e) => `${e.type} ${e.reason}`)).to.deep.equal(['Warning DeviceAccessRefused', 'Warning DeviceAccessRefused'])
+      expect(refusals.map((e) => e.message).sort()).to.satisfy((m: string[]) => /container main: DeviceClass \(devices\.nfdctl\.io\) pold does not admit the annotation/.test(m.join('\n'))
+        && new RegExp(`container main: namespace ${other} is not selected by spec\\.annotationAccess\\.namespaceSelector of DeviceClass \\(devices\\.nfdctl\\.io\\) polc`).test(m.join('\n')))
+      await expectNoDevice(outsider.containerId, 386)
+      await expectNoDevice(outsider.containerId, 388)
+      expect(await loopRules(outsider.containerId, 386)).to.deep.equal([])
+      expect(await metric(metricsPort, 'nfdctl_agent_requests_refused_total{class="polc",reason="namespace-not-admitted"}')).to.equal(1)
+      expect(await metric(metricsPort, 'nfdctl_agent_requests_refused_total{class="pold",reason="annotation-access-off"}')).to.equal(1)
+      expect(agent.json<LogLine & {reason?: string}>().filter((l) => l.msg.startsWith('device access refused') && l.pod === 'outsider').map((l) => `${l.class} ${l.reason}`).sort())
+        .to.deep.equal(['polc namespace-not-admitted', 'pold annotation-access-off'])
+
+      // Admitted: the device now, and one plugged in later.
+      const holder = await runPod(env, {annotations: {'devices.nfdctl.io/main': 'polc'}, command: ['sleep', '3600'], name: 'holder', namespace: admitted})
+      await waitFor('the admitted pod reads loop386', async () => (await reads(holder.containerId, 386)) === 'loop-386-data', {timeoutMs: 10_000})
+      await addLoop(387)
+      await waitFor('the admitted pod reads the hot-plugged loop387', async () => (await reads(holder.containerId, 387)) === 'loop-387-data', {timeoutMs: 10_000})
+
+      // Capacity 1, held: a second admitted pod is refused, and the holder keeps its devices.
+      const second = await runPod(env, {annotations: {'devices.nfdctl.io/main': 'polc'}, command: ['sleep', '3600'], name: 'second', namespace: admitted})
+      const full = await waitFor('a capacity Event on the second pod', async () => (await events(second)).find((e) => e.reason === 'DeviceAccessRefused'), {timeoutMs: 10_000})
+      expect(full.message).to.match(/polc is held by 1 container\(s\) on node .*its capacity/)
+      await expectNoDevice(second.containerId, 386)
+      expect(await reads(holder.containerId, 386)).to.equal('loop-386-data')
+      // The refusals were told once each, however many batches ran since.
+      expect((await events(outsider)).length).to.equal(2)
+
+      // The namespace loses its label: the holder's devices go within a batch, with an Event saying why.
+      await env.client.request('PATCH', `/api/v1/namespaces/${admitted}`, {body: {metadata: {labels: {'nfdctl-test/devices': null}}}, contentType: 'application/merge-patch+json'})
+      for (const index of [386, 387]) {
+        await waitFor(`loop${index} gone from the holder`, async () => /No such file/.test(await env.node.execFailure(holder.containerId, ['ls', `/dev/loop${index}`]).catch(() => '')), {timeoutMs: 10_000})
+        expect(await loopRules(holder.containerId, index)).to.deep.equal([])
+      }
+      const revoked = await waitFor('a DeviceAccessRevoked Event on the holder', async () => (await events(holder)).find((e) => e.reason === 'DeviceAccessRevoked'), {timeoutMs: 10_000})
+      expect(revoked.message).to.include(`namespace ${admitted} is not selected`)
+      await expectNoDevice(second.containerId, 386)
+    } finally {
+      for (const c of policyClasses) await env.client.request('DELETE', `${classesPath}/${c.metadata.name}`).catch(() => {})
+    }
+  })
+
   it('keeps containers right across restarts: the agent (nothing applied twice), containerd (a device plugged meanwhile arrives), kubelet (plugins register again), a crashed container', async function () {
     await addLoop(392)
     await createClass()
@@ -357,7 +430,9 @@ describe('devices agent on a real node: devices follow containers', function () 
   })
 
   it('follows its classes live: a new class is served and hot-plugged, a malformed one gets Valid=False and disturbs nothing, a broken edit keeps the last valid spec, a deleted class is withdrawn', async function () {
-    const loopClass = (name: string, devName: string): object => ({apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', metadata: {name}, spec: {match: [{devName, subsystem: 'block'}]}})
+    const loopClass = (name: string, devName: string): object => ({
+      apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', metadata: {name}, spec: {annotationAccess: {namespaceSelector: {}}, match: [{devName, subsystem: 'block'}]},
+    })
     await createClass()
     await addLoop(398)
     try {

@@ -64,6 +64,8 @@ export async function stopTestNode(): Promise<void> {
 
 export interface PodSpec {
   readonly name: string
+  /** Default: default. */
+  readonly namespace?: string
   readonly command: readonly string[]
   readonly limits?: Readonly<Record<string, string>>
   readonly annotations?: Readonly<Record<string, string>>
@@ -73,6 +75,7 @@ export interface PodSpec {
 
 export interface RunningPod {
   readonly name: string
+  readonly namespace: string
   readonly uid: string
   /** containerd's id of the pod's container `main` (for `node.exec`). */
   readonly containerId: string
@@ -83,11 +86,17 @@ export interface RunningPod {
 /** Creates a one-container busybox pod on the node (no scheduler here: spec.nodeName) and waits until it runs. */
 export async function runPod(env: NodeEnv, spec: PodSpec): Promise<RunningPod> {
   await createPod(env, spec)
-  return waitForPod(env, spec.name)
+  return waitForPod(env, spec.namespace === undefined ? spec.name : `${spec.namespace}/${spec.name}`)
+}
+
+/** A pod's path from its name, `namespace/name` or a plain name in namespace default. */
+function podPath(ref: string): string {
+  const [namespace, name] = ref.includes('/') ? ref.split('/', 2) : ['default', ref]
+  return `/api/v1/namespaces/${namespace}/pods/${name}`
 }
 
 export async function createPod(env: NodeEnv, spec: PodSpec): Promise<void> {
-  await env.client.request('POST', '/api/v1/namespaces/default/pods', {
+  await env.client.request('POST', `/api/v1/namespaces/${spec.namespace ?? 'default'}/pods`, {
     body: {
       apiVersion: 'v1',
       kind: 'Pod',
@@ -110,14 +119,16 @@ interface PodObject {
   status?: {phase?: string; reason?: string; message?: string; containerStatuses?: Array<{name: string; containerID?: string; state?: object}>}
 }
 
-export async function waitForPod(env: NodeEnv, name: string, timeoutMs = 30_000): Promise<RunningPod> {
-  return waitFor(`pod ${name} Running`, async () => {
-    const pod = await env.client.request<PodObject>('GET', `/api/v1/namespaces/default/pods/${name}`)
+/** Waits until the pod (`name`, or `namespace/name`) runs. */
+export async function waitForPod(env: NodeEnv, ref: string, timeoutMs = 30_000): Promise<RunningPod> {
+  const [namespace, name] = ref.includes('/') ? ref.split('/', 2) : ['default', ref]
+  return waitFor(`pod ${ref} Running`, async () => {
+    const pod = await env.client.request<PodObject>('GET', podPath(ref))
     if (pod.status?.phase === 'Failed') throw new Error(`pod ${name} failed: ${pod.status.reason}: ${pod.status.message}`)
     const statuses = pod.status?.containerStatuses ?? []
     if (pod.status?.phase !== 'Running' || statuses.length === 0 || statuses.some((c) => c.containerID === undefined)) return undefined
     const containerIds = Object.fromEntries(statuses.map((c) => [c.name, c.containerID!.replace(/^containerd:\/\//, '')]))
-    return {containerId: containerIds.main, containerIds, name, uid: pod.metadata.uid}
+    return {containerId: containerIds.main, containerIds, name, namespace, uid: pod.metadata.uid}
   }, {intervalMs: 100, timeoutMs})
 }
 
@@ -127,13 +138,13 @@ export async function podStatus(env: NodeEnv, name: string): Promise<{phase?: st
   return {message: pod.status?.message, phase: pod.status?.phase, reason: pod.status?.reason}
 }
 
-/** Deletes pods and waits until kubelet has removed them (their devices are free again). */
+/** Deletes pods (`name`, or `namespace/name`) and waits until kubelet has removed them (their devices are free again). */
 export async function deletePods(env: NodeEnv, names: readonly string[]): Promise<void> {
-  for (const name of names) await env.client.request('DELETE', `/api/v1/namespaces/default/pods/${name}`, {body: {gracePeriodSeconds: 0}}).catch(() => {})
+  for (const name of names) await env.client.request('DELETE', podPath(name), {body: {gracePeriodSeconds: 0}}).catch(() => {})
   for (const name of names) {
     await waitFor(`pod ${name} gone`, async () => {
       try {
-        await env.client.request('GET', `/api/v1/namespaces/default/pods/${name}`)
+        await env.client.request('GET', podPath(name))
         return false
       } catch {
         return true
