@@ -18,7 +18,7 @@ import {ContainerdClient} from '../../lib/runtime/containerd-client.js'
 export default class DevicesAgent extends NfdctlCommand {
   static override description = `The node agent: running containers get the devices of the DeviceClasses (devices.nfdctl.io) they asked for, including devices plugged in after they started, and lose them when the devices go.
 
-Containers ask by resource limit devices.nfdctl.io/<class> (the agent also serves the kubelet device plugins, as plugins serve does) or by the pod annotation devices.nfdctl.io/<container-name>: class-a,class-b. Kernel uevents, containerd's events and the node's pods are batched (--batch-quiet, --batch-max-wait) and each batch applies only the difference: a cgroup v1 device rule or a replaced cgroup v2 device program, and a device node inside the container. SIGTERM stops the agent and leaves granted access in place.`
+Containers ask by resource limit devices.nfdctl.io/<class> (the agent also serves the kubelet device plugins, as plugins serve does) or by the pod annotation devices.nfdctl.io/<container-name>: class-a,class-b, which a class admits only with spec.annotationAccess (refusals are Events on the pod). Kernel uevents, containerd's events and the node's pods are batched (--batch-quiet, --batch-max-wait) and each batch applies only the difference: a cgroup v1 device rule or a replaced cgroup v2 device program, and a device node inside the container. SIGTERM stops the agent and leaves granted access in place.`
   static override examples = [
     '<%= config.bin %> <%= command.id %> --node-name worker-1',
     '<%= config.bin %> <%= command.id %> --kubeconfig /etc/nfdctl/kubeconfig --containerd-address /run/containerd/containerd.sock --batch-quiet 100ms',
