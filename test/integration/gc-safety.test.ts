@@ -188,6 +188,46 @@ describe('gc once safety against a real kube-apiserver', function () {
       expect(await nodeLabelOf('gone')).to.equal('n1')
     })
 
+    describe('a node that registers again under its name after the node list', function () {
+      const versionOf = async (path: string): Promise<string> => (await client.request<{metadata: {resourceVersion: string}}>('GET', path)).metadata.resourceVersion
+
+      it('keeps its unchanged objects, reported as node-exists and counted as changed (one field selector per node, least privilege)', async function () {
+        await bindClusterRole(client, 'nfdctl-test-gc', 'gc-minimal', [...gcRules, {apiGroups: [''], resources: ['nodes'], verbs: ['list']}])
+        const minimal = await plane.client(await plane.kubeconfigFor('gc-minimal'))
+        const planned = new Map<string, string>()
+        const report = await sweepOnce(minimal, sweepOptionsFrom(defaults), {
+          afterPlan: async (stale) => {
+            for (const s of stale) planned.set(s.kind.kind, s.meta.resourceVersion!)
+            // The node list is done and judged these objects stale; now kubelet registers the node again.
+            await createNode(client, 'gone')
+          },
+        }).finally(() => minimal.close())
+
+        expect(outcomes(report)).to.deep.equal([['NodeFeature', 'gone', 'node-exists'], ['NodeResourceTopology', 'gone', 'node-exists']])
+        expect(counts(report)).to.deep.equal([[0, 1, 0], [0, 1, 0]])
+        // Unchanged: the delete preconditions would have held, so only the second look at the node saved them.
+        expect(await versionOf(nodeFeaturePath('nfd', 'gone'))).to.equal(planned.get('NodeFeature'))
+        expect(await versionOf(topologyPath('gone'))).to.equal(planned.get('NodeResourceTopology'))
+      })
+
+      it('keeps its objects among many stale ones and deletes the rest (one node list)', async function () {
+        const goneNodes = [...Array(25).keys()].map((i) => `gone-${i}`)
+        await inParallel(goneNodes, 8, (node) => createNodeFeature(client, 'nfd', node, node))
+        const report = await sweepOnce(client, sweepOptionsFrom({...defaults, kinds: 'NodeFeature', 'max-delete-ratio': 1}), {
+          afterPlan: async (stale) => {
+            expect(stale).to.have.length(26)
+            await createNode(client, 'gone-7')
+          },
+        })
+
+        const kept = report.objects.filter((o) => o.result !== 'deleted').map((o) => [o.name, o.result])
+        expect(kept).to.deep.equal([['gone-7', 'node-exists']])
+        expect(counts(report)).to.deep.equal([[25, 1, 0]])
+        expect(await exists(client, nodeFeaturePath('nfd', 'gone-7'))).to.equal(true)
+        expect(await exists(client, nodeFeaturePath('nfd', 'gone-8'))).to.equal(false)
+      })
+    })
+
     it('deletes, at its new version, an object that changed but is still stale (re-labelled to another gone node)', async function () {
       const report = await sweepOnce(client, sweepOptionsFrom(defaults), {beforeDelete: () => relabel('gone', 'also-gone').then(() => undefined)})
 

@@ -12,17 +12,17 @@ const singleChecks = 20
  * already has. Any failure throws: no answer must never read as "the node is gone".
  */
 export async function existingNodes(client: KubeClient, names: readonly string[], pageSize: number, signal?: AbortSignal): Promise<Set<string>> {
-  const wanted = [...new Set(names)]
-  if (wanted.length > singleChecks) {
+  const wanted = new Set(names)
+  if (wanted.size > singleChecks) {
     const list = await listMetadata(client, nodesResource, {pageSize, signal})
-    return new Set(list.items.map((n) => n.name).filter((n) => wanted.includes(n)))
+    return new Set(list.items.map((n) => n.name).filter((n) => wanted.has(n)))
   }
-  const present = new Set<string>()
-  for (const name of wanted) {
+  // Side by side: a handful of small, consistent reads (no resourceVersion: as fresh as a quorum read).
+  const found = await Promise.all([...wanted].map(async (name) => {
     const list = await listMetadata(client, nodesResource, {fieldSelector: `metadata.name=${name}`, pageSize: 1, signal})
-    if (list.items.some((n) => n.name === name)) present.add(name)
-  }
-  return present
+    return list.items.some((n) => n.name === name) ? [name] : []
+  }))
+  return new Set(found.flat())
 }
 
 /**

@@ -8,6 +8,7 @@ export type ObjectResult =
   | 'deleted'
   | 'failed'
   | 'kept' // refused for safety: not deleted
+  | 'node-exists' // its Node exists when checked again right before the deletes (registered again): kept
   | 'replaced' // the name now belongs to a new object (other UID): kept
   | 'would-delete' // --dry-run
 
@@ -28,7 +29,7 @@ export interface KindSummary {
   scanned: number
   stale: number
   deleted: number
-  /** Judged stale, then found changed (or re-created) at deletion time and kept. */
+  /** Judged stale, then kept at deletion time: the object changed or was re-created, or its Node exists again. */
   changed: number
   failed: number
   /** Why the kind was not swept (its CRD is not installed). */

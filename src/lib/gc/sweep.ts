@@ -1,6 +1,8 @@
+import {AbortedError, SafetyStopError, errorMessage} from '../errors.js'
 import type {KubeClient} from '../kube/kube-client.js'
 import {readCluster, type ClusterRead, type ReadEvent, type ReadOptions} from './cluster-reader.js'
 import {deleteStale, type DeleteResult} from './deleter.js'
+import {existingNodes} from './live-nodes.js'
 import type {SweepOptions} from './sweep-options.js'
 import type {GcKind} from './kinds.js'
 import {planSweep, type ObservedObject, type PlanOptions, type StaleObject, type SweepPlan} from './sweep-planner.js'
@@ -15,8 +17,10 @@ export interface SweepHooks {
   readonly onEvent?: (event: SweepEvent) => void
   /** Test seam for real-server races: runs after each listed page. */
   readonly afterPage?: (what: string, page: number) => Promise<void>
-  /** Test seam for real-server races: runs after planning, before the first delete. */
-  readonly beforeDelete?: (stale: readonly StaleObject[]) => Promise<void>
+  /** Test seam for real-server races: runs after planning, before the stale set's Nodes are checked again. */
+  readonly afterPlan?: (stale: readonly StaleObject[]) => Promise<void>
+  /** Test seam for real-server races: runs after that check, before the first delete. */
+  readonly beforeDelete?: (doomed: readonly StaleObject[]) => Promise<void>
 }
 
 /** One garbage-collection pass: read, plan, and (unless refused or --dry-run) delete. */
@@ -30,9 +34,16 @@ export async function sweepOnce(client: KubeClient, options: SweepOptions, hooks
   hooks.onEvent?.({refused, stale: plan.stale.length, type: 'planned'})
 
   let results: DeleteResult[] = []
+  let nodesBack: ReadonlySet<StaleObject> = new Set()
   if (plan.action === 'delete' && !options.dryRun && plan.stale.length > 0) {
-    await hooks.beforeDelete?.(plan.stale)
-    results = await deleteStale(client, plan.stale, {
+    await hooks.afterPlan?.(plan.stale)
+    // A long sweep's node list can be minutes old by now, and a node that registered again under its name
+    // since then has objects that did not change (so their delete preconditions hold): ask the API server
+    // once more, as gc run does. No answer throws, and nothing is deleted.
+    nodesBack = await staleOfExistingNodes(client, plan.stale, options.listSize, signal)
+    const doomed = plan.stale.filter((s) => !nodesBack.has(s))
+    await hooks.beforeDelete?.(doomed)
+    results = await deleteStale(client, doomed, {
       concurrency: options.concurrency,
       keepUnlabelled: options.keepUnlabelled,
       listSize: options.listSize,
@@ -57,9 +68,9 @@ export async function sweepOnce(client: KubeClient, options: SweepOptions, hooks
     const summary = summaryOf(object.kind.kind)
     summary.stale++
     const result = outcomeOf.get(object)
-    const outcome: ObjectResult = refused !== undefined ? 'kept' : options.dryRun ? 'would-delete' : (result?.outcome ?? 'failed')
+    const outcome: ObjectResult = refused !== undefined ? 'kept' : options.dryRun ? 'would-delete' : nodesBack.has(object) ? 'node-exists' : (result?.outcome ?? 'failed')
     if (outcome === 'deleted') summary.deleted++
-    if (outcome === 'changed' || outcome === 'replaced') summary.changed++
+    if (outcome === 'changed' || outcome === 'replaced' || outcome === 'node-exists') summary.changed++
     if (outcome === 'failed') summary.failed++
     return reportOf(object, outcome, refused === undefined && !options.dryRun, result?.error)
   })
@@ -74,6 +85,20 @@ export async function sweepOnce(client: KubeClient, options: SweepOptions, hooks
     apiThrottled: client.window.throttled - throttledBefore,
     concurrency: {final: client.window.limit, highest: client.window.highest, lowest: client.window.lowest},
   }
+}
+
+/** The stale objects whose Node exists by the API server's answer right now. */
+async function staleOfExistingNodes(client: KubeClient, stale: readonly StaleObject[], pageSize: number, signal?: AbortSignal): Promise<Set<StaleObject>> {
+  const named = stale.flatMap((s) => (s.node === undefined ? [] : [s.node]))
+  if (named.length === 0) return new Set()
+  let alive: Set<string>
+  try {
+    alive = await existingNodes(client, named, pageSize, signal)
+  } catch (error) {
+    if (error instanceof AbortedError) throw error
+    throw new SafetyStopError(`cannot check the stale objects' Nodes again before deleting; nothing deleted: ${errorMessage(error)}`, {cause: error})
+  }
+  return new Set(stale.filter((s) => s.node !== undefined && alive.has(s.node)))
 }
 
 /** What a sweep keeps of its read: the plan, the counts, and where each kind's objects live. */
