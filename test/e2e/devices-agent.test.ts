@@ -11,9 +11,9 @@ import {parseAllDocuments, parseDocument} from 'yaml'
 import {ContainerdClient, type RuntimeContainer} from '../../src/lib/runtime/containerd-client.js'
 import {agentProgramName, devicePrograms} from '../../src/lib/runtime/device-bpf.js'
 import {deviceControlOf, formatRule, readDeviceRules, type DeviceControl} from '../../src/lib/runtime/device-cgroup.js'
-import {emulateRules, runtimeDeviceRules} from '../../src/lib/runtime/device-program.js'
+import {emulateRules} from '../../src/lib/runtime/device-program.js'
 import {CliProcess} from '../support/cli-process.js'
-import {attachProgram, attachRuntimeProgram} from '../support/device-programs.js'
+import {attachProgram, attachRuntimeProgram, runcDeviceRules} from '../support/device-programs.js'
 import {DroppingProxy} from '../support/dropping-proxy.js'
 import {freePort} from '../support/free-port.js'
 import {addLoopDevice, canUseLoopControl, removeLoopDevice} from '../support/loop-devices.js'
@@ -135,8 +135,8 @@ describe('devices agent on a real node: devices follow containers', function () 
     if (dir) await rm(dir, {force: true, recursive: true})
   })
 
-  // auto: the v1 devices cgroup (this host); v2: the containers' unified cgroups get the agent's device
-  // program (runc's rules plus the class devices), and on this hybrid host the v1 rule as well.
+  // auto: the v1 devices cgroup (this host); v2: on this hybrid host the containers' unified cgroups have no
+  // device program (runc restricts devices through v1), so the agent attaches none and changes the v1 rules.
   for (const mode of ['auto', 'v2'] as const) {
   it(`--cgroup-mode ${mode}: hot-plugs a device into running containers (by limit and by annotation), takes it away on unplug, writes the node's status entry, gives nothing to a container that did not ask, and leaves access in place on SIGTERM`, async function () {
     await addLoop(390)
@@ -144,12 +144,8 @@ describe('devices agent on a real node: devices follow containers', function () 
     await createClass()
     const metricsPort = await freePort()
     agent = await startAgent({extraArgs: ['--cgroup-mode', mode], metricsPort})
-    /** On v2: the devices the one program of the container's unified cgroup allows beyond runc's own rules. */
-    const programLoops = async (containerId: string): Promise<string[]> => {
-      const programs = devicePrograms((await cgroupOf(containerId, 'v2')).control.dir)
-      expect(programs.map((p) => p.name), 'one program, the agent\'s').to.deep.equal([agentProgramName])
-      return programs[0]!.rules!.rules.filter((r) => r.type === 'b' && r.major === 7).map((r) => `${r.minor} ${r.access}`)
-    }
+    /** On v2: the programs of the container's unified cgroup (none to read, so none built from a model of the runtime). */
+    const programNames = async (containerId: string): Promise<string[]> => devicePrograms((await cgroupOf(containerId, 'v2')).control.dir).map((p) => p.name)
     await waitFor('allocatable hotc=3', async () => (await allocatable(env, 'devices.nfdctl.io/hotc')) === 3, {timeoutMs: 15_000})
 
     pods.push(`agent-limit-${mode}`, `agent-annotation-${mode}`)
@@ -181,7 +177,7 @@ describe('devices agent on a real node: devices follow containers', function () 
       {container: 'main', namespace: 'default', pod: `agent-annotation-${mode}`},
       {container: 'main', namespace: 'default', pod: `agent-limit-${mode}`},
     ])
-    if (mode === 'v2') for (const pod of [byLimit, byAnnotation]) expect(await programLoops(pod.containerId), `${pod.name}'s program`).to.deep.equal(['390 rw', '391 rw'])
+    if (mode === 'v2') for (const pod of [byLimit, byAnnotation]) expect(await programNames(pod.containerId), `${pod.name}'s programs`).to.deep.equal([])
     expect(entry.observedGeneration).to.equal(1)
     // The metrics say the same: two devices, two containers holding the class, two grants for loop391.
     expect(await metric(metricsPort, 'nfdctl_agent_class_devices{class="hotc"}')).to.equal(2)
@@ -201,7 +197,7 @@ describe('devices agent on a real node: devices follow containers', function () 
     // Denied, not only hidden: the devices cgroup no longer allows it (a mknod'ed node would not open).
     for (const pod of [byLimit, byAnnotation]) expect(await loopRules(pod.containerId, 391), `${pod.name}'s rules for loop391`).to.deep.equal([])
     expect(await loopRules(byAnnotation.containerId, 390)).to.deep.equal(['b 7:390 rw'])
-    if (mode === 'v2') for (const pod of [byLimit, byAnnotation]) expect(await programLoops(pod.containerId), `${pod.name}'s program`).to.deep.equal(['390 rw'])
+    if (mode === 'v2') for (const pod of [byLimit, byAnnotation]) expect(await programNames(pod.containerId), `${pod.name}'s programs`).to.deep.equal([])
     await waitFor('the status entry without loop391', async () => (await nodeEntry('hotc'))?.devices?.map((d) => d.devName).join() === 'loop390', {timeoutMs: 10_000})
     expect(await metric(metricsPort, 'nfdctl_agent_class_devices{class="hotc"}')).to.equal(1)
     expect(await metric(metricsPort, 'nfdctl_agent_rule_changes_total{action="revoke"}')).to.equal(2)
@@ -229,8 +225,10 @@ describe('devices agent on a real node: devices follow containers', function () 
       {metadata: {name: 'pold'}, spec: {match: [{devName: 'loop388', subsystem: 'block'}]}}, // no annotationAccess: the default
     ]
     for (const c of policyClasses) await env.client.request('POST', classesPath, {body: {apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', ...c}})
+    /** The agent's Events on a pod. */
     const events = async (pod: {namespace: string; uid: string}): Promise<Array<{reason: string; message: string; type: string}>> =>
       (await env.client.request<{items: Array<{reason: string; message: string; type: string}>}>('GET', `/api/v1/namespaces/${pod.namespace}/events`, {query: {fieldSelector: `involvedObject.uid=${pod.uid}`}})).items
+        .filter((e) => e.reason.startsWith('DeviceAccess')) // kubelet's own Events are there too
     try {
       await addLoop(386)
       await addLoop(388)
@@ -535,8 +533,9 @@ describe('devices agent on a real node: devices follow containers', function () 
       const {control, spec} = await cgroupOf(pod.containerId, 'v2')
       expect(control.mode).to.equal('v2')
       // This host's runc attaches no program (hybrid cgroups): attach what it would, from the container's OCI spec.
-      // What runc builds: the spec's rules (CRI's deny-all) and runc's standard devices after them.
-      const specRules = runtimeDeviceRules(spec)!
+      // What runc 1.2.0-1.2.3 builds: the spec's rules (CRI's deny-all), then its standard devices without
+      // /dev/net/tun. The agent's program must keep exactly these, and not add tun as runc 1.1 would have.
+      const specRules = runcDeviceRules(spec, {tun: false})
       attachRuntimeProgram(control.dir, specRules)
       const runtime = devicePrograms(control.dir)
       expect(runtime.map((p) => p.name)).to.deep.equal(['runtime'])
@@ -549,6 +548,7 @@ describe('devices agent on a real node: devices follow containers', function () 
       const {rules} = granted[0].rules!
       expect(rules.at(-1)).to.deep.include({access: 'rw', allow: true, major: 7, minor: 398, type: 'b'})
       expect(rules.slice(0, -1), 'the rest is exactly the container\'s own rules').to.deep.equal(emulateRules(specRules).rules)
+      expect(rules.filter((r) => r.type === 'c' && r.major === 10 && r.minor === 200), '/dev/net/tun').to.deep.equal([])
       // The standard devices still work under the agent's program (runc allows them beside the spec's rules).
       expect(await env.node.exec(pod.containerId, ['sh', '-c', 'dd if=/dev/zero of=/dev/null bs=1 count=3 2>&1 && head -c 3 /dev/urandom | wc -c'])).to.match(/3\+0 records out[\s\S]*\b3\n?$/)
 
@@ -591,6 +591,45 @@ describe('devices agent on a real node: devices follow containers', function () 
       expect(devicePrograms(dir).map((p) => p.id), 'the program untouched').to.deep.equal([attached.id])
       expect(await reads(pod.containerId, 398)).to.match(/^failed/) // not granted: neither the v1 rule nor a node
       expect(agent.json<LogLine>().filter((l) => l.msg === "cannot change the container's device program; its devices are left as they are")).to.have.length(1)
+    } finally {
+      await env.client.request('DELETE', `${classesPath}/hotc`).catch(() => {})
+    }
+  })
+  it('a device unplugged while the agent is stopped: the restarted agent takes its rule and node back (from its grant record), and forgets the container once it is gone', async function () {
+    await addLoop(393)
+    await createClass()
+    const stateDir = join(dir, 'state-unplug')
+    const recorded = async (): Promise<Record<string, Array<{type: string; major: number; minor: number; access: string; devNode: string}>>> =>
+      (JSON.parse(await readFile(join(stateDir, 'grants.json'), 'utf8')) as {containers: Record<string, never>}).containers
+    try {
+      agent = await startAgent({stateDir})
+      pods.push('agent-unplug-away')
+      const pod = await runPod(env, {annotations: {'devices.nfdctl.io/main': 'hotc'}, command: ['sleep', '3600'], name: 'agent-unplug-away'})
+      await waitFor('the pod reads loop393', async () => (await reads(pod.containerId, 393)) === 'loop-393-data', {timeoutMs: 10_000})
+      expect((await recorded())[pod.containerId]).to.deep.equal([{access: 'rw', devNode: '/dev/loop393', major: 7, minor: 393, type: 'b'}])
+
+      // Unplugged while no agent runs: nothing takes the rule back yet.
+      expect(await agent.stop('SIGTERM')).to.equal(0)
+      agent = undefined
+      await dropLoop(393)
+      expect(await loopRules(pod.containerId, 393), 'the rule while the agent is away').to.deep.equal(['b 7:393 rw'])
+
+      // The new agent never saw loop393; the record says the rule is its own, and the device is not wanted.
+      agent = await startAgent({stateDir})
+      await waitFor('the rule for loop393 gone', async () => (await loopRules(pod.containerId, 393)).length === 0, {timeoutMs: 10_000})
+      await expectNoDevice(pod.containerId, 393)
+      const updates = agent.json<LogLine>().filter((l) => l.msg === 'devices updated')
+      expect(updates.map((l) => [l.pod, l.granted, l.revoked])).to.deep.equal([['default/agent-unplug-away', [], ['/dev/loop393']]])
+      await waitFor('the record without loop393', async () => (await recorded())[pod.containerId] === undefined, {timeoutMs: 5000})
+
+      // A later device with the same numbers is not the container's until the agent gives it (it is in hotc: it does).
+      await addLoop(393)
+      await waitFor('loop393 given again, and recorded', async () => (await recorded())[pod.containerId]?.length === 1, {timeoutMs: 10_000})
+
+      // The container gone (removed from containerd, as kubelet's container GC does within a minute): its record goes.
+      await deletePods(env, pods.splice(pods.indexOf('agent-unplug-away'), 1))
+      await env.node.containerd.ctr('-n', 'k8s.io', 'containers', 'rm', pod.containerId)
+      await waitFor('the record without the container', async () => !(pod.containerId in (await recorded())), {timeoutMs: 10_000})
     } finally {
       await env.client.request('DELETE', `${classesPath}/hotc`).catch(() => {})
     }
