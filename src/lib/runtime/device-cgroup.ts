@@ -39,6 +39,40 @@ export interface DeviceControlOptions {
   readonly procRoot?: string
   /** Whether a cgroup2 directory has a device program attached (BPF_PROG_QUERY). */
   readonly hasDeviceProgram?: (dir: string) => boolean
+  /**
+   * The container the process should belong to: every cgroup returned must be its own (`cgroup`, from its
+   * OCI linux.cgroupsPath through cgroupOfSpec; or, where the spec names none, one whose last component
+   * holds its id). Otherwise CgroupMismatchError: the PID is not (or no longer) the container's.
+   */
+  readonly container?: {readonly id: string; readonly cgroup?: string}
+}
+
+/** A process that is not in the container's cgroup: a PID reused, or a process that moved itself. */
+export class CgroupMismatchError extends Error {}
+
+/**
+ * The cgroup an OCI spec's linux.cgroupsPath names, as /proc/<pid>/cgroup writes it: a cgroupfs path as it
+ * is (/kubepods/besteffort/pod<uid>/<id>); systemd's "slice:prefix:name" as the scope systemd makes of it
+ * (/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod<uid>.slice/cri-containerd-<id>.scope).
+ */
+export function cgroupOfSpec(cgroupsPath: string): string {
+  const systemd = /^([^:/]*):([^:]*):([^:]+)$/.exec(cgroupsPath)
+  if (systemd === null) return cgroupsPath
+  const [, slice, prefix, name] = systemd
+  // runc's ExpandSlice: a-b-c.slice lives in /a.slice/a-b.slice/a-b-c.slice; "-.slice" is the root.
+  const parent = slice === '' ? 'system.slice' : slice
+  if (!parent.endsWith('.slice') || parent.includes('/')) throw new Error(`invalid systemd slice "${parent}" in cgroupsPath "${cgroupsPath}"`)
+  const parts = parent === '-.slice' ? [] : parent.slice(0, -'.slice'.length).split('-')
+  const slices = parts.map((_, i) => `${parts.slice(0, i + 1).join('-')}.slice`)
+  const unit = name.endsWith('.slice') ? name : prefix === '' ? `${name}.scope` : `${prefix}-${name}.scope`
+  return `/${[...slices, unit].join('/')}`
+}
+
+/** Whether a cgroup path from /proc/<pid>/cgroup is the container's (a cgroup namespace may show only its tail). */
+export function isContainerCgroup(path: string, container: {readonly id: string; readonly cgroup?: string}): boolean {
+  if (container.cgroup === undefined) return container.id !== '' && (path.split('/').at(-1) ?? '').includes(container.id)
+  const expected = container.cgroup.replace(/^\/*/, '/').replace(/\/+$/, '')
+  return path === expected || path.endsWith(expected)
 }
 
 /** The device cgroups of a process, from /proc/<pid>/cgroup and the mounted hierarchies, and which one decides. */
@@ -48,16 +82,31 @@ export async function deviceControlOf(pid: number, options: DeviceControlOptions
   const mountOf = (predicate: (type: string, options: string[]) => boolean): string | undefined =>
     mounts.split('\n').map((l) => l.split(' ')).find((f) => f.length > 3 && predicate(f[2], f[3].split(',')))?.[1]
   let v1Dir: string | undefined
+  let v1Path: string | undefined
   for (const line of cgroups.split('\n')) {
     const [, controllers, path] = /^\d+:([^:]*):(.*)$/.exec(line) ?? []
     if (controllers?.split(',').includes('devices')) {
       const root = mountOf((type, mountOptions) => type === 'cgroup' && mountOptions.includes('devices'))
-      if (root !== undefined) v1Dir = join(root, path)
+      if (root !== undefined) [v1Dir, v1Path] = [join(root, path), path]
     }
   }
   const unified = /^0::(.*)$/m.exec(cgroups)?.[1]
   const unifiedRoot = mountOf((type) => type === 'cgroup2')
   const unifiedDir = unified === undefined || unifiedRoot === undefined ? undefined : join(unifiedRoot, unified)
+  const control = chooseControl(pid, v1Dir, unifiedDir, options)
+  const {container} = options
+  if (container !== undefined) {
+    const used = control.mode === 'v1' ? [v1Path] : [unified, control.v1Dir === undefined ? undefined : v1Path]
+    const foreign = used.find((path) => path !== undefined && !isContainerCgroup(path, container))
+    if (foreign !== undefined) {
+      const expected = container.cgroup === undefined ? `one named after container ${container.id}` : `${container.cgroup} (its linux.cgroupsPath)`
+      throw new CgroupMismatchError(`process ${pid} is in cgroup ${foreign}, not in container ${container.id}'s ${expected}`)
+    }
+  }
+  return control
+}
+
+function chooseControl(pid: number, v1Dir: string | undefined, unifiedDir: string | undefined, options: DeviceControlOptions): DeviceControl {
   if (v1Dir === undefined && unifiedDir === undefined) throw new Error(`process ${pid} has neither a v1 devices cgroup nor a cgroup v2 one`)
   const mode = options.mode ?? 'auto'
   if (mode === 'v1') {

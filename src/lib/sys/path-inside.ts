@@ -1,22 +1,39 @@
-import {chmodSync, chownSync, closeSync, fstatSync, type Stats} from 'node:fs'
+import {chmodSync, chownSync, closeSync, fstatSync, readFileSync, statfsSync, type Stats} from 'node:fs'
 
 import {errno, errnoText, sys} from './libc.js'
 
-// openat(2) and friends, which Node lacks: paths inside a container's root are walked one component at a
-// time from a directory fd, never following a symlink, so that nothing the container put in its /dev
-// (a symlink to /etc, say) can send a write outside its root.
+// Device nodes inside a container's /dev, written relative to a root directory fd and never through a
+// symlink or into another mount: /dev must be the container's own (its root filesystem, or a tmpfs no
+// host mount shares), and below it every step stays on that mount, so that neither a symlink the
+// container made (to /etc, say) nor a volume mounted at /dev/input sends a write outside the container.
+// openat2(2) (Linux 5.6) refuses such steps in the kernel; without it each step is opened with openat(2)
+// and its mount id compared with /dev's.
 
 const O_PATH = 0o10_000_000
 const O_DIRECTORY = 0o200_000
 const O_NOFOLLOW = 0o400_000
 const O_CLOEXEC = 0o2_000_000
+const AT_FDCWD = -100
+const AT_EMPTY_PATH = 0x1000
 const S_IFCHR = 0o020_000
 const S_IFBLK = 0o060_000
+const EPERM = 1
 const ENOENT = 2
 const EEXIST = 17
+const EXDEV = 18
+const ENOSYS = 38
+const resolve = {beneath: 0x08, noMagicLinks: 0x02, noSymlinks: 0x04, noXdev: 0x01} as const
+/** openat2 is 437 on every architecture (the shared syscall table from Linux 5.1 on); statx is not. */
+const sysOpenat2 = 437
+const sysStatx = process.arch === 'arm64' ? 291 : 332
+const STATX_MNT_ID = 0x1000
+const TMPFS_MAGIC = 0x0102_1994
+const filesystemNames: Record<number, string> = {
+  0x0102_1994: 'tmpfs', 0x5846_5342: 'xfs', 0x794c_7630: 'overlay', 0x9123_683e: 'btrfs', 0xef53: 'ext4', 0x6969: 'nfs', 0x6573_5546: 'fuse',
+}
 
 export interface DeviceNodeSpec {
-  /** Absolute path inside the root, e.g. /dev/ttyUSB0 or /dev/input/event3. */
+  /** Absolute path inside the root, under /dev: /dev/ttyUSB0, /dev/input/event3. */
   readonly path: string
   readonly type: 'block' | 'char'
   readonly major: number
@@ -27,7 +44,39 @@ export interface DeviceNodeSpec {
   readonly gid: number
 }
 
-export class PathInsideError extends Error {}
+/** A root directory held open (a container's /proc/<pid>/root), which device node paths are resolved beneath. */
+export interface RootDir {
+  /** O_PATH directory fd. */
+  readonly fd: number
+  /** How messages name it. */
+  readonly name: string
+  /** Whether steps are resolved with openat2(2); false where the kernel lacks it. */
+  readonly openat2: boolean
+  /** The host's mount table: a /dev whose filesystem the host has mounted is a volume, not the container's own. */
+  readonly hostMountInfo: string
+}
+
+export interface OpenRootOptions {
+  /** Default /proc/1/mountinfo: init's, the host's (the agent runs with the host's PID namespace). */
+  readonly hostMountInfo?: string
+  /** false: openat(2) and mount ids, as on a kernel without openat2 (so that path is tested too). */
+  readonly openat2?: boolean
+}
+
+/**
+ * Why a path inside a root was refused: missing (nothing there), outside (it leads out of the container's
+ * own /dev: another mount, a symlink, a /dev that is not its own), refused (anything else).
+ */
+export type PathInsideReason = 'missing' | 'outside' | 'refused'
+
+export class PathInsideError extends Error {
+  constructor(
+    message: string,
+    readonly reason: PathInsideReason = 'refused',
+  ) {
+    super(message)
+  }
+}
 
 /** glibc's makedev(). */
 function makedev(major: number, minor: number): bigint {
@@ -36,45 +85,167 @@ function makedev(major: number, minor: number): bigint {
   return ((ma & 0xfffff000n) << 32n) | ((ma & 0xfffn) << 8n) | ((mi & 0xffffff00n) << 12n) | (mi & 0xffn)
 }
 
+/** glibc's major() and minor(), as mountinfo writes them. */
+function majorMinor(dev: bigint): string {
+  const major = ((dev >> 8n) & 0xfffn) | ((dev >> 32n) & ~0xfffn)
+  const minor = (dev & 0xffn) | ((dev >> 12n) & ~0xffn)
+  return `${major}:${minor}`
+}
+
 function components(path: string): string[] {
   if (!path.startsWith('/')) throw new PathInsideError(`${path}: must be an absolute path`)
   const parts = path.split('/').filter((p) => p !== '' && p !== '.')
   if (parts.includes('..')) throw new PathInsideError(`${path}: ".." is not allowed`)
-  if (parts.length === 0) throw new PathInsideError(`${path}: names no file`)
+  if (parts.length < 2 || parts[0] !== 'dev') throw new PathInsideError(`${path}: device nodes go under /dev only`)
   return parts
 }
 
-/** Opens `root` (e.g. /proc/<pid>/root) and walks to the parent directory of `path`, creating directories when asked. */
-function openParent(root: string, path: string, create: boolean): {fd: number; name: string} {
-  const parts = components(path)
-  let fd = sys.open(root, O_PATH | O_DIRECTORY | O_CLOEXEC) as number
-  if (fd < 0) throw new PathInsideError(`cannot open ${root}: ${errnoText(errno())}`)
+/** openat2(2); the fd, or minus errno. */
+function openat2(dirFd: number, path: string, flags: number, resolveFlags: number): number {
+  const how = Buffer.alloc(24) // struct open_how {u64 flags; u64 mode; u64 resolve}
+  how.writeBigUInt64LE(BigInt(flags), 0)
+  how.writeBigUInt64LE(BigInt(resolveFlags), 16)
+  const fd = Number(sys.syscall(sysOpenat2, 'int', dirFd, 'const char *', path, 'void *', how, 'size_t', how.length))
+  return fd < 0 ? -errno() : fd
+}
+
+/**
+ * Opens the root directory at `path` (/proc/<pid>/root: a magic link, followed on purpose). Close it with
+ * closeRoot. Where openat2 is missing (ENOSYS; EPERM from a seccomp filter) the walk uses mount ids.
+ */
+export function openRoot(path: string, options: OpenRootOptions = {}): RootDir {
+  const flags = O_PATH | O_DIRECTORY | O_CLOEXEC
+  let usable = options.openat2 ?? true
+  let fd = -1
+  let code = 0
+  if (usable) {
+    fd = openat2(AT_FDCWD, path, flags, 0)
+    if (fd < 0 && (-fd === ENOSYS || -fd === EPERM)) usable = false
+    else if (fd < 0) code = -fd
+  }
+  if (!usable) {
+    fd = sys.open(path, flags) as number
+    if (fd < 0) code = errno()
+  }
+  if (fd < 0) throw new PathInsideError(`cannot open ${path}: ${errnoText(code)}`, code === ENOENT ? 'missing' : 'refused')
+  return {fd, hostMountInfo: options.hostMountInfo ?? '/proc/1/mountinfo', name: path, openat2: usable}
+}
+
+export function closeRoot(root: RootDir): void {
+  sys.close(root.fd)
+}
+
+function withRoot<T>(root: RootDir | string, work: (root: RootDir) => T): T {
+  if (typeof root !== 'string') return work(root)
+  const opened = openRoot(root)
   try {
-    let walked = ''
-    for (const part of parts.slice(0, -1)) {
+    return work(opened)
+  } finally {
+    closeRoot(opened)
+  }
+}
+
+/** The mount id of an fd (mountinfo's first field): statx (Linux 5.8), else the fd's fdinfo. */
+function mountIdOf(fd: number): bigint {
+  const buffer = Buffer.alloc(256) // struct statx
+  const result = Number(sys.syscall(sysStatx, 'int', fd, 'const char *', '', 'int', AT_EMPTY_PATH, 'unsigned int', STATX_MNT_ID, 'void *', buffer))
+  if (result === 0 && (buffer.readUInt32LE(0) & STATX_MNT_ID) !== 0) return buffer.readBigUInt64LE(144)
+  const id = /^mnt_id:\s*(\d+)$/m.exec(readFileSync(`/proc/self/fdinfo/${fd}`, 'utf8'))?.[1]
+  if (id === undefined) throw new PathInsideError(`cannot tell the mount of fd ${fd}: no statx mount id and no mnt_id in /proc/self/fdinfo`)
+  return BigInt(id)
+}
+
+/**
+ * Opens `name` in `dirFd` as an O_PATH fd without following a symlink; below /dev (`sameMount`) also
+ * without leaving dirFd's mount (EXDEV). The fd, or minus errno. A trailing symlink opens as itself.
+ */
+function openStep(root: RootDir, dirFd: number, name: string, flags: number, sameMount: bigint | 'any' | 'kernel'): number {
+  const all = flags | O_PATH | O_NOFOLLOW | O_CLOEXEC
+  if (root.openat2) return openat2(dirFd, name, all, resolve.beneath | resolve.noSymlinks | resolve.noMagicLinks | (sameMount === 'any' ? 0 : resolve.noXdev))
+  const fd = sys.openat(dirFd, name, all, 0) as number
+  if (fd < 0) return -errno()
+  if (typeof sameMount === 'bigint' && mountIdOf(fd) !== sameMount) {
+    sys.close(fd)
+    return -EXDEV
+  }
+  return fd
+}
+
+/**
+ * Why the /dev open as `devFd` is not the container's own, or undefined when it is: part of the root's
+ * filesystem, or a tmpfs mounted nowhere on the host (runc's). A volume or the host's /dev shares a
+ * filesystem with a host mount.
+ */
+function foreignDev(root: RootDir, devFd: number): string | undefined {
+  if (mountIdOf(devFd) === mountIdOf(root.fd)) return undefined
+  const type = statfsSync(`/proc/self/fd/${devFd}`).type
+  if (type !== TMPFS_MAGIC) return `it is a mount of ${filesystemNames[type] ?? `filesystem type 0x${type.toString(16)}`}, not a tmpfs`
+  const dev = majorMinor(fstatSync(devFd, {bigint: true}).dev)
+  let table: string
+  try {
+    table = readFileSync(root.hostMountInfo, 'utf8')
+  } catch (error) {
+    return `the host's mount table ${root.hostMountInfo} cannot be read (${(error as Error).message}) to tell it from a volume`
+  }
+  const shared = table.split('\n').map((line) => line.split(' ')).find((fields) => fields[2] === dev)
+  if (shared !== undefined) return `its filesystem (${dev}) is the host's ${unescapeMountPath(shared[4])} (a volume or the host's /dev)`
+  return undefined
+}
+
+/** mountinfo writes space, tab, newline and backslash as octal escapes. */
+function unescapeMountPath(path: string): string {
+  return path.replaceAll(/\\([0-7]{3})/g, (_, octal: string) => String.fromCodePoint(Number.parseInt(octal, 8)))
+}
+
+interface Parent {
+  readonly fd: number
+  readonly name: string
+  /** /dev's mount id, for openStep without openat2. */
+  readonly mount: bigint | 'kernel'
+}
+
+/** Walks from the root to the parent directory of `path` under /dev, creating directories when asked. */
+function openParent(root: RootDir, path: string, create: boolean): Parent {
+  const parts = components(path)
+  let fd = openStep(root, root.fd, 'dev', O_DIRECTORY, 'any')
+  if (fd < 0) {
+    const code = -fd
+    throw code === ENOENT
+      ? new PathInsideError(`/dev does not exist in ${root.name}`, 'missing')
+      : new PathInsideError(`/dev in ${root.name} is not a plain directory (${errnoText(code)}); a symlink is never followed`, 'outside')
+  }
+  try {
+    const foreign = foreignDev(root, fd)
+    if (foreign !== undefined) throw new PathInsideError(`/dev in ${root.name} is not the container's own: ${foreign}; nothing is written there`, 'outside')
+    const mount = root.openat2 ? 'kernel' : mountIdOf(fd)
+    let walked = '/dev'
+    for (const part of parts.slice(1, -1)) {
       walked += `/${part}`
-      let next = sys.openat(fd, part, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0) as number
-      if (next < 0 && errno() === ENOENT && create) {
-        if ((sys.mkdirat(fd, part, 0o755) as number) < 0 && errno() !== EEXIST) throw new PathInsideError(`cannot create ${walked} in ${root}: ${errnoText(errno())}`)
-        next = sys.openat(fd, part, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0) as number
+      let next = openStep(root, fd, part, O_DIRECTORY, mount)
+      if (next === -ENOENT && create) {
+        if ((sys.mkdirat(fd, part, 0o755) as number) < 0 && errno() !== EEXIST) throw new PathInsideError(`cannot create ${walked} in ${root.name}: ${errnoText(errno())}`)
+        next = openStep(root, fd, part, O_DIRECTORY, mount)
       }
       if (next < 0) {
-        const code = errno()
-        throw new PathInsideError(code === ENOENT ? `${walked} does not exist in ${root}` : `${walked} in ${root} is not a plain directory (${errnoText(code)}); a symlink is never followed`)
+        const code = -next
+        if (code === ENOENT) throw new PathInsideError(`${walked} does not exist in ${root.name}`, 'missing')
+        if (code === EXDEV) throw new PathInsideError(`${walked} in ${root.name} is another mount (a volume?), not the container's /dev; nothing is written there`, 'outside')
+        throw new PathInsideError(`${walked} in ${root.name} is not a plain directory (${errnoText(code)}); a symlink is never followed`, 'outside')
       }
       sys.close(fd)
       fd = next
     }
-    return {fd, name: parts.at(-1)!}
+    return {fd, mount, name: parts.at(-1)!}
   } catch (error) {
     sys.close(fd)
     throw error
   }
 }
 
-/** stat of the entry itself (not what a symlink points to), or undefined when there is none. */
-function statEntry(dirFd: number, name: string): Stats | undefined {
-  const fd = sys.openat(dirFd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC, 0) as number
+/** stat of the entry itself (not what a symlink points to); undefined when there is none, 'mount' when something is mounted on it. */
+function statEntry(root: RootDir, parent: Parent, name: string): Stats | 'mount' | undefined {
+  const fd = openStep(root, parent.fd, name, 0, parent.mount)
+  if (fd === -EXDEV) return 'mount'
   if (fd < 0) return undefined
   try {
     return fstatSync(fd)
@@ -84,60 +255,68 @@ function statEntry(dirFd: number, name: string): Stats | undefined {
 }
 
 /**
- * Creates a device node at `spec.path` inside `root` with exactly the type, numbers, mode and owner asked
- * for, creating parent directories; an existing node with other numbers is replaced. Anything else in the
- * way (a file, a symlink, a directory) is an error: it belongs to the container.
+ * Creates a device node at `spec.path` under the root's /dev with exactly the type, numbers, mode and owner
+ * asked for, creating parent directories; an existing node with other numbers is replaced. Anything else
+ * in the way (a file, a symlink, a directory, a mount) is an error: it belongs to the container. So is a
+ * /dev that is not the container's own, or a path through another mount: nothing is written there.
  * Returns false when the node was already there as asked.
  */
-export function createDeviceNode(root: string, spec: DeviceNodeSpec): boolean {
-  const {fd, name} = openParent(root, spec.path, true)
-  try {
-    const existing = statEntry(fd, name)
-    if (existing !== undefined) {
-      const isNode = spec.type === 'block' ? existing.isBlockDevice() : existing.isCharacterDevice()
-      const sameNumbers = BigInt(existing.rdev) === makedev(spec.major, spec.minor)
-      if (isNode && sameNumbers && (existing.mode & 0o7777) === spec.mode && existing.uid === spec.uid && existing.gid === spec.gid) return false
-      if (!existing.isBlockDevice() && !existing.isCharacterDevice()) throw new PathInsideError(`${spec.path} in ${root} exists and is not a device node; left alone`)
-      if ((sys.unlinkat(fd, name, 0) as number) < 0) throw new PathInsideError(`cannot replace ${spec.path} in ${root}: ${errnoText(errno())}`)
-    }
-    const type = spec.type === 'block' ? S_IFBLK : S_IFCHR
-    if ((sys.mknodat(fd, name, type | 0o600, makedev(spec.major, spec.minor)) as number) < 0) throw new PathInsideError(`cannot create ${spec.path} in ${root}: ${errnoText(errno())}`)
-    // Mode and owner through the node's own O_PATH fd: exact (no umask), and nothing re-resolves the name.
-    const nodeFd = sys.openat(fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC, 0) as number
-    if (nodeFd < 0) throw new PathInsideError(`cannot open the new ${spec.path} in ${root}: ${errnoText(errno())}`)
+export function createDeviceNode(root: RootDir | string, spec: DeviceNodeSpec): boolean {
+  return withRoot(root, (r) => {
+    const parent = openParent(r, spec.path, true)
+    const {fd, name} = parent
     try {
-      const created = fstatSync(nodeFd)
-      if (!(spec.type === 'block' ? created.isBlockDevice() : created.isCharacterDevice())) throw new PathInsideError(`${spec.path} in ${root} was replaced while being created`)
-      chownSync(`/proc/self/fd/${nodeFd}`, spec.uid, spec.gid)
-      chmodSync(`/proc/self/fd/${nodeFd}`, spec.mode)
+      const existing = statEntry(r, parent, name)
+      if (existing === 'mount') throw new PathInsideError(`${spec.path} in ${r.name} is a mount point (a volume?); nothing is written there`, 'outside')
+      if (existing !== undefined) {
+        const isNode = spec.type === 'block' ? existing.isBlockDevice() : existing.isCharacterDevice()
+        const sameNumbers = BigInt(existing.rdev) === makedev(spec.major, spec.minor)
+        if (isNode && sameNumbers && (existing.mode & 0o7777) === spec.mode && existing.uid === spec.uid && existing.gid === spec.gid) return false
+        if (!existing.isBlockDevice() && !existing.isCharacterDevice()) throw new PathInsideError(`${spec.path} in ${r.name} exists and is not a device node; left alone`)
+        if ((sys.unlinkat(fd, name, 0) as number) < 0) throw new PathInsideError(`cannot replace ${spec.path} in ${r.name}: ${errnoText(errno())}`)
+      }
+      const type = spec.type === 'block' ? S_IFBLK : S_IFCHR
+      if ((sys.mknodat(fd, name, type | 0o600, makedev(spec.major, spec.minor)) as number) < 0) throw new PathInsideError(`cannot create ${spec.path} in ${r.name}: ${errnoText(errno())}`)
+      // Mode and owner through the node's own O_PATH fd: exact (no umask), and nothing re-resolves the name.
+      const nodeFd = openStep(r, fd, name, 0, parent.mount)
+      if (nodeFd < 0) throw new PathInsideError(`cannot open the new ${spec.path} in ${r.name}: ${errnoText(-nodeFd)}`)
+      try {
+        const created = fstatSync(nodeFd)
+        if (!(spec.type === 'block' ? created.isBlockDevice() : created.isCharacterDevice())) throw new PathInsideError(`${spec.path} in ${r.name} was replaced while being created`)
+        chownSync(`/proc/self/fd/${nodeFd}`, spec.uid, spec.gid)
+        chmodSync(`/proc/self/fd/${nodeFd}`, spec.mode)
+      } finally {
+        closeSync(nodeFd)
+      }
+      return true
     } finally {
-      closeSync(nodeFd)
+      sys.close(fd)
     }
-    return true
-  } finally {
-    sys.close(fd)
-  }
+  })
 }
 
 /**
- * Removes the device node at `path` inside `root` when it is a node of these numbers; anything else there
- * is left alone. Returns false when there was nothing to remove.
+ * Removes the device node at `path` under the root's /dev when it is a node of these numbers; anything
+ * else there is left alone, and so is anything behind another mount (nothing the agent made can be
+ * there, nor through a symlink). Returns false when there was nothing to remove.
  */
-export function removeDeviceNode(root: string, path: string, major: number, minor: number): boolean {
-  let parent: {fd: number; name: string}
-  try {
-    parent = openParent(root, path, false)
-  } catch (error) {
-    if (error instanceof PathInsideError && error.message.includes('does not exist')) return false
-    throw error
-  }
-  try {
-    const existing = statEntry(parent.fd, parent.name)
-    if (existing === undefined) return false
-    if (!(existing.isBlockDevice() || existing.isCharacterDevice()) || BigInt(existing.rdev) !== makedev(major, minor)) return false
-    if ((sys.unlinkat(parent.fd, parent.name, 0) as number) < 0) throw new PathInsideError(`cannot remove ${path} in ${root}: ${errnoText(errno())}`)
-    return true
-  } finally {
-    sys.close(parent.fd)
-  }
+export function removeDeviceNode(root: RootDir | string, path: string, major: number, minor: number): boolean {
+  return withRoot(root, (r) => {
+    let parent: Parent
+    try {
+      parent = openParent(r, path, false)
+    } catch (error) {
+      if (error instanceof PathInsideError && error.reason !== 'refused') return false
+      throw error
+    }
+    try {
+      const existing = statEntry(r, parent, parent.name)
+      if (existing === undefined || existing === 'mount') return false
+      if (!(existing.isBlockDevice() || existing.isCharacterDevice()) || BigInt(existing.rdev) !== makedev(major, minor)) return false
+      if ((sys.unlinkat(parent.fd, parent.name, 0) as number) < 0) throw new PathInsideError(`cannot remove ${path} in ${r.name}: ${errnoText(errno())}`)
+      return true
+    } finally {
+      sys.close(parent.fd)
+    }
+  })
 }

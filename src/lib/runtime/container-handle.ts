@@ -1,0 +1,92 @@
+import {closeRoot, openRoot, type RootDir} from '../sys/path-inside.js'
+import {PinnedProcess, ProcessGoneError} from '../sys/pidfd.js'
+import type {RuntimeContainer} from './containerd-client.js'
+import {CgroupMismatchError, cgroupOfSpec, deviceControlOf, type DeviceControl, type DeviceControlOptions} from './device-cgroup.js'
+
+/**
+ * A container's init process went away, or its PID names a process that is not the container's (a PID
+ * reused, or a process outside its cgroup): nothing is written through it; the next batch looks again.
+ */
+export class ContainerGoneError extends Error {
+  constructor(
+    readonly containerId: string,
+    readonly pid: number,
+    detail: string,
+    options?: ErrorOptions,
+  ) {
+    super(`container ${containerId}: process ${pid} ${detail}; nothing is written through it`, options)
+  }
+}
+
+export interface ContainerHandleOptions extends Omit<DeviceControlOptions, 'container' | 'procRoot'> {
+  /** false: as on a kernel without openat2 (tests). */
+  readonly openat2?: boolean
+  /** false: as on a kernel without pidfd_open (tests). */
+  readonly pidfd?: boolean
+}
+
+/**
+ * One running container, pinned while its devices change: its init process (a pidfd), its root directory
+ * (one O_PATH fd, which device nodes are made beneath) and its device cgroup, found from that process and
+ * checked against the container's own (its OCI spec's linux.cgroupsPath, or its id where the spec names
+ * none). Everything is read through /proc/<pid> and then the process is checked to be still running, so it
+ * was read from that process and no later one with its PID. Close it when done.
+ */
+export class ContainerHandle {
+  #closed = false
+
+  private constructor(
+    readonly containerId: string,
+    readonly pid: number,
+    readonly root: RootDir,
+    readonly control: DeviceControl,
+    readonly process: PinnedProcess,
+  ) {}
+
+  /** Opens the handle of `container`, whose init process containerd listed as `pid`; ContainerGoneError when that is no longer so. */
+  static async open(container: RuntimeContainer, pid: number, options: ContainerHandleOptions = {}): Promise<ContainerHandle> {
+    let process: PinnedProcess
+    try {
+      process = PinnedProcess.open(pid, {pidfd: options.pidfd})
+    } catch (error) {
+      if (error instanceof ProcessGoneError) throw new ContainerGoneError(container.id, pid, 'does not exist any more', {cause: error})
+      throw error
+    }
+    let root: RootDir | undefined
+    try {
+      const cgroupsPath = container.spec?.linux?.cgroupsPath
+      const cgroup = cgroupsPath === undefined || cgroupsPath === '' ? undefined : cgroupOfSpec(cgroupsPath)
+      const control = await deviceControlOf(pid, {...options, container: {cgroup, id: container.id}})
+      root = openRoot(`/proc/${pid}/root`, {openat2: options.openat2})
+      if (!process.isRunning()) throw new ContainerGoneError(container.id, pid, 'exited while its cgroup and root were looked up')
+      return new ContainerHandle(container.id, pid, root, control, process)
+    } catch (error) {
+      if (root !== undefined) closeRoot(root)
+      const running = process.isRunning()
+      process.close()
+      if (error instanceof ContainerGoneError) throw error
+      // Its /proc entries vanish with it: whatever failed, a process that is gone is the reason.
+      if (!running) throw new ContainerGoneError(container.id, pid, 'exited while its cgroup and root were looked up', {cause: error})
+      if (error instanceof CgroupMismatchError) throw new ContainerGoneError(container.id, pid, `is not the container's (${error.message})`, {cause: error})
+      throw error
+    }
+  }
+
+  /** Whether the process the handle pinned still runs (false once it exited, whatever now has its PID). */
+  isRunning(): boolean {
+    return this.process.isRunning()
+  }
+
+  /** After writes: ContainerGoneError unless the pinned process still runs, so that they are known to have reached its root and cgroup. */
+  assertRunning(): void {
+    if (!this.isRunning()) throw new ContainerGoneError(this.containerId, this.pid, 'exited while its devices were being changed')
+  }
+
+  /** Idempotent. */
+  close(): void {
+    if (this.#closed) return
+    this.#closed = true
+    closeRoot(this.root)
+    this.process.close()
+  }
+}
