@@ -6,14 +6,20 @@ import {dirname} from 'node:path'
  * Replaces `file` with `data` all at once: a temporary file in the same directory (so rename is atomic),
  * flushed to disk before the rename and the directory after it, so that a crash or power loss leaves the
  * old content or the new one, never half of either. The temporary name ends in `.tmp`, which the readers
- * of directories of *.json or *.yaml files (CDI registries) skip.
+ * of directories of *.json or *.yaml files (CDI registries) skip. With `owner`, the new file gets that uid and
+ * gid before it takes the old one's place.
  */
-export async function writeFileAtomic(file: string, data: string, mode = 0o644): Promise<void> {
+export async function writeFileAtomic(file: string, data: string, mode = 0o644, owner?: {readonly uid: number; readonly gid: number}): Promise<void> {
   const temporary = `${file}.${randomBytes(4).toString('hex')}.tmp`
   try {
     const handle = await open(temporary, 'wx', mode)
     try {
       await handle.writeFile(data)
+      if (owner) {
+        const made = await handle.stat()
+        // Before chmod: chown clears set-id bits.
+        if (made.uid !== owner.uid || made.gid !== owner.gid) await handle.chown(owner.uid, owner.gid)
+      }
       await handle.chmod(mode) // the umask does not get a say
       await handle.sync()
     } finally {

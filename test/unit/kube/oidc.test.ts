@@ -1,5 +1,5 @@
 import {expect} from 'chai'
-import {mkdtempSync, readFileSync, rmSync, statSync, writeFileSync} from 'node:fs'
+import {chownSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, symlinkSync, writeFileSync} from 'node:fs'
 import {createServer, type IncomingMessage, type Server} from 'node:http'
 import type {AddressInfo} from 'node:net'
 import {tmpdir} from 'node:os'
@@ -10,6 +10,7 @@ import {ConfigError} from '../../../src/lib/errors.js'
 import {Credentials} from '../../../src/lib/kube/credentials.js'
 import {resolveKubeConfig} from '../../../src/lib/kube/kubeconfig.js'
 import {idTokenExpiryMs, usableUntil} from '../../../src/lib/kube/oidc.js'
+import {missingPrerequisite} from '../../support/prerequisites.js'
 
 /** An unsigned JWT expiring `inSeconds` from now (the client only reads exp; the API server verifies). */
 function jwt(inSeconds: number, subject = 'alice'): string {
@@ -176,6 +177,46 @@ describe('auth-provider oidc against a token endpoint on 127.0.0.1', () => {
     await credentials.headers()
     expect(readFileSync(first, 'utf8')).to.equal(before)
     expect(authProviderConfig(second)['id-token']).to.equal(fresh)
+  })
+
+  describe('writing back on the real filesystem', () => {
+    beforeEach(() => {
+      tokenAnswer = {body: {access_token: 'at', id_token: jwt(3600, 'alice-again'), refresh_token: 'r2', token_type: 'Bearer'}, status: 200}
+    })
+
+    it('keeps the owner and mode of a kubeconfig owned by another user, refreshed as root', async function () {
+      if (process.geteuid?.() !== 0) missingPrerequisite(this, 'needs root to give the kubeconfig to uid 1000')
+      const path = kubeconfig({'id-token': jwt(-60), 'refresh-token': 'r1'})
+      chownSync(path, 1000, 1001)
+
+      await (await load(path)).headers()
+
+      expect(authProviderConfig(path)).to.include({'refresh-token': 'r2'})
+      const after = statSync(path)
+      expect([after.uid, after.gid, after.mode & 0o7777]).to.deep.equal([1000, 1001, 0o600])
+    })
+
+    it('writes through a symlinked kubeconfig to its target, in the target\'s directory, and the link stays', async function () {
+      const dotfiles = join(dir, 'dotfiles')
+      mkdirSync(dotfiles)
+      const target = kubeconfig({'id-token': jwt(-60), 'refresh-token': 'r1'}, 'dotfiles/kubeconfig')
+      const kube = join(dir, '.kube')
+      mkdirSync(kube)
+      const link = join(kube, 'config')
+      // Relative and two hops: .kube/config -> current -> ../dotfiles/kubeconfig.
+      symlinkSync('../dotfiles/kubeconfig', join(kube, 'current'))
+      symlinkSync('current', link)
+
+      await (await load(link)).headers()
+
+      expect(lstatSync(link).isSymbolicLink()).to.equal(true)
+      expect(readlinkSync(link)).to.equal('current')
+      expect(lstatSync(join(kube, 'current')).isSymbolicLink()).to.equal(true)
+      expect(authProviderConfig(target)).to.include({'refresh-token': 'r2'})
+      expect(statSync(target).mode & 0o777).to.equal(0o600)
+      expect(readdirSync(kube).sort()).to.deep.equal(['config', 'current'])
+      expect(readdirSync(dotfiles)).to.deep.equal(['kubeconfig'])
+    })
   })
 
   const failures: Array<{name: string; answer: typeof tokenAnswer; message: RegExp}> = [
