@@ -5,11 +5,11 @@ import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 import {promisify} from 'node:util'
 
-import {agentProgramName, detachDevicePrograms, devicePrograms, replaceDevicePrograms} from '../../src/lib/runtime/device-bpf.js'
-import {compileDeviceProgram, deviceAccess, deviceType, emulateRules, encodeInstructions, runtimeDeviceRules} from '../../src/lib/runtime/device-program.js'
-import {BpfError, closeFd, loadDeviceProgram} from '../../src/lib/sys/bpf.js'
+import {agentProgramName, detachDevicePrograms, devicePrograms, ProgramChangedError, replaceDeviceProgram} from '../../src/lib/runtime/device-bpf.js'
+import {compileDeviceProgram, deviceAccess, deviceType, emulateRules, encodeInstructions, rulesWithout, type DeviceProgramRule} from '../../src/lib/runtime/device-program.js'
+import {attachDeviceProgram, BpfError, closeFd, loadDeviceProgram, openCgroup, programFdById} from '../../src/lib/sys/bpf.js'
 import {runDeviceProgram} from '../support/bpf-interpreter.js'
-import {attachProgram, attachRuntimeProgram, ruleOf} from '../support/device-programs.js'
+import {attachProgram, attachRuntimeProgram, ruleOf, runcDeviceRules} from '../support/device-programs.js'
 import {addLoopDevice, canUseLoopControl, removeLoopDevice} from '../support/loop-devices.js'
 import {missingPrerequisite} from '../support/prerequisites.js'
 
@@ -18,8 +18,9 @@ const run = promisify(execFile)
 const loop = 420
 
 const rule = ruleOf
-// What runc 1.1.5 gives a containerd 1.6 CRI container (its spec says only deny all): the runtime's base.
-const runtimeBase = runtimeDeviceRules({linux: {resources: {devices: [{access: 'rwm', allow: false}]}}})!
+// What runc 1.1 gives a containerd 1.6 CRI container (its spec says only deny all): the runtime's base.
+const criSpec = {linux: {resources: {devices: [{access: 'rwm', allow: false}]}}}
+const runtimeBase = runcDeviceRules(criSpec)
 
 describe('cgroup v2 device programs on the real kernel (bpf(2) through koffi)', function () {
   let root: string
@@ -45,6 +46,12 @@ describe('cgroup v2 device programs on the real kernel (bpf(2) through koffi)', 
     return inCgroup(`mknod ${join(dir, 'node')} ${type} ${major} ${minor} 2>/dev/null`)
   }
   const fds = async (): Promise<number> => (await readdir('/proc/self/fd')).length
+  /** Replaces the cgroup's one program, the one read just before. */
+  const replace = (rules: readonly DeviceProgramRule[]): void => {
+    const attached = devicePrograms(cgroup)
+    expect(attached, 'one program attached').to.have.length(1)
+    replaceDeviceProgram(cgroup, attached[0].id, rules)
+  }
 
   before(async function () {
     if (process.getuid?.() !== 0) missingPrerequisite(this, 'cgroup v2 device programs need root')
@@ -61,6 +68,12 @@ describe('cgroup v2 device programs on the real kernel (bpf(2) through koffi)', 
     await run('losetup', [`/dev/loop${loop}`, join(dir, 'data')]).catch(() => {})
   })
 
+  // Each test starts from the runtime's program alone, as a container does.
+  beforeEach(function () {
+    detachDevicePrograms(cgroup)
+    attachRuntimeProgram(cgroup, runtimeBase)
+  })
+
   after(async function () {
     if (cgroup) {
       detachDevicePrograms(cgroup)
@@ -72,14 +85,14 @@ describe('cgroup v2 device programs on the real kernel (bpf(2) through koffi)', 
   })
 
   it('denies and then allows /dev/zero and a loop device, seen by a process in the cgroup; replacing keeps the other rules', async function () {
-    expect(await can('/dev/zero', 'r')).to.equal(true) // no program yet
+    expect(await can('/dev/zero', 'r')).to.equal(true) // the runtime's program allows it
     const before = await fds() // after a first child process, whose set-up keeps descriptors of its own
-    replaceDevicePrograms(cgroup, runtimeBase.filter((r) => !(r.type === 'c' && r.major === 1 && r.minor === 5)))
+    replace(runtimeBase.filter((r) => !(r.type === 'c' && r.major === 1 && r.minor === 5)))
     expect(await can('/dev/zero', 'r'), '/dev/zero without its rule').to.equal(false)
     expect(await can(`/dev/loop${loop}`, 'r'), 'the loop device before it is granted').to.equal(false)
     expect(await can('/dev/null', 'w'), '/dev/null (still in the base)').to.equal(true)
 
-    replaceDevicePrograms(cgroup, [...runtimeBase, rule(`allow b 7:${loop} r`)])
+    replace([...runtimeBase, rule(`allow b 7:${loop} r`)])
     expect(await can('/dev/zero', 'r'), '/dev/zero with its rule back').to.equal(true)
     expect(await can(`/dev/loop${loop}`, 'r'), 'the loop device, granted r').to.equal(true)
     expect(await can(`/dev/loop${loop}`, 'w'), 'the loop device, not granted w').to.equal(false)
@@ -87,35 +100,92 @@ describe('cgroup v2 device programs on the real kernel (bpf(2) through koffi)', 
     expect(await can('/dev/full', 'r'), '/dev/full (base)').to.equal(true)
 
     // Revoked: the base again, without the loop device.
-    replaceDevicePrograms(cgroup, runtimeBase)
+    replace(runtimeBase)
     expect(await can(`/dev/loop${loop}`, 'r'), 'the loop device, revoked').to.equal(false)
     expect(await can('/dev/zero', 'r')).to.equal(true)
     expect(await fds(), 'file descriptors left open').to.equal(before)
   })
 
-  it('replaces a program already attached rather than stacking, reads it back, and replaces a stack of two with one', async function () {
-    replaceDevicePrograms(cgroup, runtimeBase)
+  it('replaces exactly the program it read, and reads it back; a program stacked beside it is refused, and nothing changes', async function () {
+    const [runtime] = devicePrograms(cgroup)
+    expect(runtime.name).to.equal('runtime')
+    replaceDeviceProgram(cgroup, runtime.id, runtimeBase)
     const [first] = devicePrograms(cgroup)
     expect(first.name).to.equal(agentProgramName)
+    expect(first.id).to.not.equal(runtime.id)
     expect(first.rules).to.deep.equal(emulateRules(runtimeBase)) // the kernel's copy decompiles to the same rules
 
-    const {replaced} = replaceDevicePrograms(cgroup, [...runtimeBase, rule(`allow b 7:${loop} rw`)])
-    expect(replaced).to.deep.equal([first.id])
+    replaceDeviceProgram(cgroup, first.id, [...runtimeBase, rule(`allow b 7:${loop} rw`)])
     const now = devicePrograms(cgroup)
     expect(now).to.have.length(1)
     expect(now[0].id).to.not.equal(first.id)
     expect(now[0].rules?.rules.at(-1)).to.deep.include({access: 'rw', allow: true, major: 7, minor: loop, type: 'b'})
 
-    // Someone stacked a second program (e.g. the runtime's, attached with BPF_F_ALLOW_MULTI beside ours).
+    // Someone stacked a second program (BPF_F_ALLOW_MULTI) beside the one read: not the set that was read.
     attachRuntimeProgram(cgroup, runtimeBase, 'other')
-    expect(devicePrograms(cgroup).map((p) => p.name)).to.deep.equal([agentProgramName, 'other'])
-    expect(replaceDevicePrograms(cgroup, runtimeBase).replaced).to.have.length(2)
-    expect(devicePrograms(cgroup).map((p) => p.name)).to.deep.equal([agentProgramName])
+    const stacked = devicePrograms(cgroup)
+    expect(stacked.map((p) => p.name)).to.deep.equal([agentProgramName, 'other'])
+    expect(() => replaceDeviceProgram(cgroup, now[0].id, runtimeBase)).to.throw(ProgramChangedError,
+      `the device programs of ${cgroup} changed since they were read (read: id ${now[0].id}; attached now: id ${stacked[0].id}, ${stacked[1].id}); not replaced, read again`)
+    expect(devicePrograms(cgroup).map((p) => p.id), 'both untouched').to.deep.equal(stacked.map((p) => p.id))
+    expect(await can(`/dev/loop${loop}`, 'r'), 'the loop device: the other program does not allow it').to.equal(false)
+  })
+
+  it('refuses a replacement when the program changed between read and replace, and the kernel refuses to replace a program no longer attached', async function () {
+    const [read] = devicePrograms(cgroup)
+    const load = (rules: readonly DeviceProgramRule[], name: string): number => loadDeviceProgram(encodeInstructions(compileDeviceProgram(rules)), 'Apache', name)
+    const cgroupFd = openCgroup(cgroup)
+    const opened: number[] = []
+    try {
+      // The runtime updates the container in between (an atomic replace of its own): /dev/zero taken away.
+      const updated = load(runtimeBase.filter((r) => !(r.type === 'c' && r.major === 1 && r.minor === 5)), 'updated')
+      opened.push(updated)
+      const old = programFdById(read.id)
+      opened.push(old)
+      attachDeviceProgram(cgroupFd, updated, old)
+      const [now] = devicePrograms(cgroup)
+      expect(now.name).to.equal('updated')
+
+      expect(() => replaceDeviceProgram(cgroup, read.id, [...rulesWithout(read.rules!, new Set()), rule(`allow b 7:${loop} r`)])).to.throw(ProgramChangedError,
+        `(read: id ${read.id}; attached now: id ${now.id})`)
+      expect(devicePrograms(cgroup).map((p) => p.id), 'the runtime\'s update untouched').to.deep.equal([now.id])
+      expect(await can('/dev/zero', 'r'), '/dev/zero, as the update says').to.equal(false)
+      expect(await can(`/dev/loop${loop}`, 'r'), 'the loop device, not granted').to.equal(false)
+
+      // The last step is the kernel's own check: BPF_F_REPLACE of a program that is not attached fails, and changes nothing.
+      const mine = load([...runtimeBase, rule(`allow b 7:${loop} r`)], agentProgramName)
+      opened.push(mine)
+      expect(() => attachDeviceProgram(cgroupFd, mine, old)).to.throw(BpfError, 'bpf(BPF_PROG_ATTACH (BPF_F_REPLACE)) failed: ENOENT')
+      expect(devicePrograms(cgroup).map((p) => p.id)).to.deep.equal([now.id])
+    } finally {
+      for (const fd of opened) closeFd(fd)
+      closeFd(cgroupFd)
+    }
+  })
+
+  it('a container whose runtime attached no /dev/net/tun (runc 1.2.0-1.2.3) does not gain it when its program is rebuilt for a grant, nor when it is taken back', async function () {
+    expect(await can('/dev/net/tun', 'r'), 'tun under runc 1.1\'s rules (the check can tell)').to.equal(true)
+    detachDevicePrograms(cgroup)
+    attachRuntimeProgram(cgroup, runcDeviceRules(criSpec, {tun: false}))
+    expect(await can('/dev/net/tun', 'r'), 'tun under runc 1.2.0\'s rules').to.equal(false)
+
+    // What the agent does: the rules read back, without its own devices (none yet), and the grant after them.
+    const [read] = devicePrograms(cgroup)
+    replaceDeviceProgram(cgroup, read.id, [...rulesWithout(read.rules!, new Set()), rule(`allow b 7:${loop} r`)])
+    expect(await can(`/dev/loop${loop}`, 'r'), 'the granted loop device').to.equal(true)
+    expect(await can('/dev/net/tun', 'r'), 'tun after the grant').to.equal(false)
+    expect(await can('/dev/null', 'w'), '/dev/null, the runtime\'s').to.equal(true)
+
+    const [granted] = devicePrograms(cgroup)
+    replaceDeviceProgram(cgroup, granted.id, rulesWithout(granted.rules!, new Set([`b7:${loop}`])))
+    expect(devicePrograms(cgroup)[0].rules, 'the runtime\'s rules again').to.deep.equal(read.rules)
+    expect(await can(`/dev/loop${loop}`, 'r'), 'the loop device, taken back').to.equal(false)
+    expect(await can('/dev/net/tun', 'r'), 'tun after the revoke').to.equal(false)
   })
 
   it('agrees with the interpreter\'s verdicts on a sample of devices and accesses', async function () {
     const rules = [...runtimeBase.filter((r) => !(r.type === 'c' && r.major === 1 && r.minor === 7)), rule('allow c 1:7 w'), rule(`allow b 7:${loop} r`)]
-    replaceDevicePrograms(cgroup, rules)
+    replace(rules)
     const program = compileDeviceProgram(rules)
     const samples: Array<[string, 'r' | 'w' | 'm', string]> = [
       ['/dev/zero', 'r', 'c 1 5'], ['/dev/zero', 'w', 'c 1 5'], ['/dev/full', 'r', 'c 1 7'], ['/dev/full', 'w', 'c 1 7'],
@@ -148,10 +218,10 @@ describe('cgroup v2 device programs on the real kernel (bpf(2) through koffi)', 
   })
 
   it('no rules is deny-all; runc\'s base alone opens the standard devices and nothing else', async function () {
-    replaceDevicePrograms(cgroup, [])
+    replace([])
     expect(await can('/dev/null', 'r'), '/dev/null with no rules').to.equal(false)
     expect(await can('', 'm', 'c 1 3'), 'mknod with no rules').to.equal(false)
-    replaceDevicePrograms(cgroup, runtimeBase)
+    replace(runtimeBase)
     for (const device of ['/dev/null', '/dev/zero', '/dev/full', '/dev/random', '/dev/urandom', '/dev/ptmx']) expect(await can(device, 'r'), device).to.equal(true)
     expect(await can('/dev/null', 'w'), '/dev/null w').to.equal(true)
     expect(await can('', 'm', `b 7 ${loop}`), 'mknod of any block device').to.equal(true)
@@ -160,7 +230,7 @@ describe('cgroup v2 device programs on the real kernel (bpf(2) through koffi)', 
 
   it('loads and attaches a program of 300 allow rules (the verifier\'s log would overflow), whose last device opens', async function () {
     const many = [rule('deny a'), ...Array.from({length: 299}, (_, i) => rule(`allow b 7:${1000 + i} r`)), rule(`allow b 7:${loop} r`)]
-    replaceDevicePrograms(cgroup, many)
+    replace(many)
     const [attached] = devicePrograms(cgroup)
     expect(attached.rules?.rules).to.have.length(300)
     expect(await can(`/dev/loop${loop}`, 'r'), 'the last of 300 rules').to.equal(true)
@@ -175,26 +245,25 @@ describe('cgroup v2 device programs on the real kernel (bpf(2) through koffi)', 
     const program = encodeInstructions(compileDeviceProgram(runtimeBase))
     const before = await fds()
     for (let i = 0; i < 5; i++) {
-      expect(() => replaceDevicePrograms(gone, runtimeBase)).to.throw(/ENOENT/)
+      expect(() => replaceDeviceProgram(gone, 1, runtimeBase)).to.throw(/ENOENT/)
       expect(() => attachProgram(gone, program, 'other')).to.throw(/ENOENT/)
     }
     expect(await fds(), 'file descriptors left open').to.equal(before)
   })
 
   it('a program it may not open (no CAP_SYS_ADMIN, as an LSM label would do) is listed as unreadable, never dropped, and not replaced', async function () {
-    replaceDevicePrograms(cgroup, runtimeBase)
     const [attached] = devicePrograms(cgroup)
     // The same calls in a process without CAP_SYS_ADMIN: BPF_PROG_GET_FD_BY_ID says EPERM.
     const script = `
-      const {devicePrograms, replaceDevicePrograms} = await import(${JSON.stringify(new URL('../../src/lib/runtime/device-bpf.ts', import.meta.url).pathname)})
+      const {devicePrograms, replaceDeviceProgram} = await import(${JSON.stringify(new URL('../../src/lib/runtime/device-bpf.ts', import.meta.url).pathname)})
       const listed = devicePrograms(${JSON.stringify(cgroup)})
-      let replace = 'replaced'
-      try { replaceDevicePrograms(${JSON.stringify(cgroup)}, []) } catch (error) { replace = error.message }
-      console.log(JSON.stringify({listed, replace}))`
+      let outcome = 'replaced'
+      try { replaceDeviceProgram(${JSON.stringify(cgroup)}, ${attached.id}, []) } catch (error) { outcome = error.message }
+      console.log(JSON.stringify({listed, outcome}))`
     const {stdout} = await run('setpriv', ['--inh-caps=-sys_admin', '--bounding-set=-sys_admin', '--', process.execPath, '--import', 'tsx', '--input-type=module', '-e', script])
-    const {listed, replace} = JSON.parse(stdout) as {listed: unknown[]; replace: string}
+    const {listed, outcome} = JSON.parse(stdout) as {listed: unknown[]; outcome: string}
     expect(listed).to.deep.equal([{id: attached.id, name: '', unreadable: 'EPERM'}])
-    expect(replace).to.match(/^bpf\(BPF_PROG_GET_FD_BY_ID \(id \d+\)\) failed: EPERM$/)
+    expect(outcome).to.match(/^bpf\(BPF_PROG_GET_FD_BY_ID \(id \d+\)\) failed: EPERM$/)
     expect(devicePrograms(cgroup).map((p) => p.id), 'the program untouched').to.deep.equal([attached.id])
   })
 })

@@ -1,4 +1,5 @@
-import {compileDeviceProgram, encodeInstructions, type DeviceProgramRule} from '../../src/lib/runtime/device-program.js'
+import type {OciSpec} from '../../src/lib/runtime/containerd-client.js'
+import {compileDeviceProgram, encodeInstructions, ociDeviceRules, type DeviceProgramRule} from '../../src/lib/runtime/device-program.js'
 import {attachDeviceProgram, closeFd, loadDeviceProgram, openCgroup} from '../../src/lib/sys/bpf.js'
 
 /** A rule written as a test reads it: `allow c 1:3 rwm`, `deny a`, `allow b 7:* r`. */
@@ -6,6 +7,24 @@ export function ruleOf(text: string): DeviceProgramRule {
   const [verdict, type, numbers = '*:*', access = 'rwm'] = text.split(' ')
   const [major, minor] = numbers.split(':').map((n) => (n === '*' ? '*' : Number(n)))
   return {access, allow: verdict === 'allow', major, minor, type: type as DeviceProgramRule['type']}
+}
+
+/**
+ * runc's built-in allowed devices (libcontainer/specconv AllowedDevices), in its order: mknod of every char
+ * and block device, /dev/null, random, full, tty, zero, urandom, /dev/pts/*, ptmx, and /dev/net/tun, which
+ * runc 1.1.x and 1.2.4+ allow and 1.2.0-1.2.3 do not.
+ */
+const runcAllowed = ['allow c *:* m', 'allow b *:* m', 'allow c 1:3', 'allow c 1:8', 'allow c 1:7', 'allow c 5:0', 'allow c 1:5', 'allow c 1:9', 'allow c 136:*', 'allow c 5:2']
+const tun = 'allow c 10:200'
+
+/**
+ * The rules of the program runc attaches for a spec on a cgroup v2 host: the spec's linux.resources.devices
+ * in order, then its built-in devices (with /dev/net/tun unless `tun` is false: runc 1.2.0-1.2.3). A stand-in
+ * for the runtime on this host, whose runc restricts devices through v1; the agent reads what is attached.
+ */
+export function runcDeviceRules(spec: OciSpec | undefined, options: {tun?: boolean} = {}): DeviceProgramRule[] {
+  const builtIn = options.tun === false ? runcAllowed : [...runcAllowed, tun]
+  return [...ociDeviceRules(spec?.linux?.resources?.devices), ...builtIn.map(ruleOf)]
 }
 
 /**

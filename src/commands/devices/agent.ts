@@ -1,5 +1,6 @@
 import * as Flags from '@oclif/core/flags'
 import {hostname} from 'node:os'
+import {join} from 'node:path'
 
 import {NfdctlCommand} from '../../cli/nfdctl-command.js'
 import {observeFlags} from '../../cli/observe-flags.js'
@@ -7,6 +8,7 @@ import {untilAborted} from '../../lib/abort.js'
 import {createAgentMetrics} from '../../lib/agent/agent-metrics.js'
 import {agentOptionsFrom} from '../../lib/agent/agent-options.js'
 import {ClassStore} from '../../lib/agent/class-store.js'
+import {GrantRecord} from '../../lib/agent/grant-record.js'
 import {NodeAgent} from '../../lib/agent/node-agent.js'
 import {loadClassFiles} from '../../lib/devices/class-file.js'
 import {openCluster} from '../../lib/kube/connect.js'
@@ -38,7 +40,7 @@ Containers ask by resource limit devices.nfdctl.io/<class> (the agent also serve
     'node-name': Flags.string({description: 'this node\'s name (default: $NODE_NAME, then the hostname)'}),
     'plugin-dir': Flags.string({default: '/var/lib/kubelet/device-plugins', description: 'kubelet\'s device-plugin directory'}),
     'pod-resources-socket': Flags.string({default: '/var/lib/kubelet/pod-resources/kubelet.sock', description: 'kubelet\'s PodResources socket (the devices it allocated)'}),
-    'state-dir': Flags.string({default: '/var/lib/nfdctl/agent', description: 'where the node\'s classes are kept, for a start without the API server'}),
+    'state-dir': Flags.string({default: '/var/lib/nfdctl/agent', description: 'where the node\'s classes (for a start without the API server) and the devices granted to containers (taken back after a restart) are kept'}),
     workers: Flags.integer({default: 4, description: 'containers updated in parallel'}),
     ...observeFlags,
   }
@@ -59,7 +61,7 @@ Containers ask by resource limit devices.nfdctl.io/<class> (the agent also serve
       client, fileClasses, logger: log, nodeName, onPersistError: () => metrics.errors.inc({kind: 'state'}), stateDir: flags['state-dir'],
     })
     const agent = new NodeAgent({
-      cdiDir: flags.cdi ? flags['cdi-dir'] : undefined, cgroupMode: options.cgroupMode, classStore, client, containerd, leadingEdge: options.leadingEdge, logger: log,
+      cdiDir: flags.cdi ? flags['cdi-dir'] : undefined, cgroupMode: options.cgroupMode, classStore, client, containerd, grants: new GrantRecord(join(flags['state-dir'], 'grants.json')), leadingEdge: options.leadingEdge, logger: log,
       maxWaitMs: options.maxWaitMs, metrics, nodeName, pluginDir: flags['plugin-dir'], podResourcesSocket: flags['pod-resources-socket'], quietMs: options.quietMs, registry, workers: options.workers,
     })
     const health = new HealthServer({port: options.metricsPort, readiness: () => agent.status(), registry})

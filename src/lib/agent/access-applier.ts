@@ -1,58 +1,76 @@
 import {stat} from 'node:fs/promises'
 
-import {devicePrograms, replaceDevicePrograms} from '../runtime/device-bpf.js'
+import {devicePrograms, replaceDeviceProgram} from '../runtime/device-bpf.js'
 import {allowDevice, denyDevice, readDeviceRules, type DeviceControl} from '../runtime/device-cgroup.js'
-import type {DeviceProgramRule} from '../runtime/device-program.js'
+import {ruleDeviceId, type DeviceProgramRule, type EmulatedRules} from '../runtime/device-program.js'
 import {createDeviceNode, removeDeviceNode} from '../sys/path-inside.js'
 import {ruleOf, type AccessChange, type DeviceAccess} from './container-access.js'
 
-/**
- * The class devices a container has now, with their access: on v1 the specific rules of its devices
- * cgroup that name a device nfdctl knows (present or seen before); on v2 the same rules read back from its
- * device program. Wildcard and unknown rules are not ours.
- */
-export async function currentAccess(control: DeviceControl, known: ReadonlyMap<string, DeviceAccess['device']>): Promise<Map<string, DeviceAccess>> {
-  const rules = control.mode === 'v1' ? (await readDeviceRules(control.dir)).map((r) => ({...r, allow: true})) : programRules(control.dir)
-  const current = new Map<string, DeviceAccess>()
-  for (const rule of rules) {
-    if (!rule.allow || rule.type === 'a' || rule.major === '*' || rule.minor === '*') continue
-    const device = known.get(`${rule.type}${rule.major}:${rule.minor}`)
-    if (device !== undefined) current.set(device.id, {access: rule.access, device})
-  }
-  return current
+/** What a container holds of the devices the agent manages, and on cgroup v2 the program that says so. */
+export interface HeldAccess {
+  /** By device id. */
+  readonly devices: Map<string, DeviceAccess>
+  /**
+   * cgroup v2: the one device program attached, read back; a replacement is built from its rules and takes
+   * the place of exactly it. Undefined when none is attached and the host is hybrid: its runtime restricts
+   * devices through v1 (where the rules were read), and the v2 cgroup allows every device.
+   */
+  readonly program?: {readonly id: number; readonly rules: EmulatedRules}
 }
 
-/** The rules of the one device program a cgroup v2 directory has (none: nothing granted yet). */
-function programRules(dir: string): readonly DeviceProgramRule[] {
+/**
+ * The devices a container has now that are the agent's (`ours` gives the device for an id, undefined for
+ * every other): the specific allow rules naming them, from its v1 devices cgroup or read back from its v2
+ * device program. Wildcard rules and the rules of other devices are the runtime's.
+ */
+export async function currentAccess(control: DeviceControl, ours: (id: string) => DeviceAccess['device'] | undefined): Promise<HeldAccess> {
+  const program = control.mode === 'v2' ? attachedProgram(control) : undefined
+  const v1Dir = control.mode === 'v1' ? control.dir : control.v1Dir
+  const rules = program?.rules.rules ?? (await readDeviceRules(v1Dir!)).map((r) => ({...r, allow: true}))
+  const devices = new Map<string, DeviceAccess>()
+  for (const rule of rules) {
+    if (!rule.allow || rule.type === 'a' || rule.major === '*' || rule.minor === '*') continue
+    const device = ours(ruleDeviceId(rule))
+    if (device !== undefined) devices.set(device.id, {access: rule.access, device})
+  }
+  return {devices, program}
+}
+
+/** The one device program of a cgroup v2 directory, read back; undefined for none on a hybrid host. */
+function attachedProgram(control: DeviceControl & {mode: 'v2'}): HeldAccess['program'] {
+  const {dir} = control
   const programs = devicePrograms(dir)
-  if (programs.length === 0) return []
+  if (programs.length === 0) {
+    if (control.v1Dir !== undefined) return undefined
+    throw new UnsupportedProgramError(`no device program is attached to ${dir}: the cgroup allows every device, and nfdctl only rebuilds a program its runtime attached`)
+  }
   if (programs.length > 1) throw new UnsupportedProgramError(`${programs.length} device programs are attached to ${dir}; nfdctl replaces only one (runc's, or its own)`)
   const [program] = programs
   if (program.unreadable !== undefined) throw new UnsupportedProgramError(`the device program on ${dir} (id ${program.id}) cannot be read (${program.unreadable}: a security policy?); left as it is`)
   if (program.rules === undefined) throw new UnsupportedProgramError(`the device program on ${dir} ("${program.name}", id ${program.id}) is not of runc's shape; left as it is`)
-  return program.rules.rules
+  return {id: program.id, rules: program.rules}
 }
 
 /** A container whose device program nfdctl cannot read, so does not replace. */
 export class UnsupportedProgramError extends Error {}
 
-export interface V2Access {
-  /** The container's own rules (OCI linux.resources.devices), without the class devices nfdctl manages. */
-  readonly base: readonly DeviceProgramRule[]
-  /** Every class device it should have. */
-  readonly wanted: Iterable<DeviceAccess>
+/** The device program to attach on cgroup v2, in the place of the one read (HeldAccess.program). */
+export interface V2Program {
+  readonly replaces: number
+  /** The read program's own rules without the agent's devices (rulesWithout), then every class device wanted. */
+  readonly rules: readonly DeviceProgramRule[]
 }
 
 /**
  * Applies a change to one running container: revokes first, then grants. On v1 the rule (deny, allow)
- * goes to its devices cgroup; on v2 its device program is replaced by one with its own rules plus the
- * wanted class devices, never more (and on a hybrid host its v1 cgroup gets the rule too, as both must
- * allow). The device node inside the container's root goes on revoke, and comes first on grant, with the
+ * goes to its devices cgroup; on v2 the program read is replaced by `v2` (its own rules plus the wanted
+ * class devices, never more), and on a hybrid host its v1 cgroup gets the rule too, as both must allow. The device node inside the container's root goes on revoke, and comes first on grant, with the
  * host node's mode and owner. Every step is tried; the failures are thrown together.
  */
-export async function applyAccess(pid: number, control: DeviceControl, change: AccessChange, v2?: V2Access): Promise<void> {
+export async function applyAccess(pid: number, control: DeviceControl, change: AccessChange, v2?: V2Program): Promise<void> {
   const root = `/proc/${pid}/root`
   const v1Dir = control.mode === 'v1' ? control.dir : control.v1Dir
+  if (control.mode === 'v2' && v2 === undefined && v1Dir === undefined) throw new Error(`cgroup v2: no device program of ${control.dir} was read to replace`)
   const failures: string[] = []
   for (const access of change.revoke) {
     try {
@@ -62,11 +80,10 @@ export async function applyAccess(pid: number, control: DeviceControl, change: A
       failures.push(`revoke ${access.device.devNode}: ${(error as Error).message}`)
     }
   }
-  if (control.mode === 'v2') {
-    if (v2 === undefined) throw new Error('cgroup v2: the container\'s own rules are needed to replace its device program')
+  if (v2 !== undefined) {
     try {
       // Before the nodes are made: a grant is usable once both exist, a revoke took effect above.
-      replaceDevicePrograms(control.dir, [...v2.base, ...[...v2.wanted].map((a) => ({...ruleOf(a), allow: true}))])
+      replaceDeviceProgram(control.dir, v2.replaces, v2.rules)
     } catch (error) {
       failures.push(`device program of ${control.dir}: ${(error as Error).message}`)
     }

@@ -17,15 +17,16 @@ import {allocatedDevices, listPodResources} from '../plugins/pod-resources.js'
 import type {ContainerdClient, RuntimeContainer} from '../runtime/containerd-client.js'
 import {devicePrograms} from '../runtime/device-bpf.js'
 import {deviceControlOf, type CgroupMode} from '../runtime/device-cgroup.js'
-import {runtimeDeviceRules, type DeviceProgramRule} from '../runtime/device-program.js'
+import {ociDeviceRules, ruleDeviceId, rulesWithout} from '../runtime/device-program.js'
 import {releaseFreeNativeMemory} from '../sys/libc.js'
-import {applyAccess, currentAccess, UnsupportedProgramError} from './access-applier.js'
+import {applyAccess, currentAccess, UnsupportedProgramError, type HeldAccess} from './access-applier.js'
 import {decideAccess, holderKey, type Refusal} from './access-policy.js'
 import type {AgentMetrics} from './agent-metrics.js'
 import {
-  containerRequests, criLabels, diffAccess, podCodec, requestKey, requestOfContainer, wantedAccess, type ContainerRequest, type DeviceAccess, type NodePod,
+  containerRequests, criLabels, diffAccess, podCodec, requestKey, requestOfContainer, ruleOf, wantedAccess, type ContainerRequest, type NodePod,
 } from './container-access.js'
 import {EventBatcher} from './event-batcher.js'
+import {deviceOfGrant, grantId, grantsAfter, grantsBefore, type GrantRecord} from './grant-record.js'
 import {type ClassProblem, type ClassStore, type ClassView} from './class-store.js'
 import {PodEvents} from './pod-events.js'
 import {nodeClassStatus, StatusWriter, type ClassReport, type NodeClassStatus} from './status-writer.js'
@@ -49,6 +50,8 @@ export interface NodeAgentOptions {
   readonly logger: Logger
   readonly registry: Registry
   readonly metrics: AgentMetrics
+  /** What the agent granted each container (under --state-dir; not loaded yet: start() loads it). */
+  readonly grants: GrantRecord
 }
 
 const podsResource = {group: '', namespaced: true, plural: 'pods', version: 'v1'}
@@ -85,8 +88,13 @@ export class NodeAgent {
   #invalid: readonly ClassProblem[] = []
   /** Every device present now, in a class or not: a class change places them all again. */
   readonly #present = new Map<string, Device>()
-  /** Every class device seen since start, present or not: a rule naming one of them is ours to manage. */
+  /**
+   * Every class device seen since start, present or not: in a container that asks for classes, a rule naming
+   * one is ours to manage. (A device gone before the start is known from the grant record alone.)
+   */
   readonly #known = new Map<string, Device>()
+  /** The grant record failed to write (said once until it works again). */
+  #recordFailing = false
   readonly #unsupported = new Set<string>()
   readonly #status: StatusWriter
   #statusOk = true
@@ -166,6 +174,11 @@ export class NodeAgent {
       this.#batcher.add('classes changed')
     })
     await store.start(signal)
+    const problem = await this.options.grants.load()
+    if (problem !== undefined) {
+      this.#metrics.errors.inc({kind: 'state'})
+      this.#log.warn({err: problem}, 'the record of granted devices cannot be used; only devices seen from now on are taken back when they go')
+    }
     this.#setClasses(store.view)
     await this.#watcher.start(signal, (devices) => {
       for (const device of devices) this.#deviceEvent('add', device)
@@ -340,6 +353,7 @@ export class NodeAgent {
     for (const w of work) w.request = decision.admitted.get(requestKey(w.request)) ?? w.request
     this.#mayHold = new Set(work.filter((w) => w.request.classes.size > 0).map((w) => w.container.id))
     const listed = new Set(containers.map((c) => c.id))
+    await this.#record(() => this.options.grants.retain(listed))
     for (const id of this.#unsupported) if (!listed.has(id)) this.#unsupported.delete(id)
     const allocations = work.some((w) => this.#needsAllocations(w.request)) ? await listPodResources(this.options.podResourcesSocket).catch((error: unknown) => {
       this.#metrics.errors.inc({kind: 'pod-resources'})
@@ -445,50 +459,61 @@ export class NodeAgent {
   }
 
   /**
-   * Gives one container exactly its wanted class devices; true when it holds any afterwards. A container
-   * that asks for nothing (any more) keeps whatever its runtime spec allowed, class devices included (a
-   * privileged container, a device given another way): only what the agent added is taken back.
+   * Gives one container exactly its wanted class devices; true when it holds any of the agent's afterwards.
+   * The agent's rules are those it recorded granting the container (so that a device unplugged while it was
+   * away is still taken back, and its node removed where it was made) and, while the container asks for
+   * classes, every class device: kubelet's Allocate put them in its spec, and the agent withdraws an
+   * unplugged one and gives it back when it returns. Everything else is the runtime's and stays as it is,
+   * on v2 read from the program attached (whichever runtime built it); a container that asks for nothing
+   * (any more) keeps whatever its OCI spec allows, class devices included (a device given another way).
    */
   async #reconcileContainer(container: RuntimeContainer, pid: number, request: ContainerRequest, members: Map<string, Device[]>, pods: Awaited<ReturnType<typeof listPodResources>>): Promise<boolean> {
     const control = await deviceControlOf(pid, {hasDeviceProgram, mode: this.options.cgroupMode})
     const allocated = new Map<string, string[]>()
     for (const name of request.classes.keys()) allocated.set(name, allocatedDevices(pods, {name: request.pod, namespace: request.namespace}, request.container, resourceNameOf(name)))
     const wanted = wantedAccess({allocated, classes: this.#classes, members, request})
-    // What the runtime allowed from the start is left alone, except class devices (kubelet's Allocate gave
-    // them): those the agent manages, so that an unplugged one is withdrawn and given back when it returns.
-    // The runtime's rules are its OCI spec's plus runc's standard devices (/dev/null, /dev/pts/* …): on v2
-    // the replacement program is built from them, so without them no program is replaced.
-    let specRules: DeviceProgramRule[] = []
-    let specProblem: string | undefined
-    try {
-      const rules = runtimeDeviceRules(container.spec)
-      if (rules === undefined) specProblem = 'its OCI spec has no linux section'
-      else specRules = rules
-    } catch (error) {
-      specProblem = errorMessage(error)
-    }
     const asks = request.classes.size > 0
-    const managed = (r: DeviceProgramRule): boolean => asks && r.allow && r.type !== 'a' && this.#known.has(`${r.type}${r.major}:${r.minor}`)
-    const base = new Set(specRules.filter((r) => r.allow && r.type !== 'a' && r.major !== '*' && r.minor !== '*' && !managed(r)).map((r) => `${r.type}${r.major}:${r.minor}`))
-    let current: Map<string, DeviceAccess>
-    let change: ReturnType<typeof diffAccess>
+    const recordedList = this.options.grants.grants(container.id)
+    const recorded = new Map(recordedList.map((g) => [grantId(g), g]))
+    const ours = (id: string): Device | undefined => {
+      const device = asks ? this.#known.get(id) : undefined
+      const grant = recorded.get(id)
+      return grant === undefined ? device : {...(device ?? deviceOfGrant(grant)), devNode: grant.devNode}
+    }
+    const base = new Set(asks ? [] : ociDeviceRules(container.spec?.linux?.resources?.devices)
+      .filter((r) => r.allow && r.type !== 'a' && r.major !== '*' && r.minor !== '*').map(ruleDeviceId))
+    let held: HeldAccess
     try {
-      current = await currentAccess(control, this.#known)
-      change = diffAccess(current, wanted, base)
-      if (change.grant.length === 0 && change.revoke.length === 0) return wanted.size > 0
-      if (control.mode === 'v2' && specProblem !== undefined) throw new UnsupportedProgramError(`cannot rebuild the container's own device rules: ${specProblem}`)
+      held = await currentAccess(control, ours)
     } catch (error) {
       if (!(error instanceof UnsupportedProgramError)) throw error
-      // A container that asks for nothing is not the agent's business, whatever program it has.
-      if (asks && !this.#unsupported.has(container.id)) {
+      // A container that asks for nothing and was given nothing is not the agent's business, whatever program it has.
+      if ((asks || recorded.size > 0) && !this.#unsupported.has(container.id)) {
         this.#unsupported.add(container.id)
         this.#metrics.errors.inc({kind: 'unsupported-cgroup'})
         this.#log.warn({container: container.id, err: error.message}, 'cannot change the container\'s device program; its devices are left as they are')
       }
       return false
     }
+    let change = diffAccess(held.devices, wanted, base)
+    if (change.grant.length === 0 && change.revoke.length === 0) {
+      const kept = grantsAfter(recordedList, held.devices, change)
+      await this.#record(() => this.options.grants.set(container.id, kept))
+      return wanted.size > 0 || kept.length > 0
+    }
+    // Recorded before they are made: an agent that stops in between must still know them as its own.
+    let granting = wanted
+    if (change.grant.length > 0 && !(await this.#record(() => this.options.grants.set(container.id, grantsBefore(recordedList, change))))) {
+      const notRecorded = new Set(change.grant.map((a) => a.device.id))
+      granting = new Map([...wanted].filter(([id]) => !notRecorded.has(id)))
+      change = {grant: [], revoke: change.revoke}
+    }
+    const ourRules = new Set([...held.devices.keys()].filter((id) => !base.has(id)))
+    const program = held.program === undefined ? undefined : {
+      replaces: held.program.id, rules: [...rulesWithout(held.program.rules, ourRules), ...[...granting.values()].map((a) => ({...ruleOf(a), allow: true}))],
+    }
     try {
-      await applyAccess(pid, control, change, {base: specRules.filter((r) => !managed(r)), wanted: wanted.values()})
+      await applyAccess(pid, control, change, program)
     } catch (error) {
       this.#metrics.errors.inc({kind: 'cgroup'})
       throw error
@@ -496,11 +521,31 @@ export class NodeAgent {
       this.#metrics.ruleChanges.inc({action: 'grant'}, change.grant.length)
       this.#metrics.ruleChanges.inc({action: 'revoke'}, change.revoke.length)
     }
+    const after = grantsAfter(this.options.grants.grants(container.id), held.devices, change)
+    await this.#record(() => this.options.grants.set(container.id, after))
     this.#log.info({
       cgroup: control.mode, container: container.id.slice(0, 12), granted: change.grant.map((a) => `${a.device.devNode} ${a.access}`), pod: `${request.namespace}/${request.pod}`,
       revoked: change.revoke.map((a) => a.device.devNode), workload: request.container,
     }, 'devices updated')
-    return wanted.size > 0
+    return granting.size > 0 || after.length > 0
+  }
+
+  /**
+   * Writes the grant record; false when it cannot be written (told once until it can again). The record
+   * in memory stays right: the next write that succeeds has it.
+   */
+  async #record(write: () => Promise<void>): Promise<boolean> {
+    try {
+      await write()
+      if (this.#recordFailing) this.#log.info({file: this.options.grants.file}, 'the record of granted devices is written again')
+      this.#recordFailing = false
+      return true
+    } catch (error) {
+      this.#metrics.errors.inc({kind: 'state'})
+      if (!this.#recordFailing) this.#log.error({err: errorMessage(error), file: this.options.grants.file}, 'cannot write the record of granted devices; no device is granted until it can be')
+      this.#recordFailing = true
+      return false
+    }
   }
 }
 

@@ -46,32 +46,51 @@ export function devicePrograms(cgroupDir: string): AttachedDeviceProgram[] {
 }
 
 /**
- * Gives the cgroup exactly `rules` (OCI order and semantics): a new program is loaded and takes the place of
- * the one attached, atomically (BPF_F_REPLACE), so that access is never looser or tighter in between.
- * With none attached it is attached; with several (stacked by someone else), it is attached and the others
- * detached, since device programs only ever add restrictions and the new one states all of them. A program
- * that may not be opened (EPERM, EACCES) can be neither replaced nor detached: that fails with the
- * BPF_PROG_GET_FD_BY_ID error, before anything is loaded or attached.
+ * Gives the cgroup exactly `rules` (OCI order and semantics) in the place of the program `programId`, the one
+ * the caller read: a new program is loaded and replaces it atomically (BPF_F_REPLACE), so that access is
+ * never looser or tighter in between. Refused with ProgramChangedError, and nothing attached or detached,
+ * when that program is no longer the cgroup's only one (the runtime updated the container, someone stacked
+ * another): the caller reads again. The kernel checks the last step itself: the replace fails (ENOENT) when
+ * the program is no longer attached by then. A program that may not be opened (EPERM, EACCES) fails with
+ * the BPF_PROG_GET_FD_BY_ID error, before anything is loaded.
  */
-export function replaceDevicePrograms(cgroupDir: string, rules: readonly DeviceProgramRule[]): {replaced: number[]} {
+export function replaceDeviceProgram(cgroupDir: string, programId: number, rules: readonly DeviceProgramRule[]): void {
   const instructions = encodeInstructions(compileDeviceProgram(rules))
   const cgroup = openCgroup(cgroupDir)
-  const old: Array<{id: number; fd: number}> = []
+  let old: number | undefined
   let program: number | undefined
   try {
-    for (const id of queryDevicePrograms(cgroup)) old.push({fd: programFdById(id), id})
-    program = loadDeviceProgram(instructions, deviceProgramLicense, agentProgramName)
-    if (old.length === 1) attachDeviceProgram(cgroup, program, old[0].fd)
-    else {
-      attachDeviceProgram(cgroup, program)
-      for (const {fd} of old) detachDeviceProgram(cgroup, fd)
+    const attached = queryDevicePrograms(cgroup)
+    if (attached.length !== 1 || attached[0] !== programId) throw new ProgramChangedError(cgroupDir, programId, attached)
+    try {
+      old = programFdById(programId)
+    } catch (error) {
+      if (error instanceof BpfError && error.notFound) throw new ProgramChangedError(cgroupDir, programId, [])
+      throw error
     }
-    return {replaced: old.map((o) => o.id)}
+    program = loadDeviceProgram(instructions, deviceProgramLicense, agentProgramName)
+    try {
+      attachDeviceProgram(cgroup, program, old)
+    } catch (error) {
+      if (error instanceof BpfError && error.notFound) throw new ProgramChangedError(cgroupDir, programId, queryDevicePrograms(cgroup))
+      throw error
+    }
   } finally {
-    for (const {fd} of old) closeFd(fd)
+    if (old !== undefined) closeFd(old)
     closeFd(cgroup)
     // Attached, the cgroup holds the program; our fd is not needed to keep it.
     if (program !== undefined) closeFd(program)
+  }
+}
+
+/** The device programs of a cgroup are no longer the one that was read: nothing was changed. */
+export class ProgramChangedError extends Error {
+  constructor(
+    readonly cgroupDir: string,
+    readonly programId: number,
+    readonly attached: readonly number[],
+  ) {
+    super(`the device programs of ${cgroupDir} changed since they were read (read: id ${programId}; attached now: ${attached.length === 0 ? 'none' : `id ${attached.join(', ')}`}); not replaced, read again`)
   }
 }
 

@@ -16,8 +16,7 @@ export interface OciDeviceCgroup {
 
 /**
  * OCI `linux.resources.devices` as rules: no type is `a`, no major or minor (or runc's -1) is `*`. No access
- * is no access (''): such a rule grants and takes nothing, as in runc's emulator, never all of rwm. (runc
- * 1.1.5 refuses a spec with one outright; runtimeDeviceRules, which models what runc built, does the same.)
+ * is no access (''): such a rule grants and takes nothing, as in runc's emulator, never all of rwm.
  */
 export function ociDeviceRules(devices: readonly OciDeviceCgroup[] = []): DeviceProgramRule[] {
   return devices.map((d) => ({access: d.access ?? '', allow: d.allow, major: anyNumber(d.major), minor: anyNumber(d.minor), type: (d.type || 'a') as DeviceProgramRule['type']}))
@@ -26,58 +25,19 @@ export function ociDeviceRules(devices: readonly OciDeviceCgroup[] = []): Device
 /** An absent number, or runc's Wildcard (-1, which a spec may spell out), stands for any. */
 const anyNumber = (n: number | undefined): number | '*' => (n === undefined || n === -1 ? '*' : n)
 
-/** The parts of an OCI runtime spec runc builds a container's device rules from. */
-export interface DeviceRulesSpec {
-  readonly linux?: {
-    readonly resources?: {readonly devices?: readonly OciDeviceCgroup[]}
-    readonly devices?: ReadonlyArray<{readonly path: string}>
-  }
-}
+/** `b7:0`, `c10:200`: a specific rule's device, as a Device's id names it. */
+export const ruleDeviceId = (r: DeviceRule): string => `${r.type}${r.major}:${r.minor}`
 
 /**
- * runc 1.1.5's AllowedDevices (libcontainer/specconv/spec_linux.go), in its order; `path` is what a
- * `linux.devices` entry of the spec must name to drop the rule.
+ * Pure: the rules of a program read back from a cgroup (decompileDeviceProgram), as a list to compile again:
+ * its default first (`deny a` or `allow a`), then its exceptions, leaving out the specific allow rules of
+ * the devices in `without` (the class devices the agent manages, which it states anew). Whatever else the
+ * runtime attached stays exactly as it was, whichever runtime and version built it: nothing is assumed
+ * about its standard devices.
  */
-const runcAllowedDevices: ReadonlyArray<DeviceProgramRule & {path?: string}> = [
-  {access: 'm', allow: true, major: '*', minor: '*', type: 'c'},
-  {access: 'm', allow: true, major: '*', minor: '*', type: 'b'},
-  {access: 'rwm', allow: true, major: 1, minor: 3, path: '/dev/null', type: 'c'},
-  {access: 'rwm', allow: true, major: 1, minor: 8, path: '/dev/random', type: 'c'},
-  {access: 'rwm', allow: true, major: 1, minor: 7, path: '/dev/full', type: 'c'},
-  {access: 'rwm', allow: true, major: 5, minor: 0, path: '/dev/tty', type: 'c'},
-  {access: 'rwm', allow: true, major: 1, minor: 5, path: '/dev/zero', type: 'c'},
-  {access: 'rwm', allow: true, major: 1, minor: 9, path: '/dev/urandom', type: 'c'},
-  {access: 'rwm', allow: true, major: 136, minor: '*', type: 'c'}, // /dev/pts/*
-  {access: 'rwm', allow: true, major: 5, minor: 2, type: 'c'}, // /dev/ptmx
-  {access: 'rwm', allow: true, major: 10, minor: 200, type: 'c'}, // /dev/net/tun
-]
-
-/**
- * Pure: the rules runc 1.1.5 gives a container's device cgroup (and so its cgroup v2 program), from
- * libcontainer/specconv/spec_linux.go: CreateCgroupConfig takes `linux.resources.devices` in order (type
- * default `a`, major and minor default `*`), then appends AllowedDevices (createDevices), which the
- * container cannot opt out of: mknod of every char and block device, /dev/null, random, full, tty, zero,
- * urandom, /dev/pts/*, ptmx and tun. A default device whose path a `linux.devices` entry names is left
- * out; `linux.devices` adds no rule of its own. Compiled with compileDeviceProgram (deny by default), this
- * is the program runc attached.
- *
- * Undefined without a linux section: runc would give such a spec the defaults alone, but no runtime
- * builds a Linux container that way, so it is not evidence of what the container has. Throws for a spec
- * runc 1.1.5 refuses to start (an empty access, a type not a, b or c): no runc 1.1.5 program exists for it.
- */
-export function runtimeDeviceRules(spec: DeviceRulesSpec | undefined): DeviceProgramRule[] | undefined {
-  const linux = spec?.linux
-  if (linux === undefined) return undefined
-  const own = linux.resources?.devices ?? []
-  own.forEach((d, i) => {
-    const type = d.type || 'a'
-    if (!d.access) throw new Error(`OCI linux.resources.devices[${i}] has no access; runc 1.1.5 refuses such a spec ("device access at ${i} field cannot be empty")`)
-    if (type !== 'a' && type !== 'b' && type !== 'c') throw new Error(`OCI linux.resources.devices[${i}] has type "${type}"; runc 1.1.5 refuses such a spec (a, b or c)`)
-  })
-  const specPaths = new Set((linux.devices ?? []).map((d) => d.path))
-  const defaults = runcAllowedDevices.filter((d) => d.path === undefined || !specPaths.has(d.path))
-    .map((d): DeviceProgramRule => ({access: d.access, allow: d.allow, major: d.major, minor: d.minor, type: d.type}))
-  return [...ociDeviceRules(own), ...defaults]
+export function rulesWithout(attached: EmulatedRules, without: ReadonlySet<string>): DeviceProgramRule[] {
+  const own = attached.rules.filter((r) => !(r.allow && r.type !== 'a' && r.major !== '*' && r.minor !== '*' && without.has(ruleDeviceId(r))))
+  return [{access: 'rwm', allow: attached.defaultAllow, major: '*', minor: '*', type: 'a'}, ...own.map((r) => ({...r}))]
 }
 
 /** The rules a cgroup ends up with once applied in order, as the v1 devices controller keeps them. */

@@ -36,6 +36,11 @@ export class BpfError extends Error {
     return this.code === 1 || this.code === 13
   }
 
+  /** ENOENT: no such program (freed), or the program to replace is not attached (any more). */
+  get notFound(): boolean {
+    return this.code === 2
+  }
+
   get errnoName(): string {
     return errnoText(this.code)
   }
@@ -157,7 +162,9 @@ export function programInfo(fd: number): ProgramInfo {
 
 /**
  * Attaches a device program to a cgroup (BPF_F_ALLOW_MULTI); with `replaceFd`, atomically in the place of
- * that attached program (BPF_F_REPLACE), so the cgroup is never without one nor with both.
+ * exactly that attached program (BPF_F_REPLACE, replace_bpf_fd), so the cgroup is never without one nor with
+ * both, and the others attached stay. The kernel refuses it (ENOENT) when that program is not attached to
+ * the cgroup (any more): nothing changes then.
  */
 export function attachDeviceProgram(cgroupFd: number, programFd: number, replaceFd?: number): void {
   const attr = Buffer.alloc(attrSize)

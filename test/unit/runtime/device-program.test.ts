@@ -1,8 +1,10 @@
 import {expect} from 'chai'
 
-import {compileDeviceProgram, decodeInstructions, decompileDeviceProgram, deviceAccess, deviceType, emulateRules, encodeInstructions, ociDeviceRules, runtimeDeviceRules, type DeviceProgramRule, type EmulatedRules} from '../../../src/lib/runtime/device-program.js'
+import {
+  compileDeviceProgram, decodeInstructions, decompileDeviceProgram, deviceAccess, deviceType, emulateRules, encodeInstructions, ociDeviceRules, rulesWithout, type DeviceProgramRule, type EmulatedRules,
+} from '../../../src/lib/runtime/device-program.js'
 import {runDeviceProgram} from '../../support/bpf-interpreter.js'
-import {ruleOf} from '../../support/device-programs.js'
+import {ruleOf, runcDeviceRules} from '../../support/device-programs.js'
 
 const rule = ruleOf
 const rules = (...texts: string[]): DeviceProgramRule[] => texts.map(rule)
@@ -20,9 +22,9 @@ function expected(emulated: EmulatedRules, request: {type: 'b' | 'c'; access: st
 const accessSets = ['r', 'w', 'm', 'rw', 'rm', 'wm', 'rwm']
 const bits = (access: string): number => [...access].reduce((b, c) => b | deviceAccess[c as 'r'], 0)
 
-// What containerd 1.6's CRI puts in a container's spec (no linux.devices), and what runc 1.1.5 makes of it.
+// What containerd 1.6's CRI puts in a container's spec (no linux.devices), and what runc 1.1 makes of it.
 const criSpec = {linux: {resources: {devices: [{access: 'rwm', allow: false}]}}}
-const runtimeDefault = runtimeDeviceRules(criSpec)!
+const runtimeDefault = runcDeviceRules(criSpec)
 const allows = (input: readonly DeviceProgramRule[], type: 'b' | 'c', major: number, minor: number, access: string): boolean =>
   runDeviceProgram(compileDeviceProgram(input), {access: bits(access), major, minor, type: deviceType[type]}) === 1
 
@@ -91,52 +93,39 @@ describe('device programs for cgroup v2 (the rule compiler)', function () {
     })
   })
 
-  describe('runtimeDeviceRules: what runc 1.1.5 builds from a spec', function () {
-    it('a containerd CRI spec: its deny-all, then runc\'s allowed devices in runc\'s order', function () {
-      expect(runtimeDefault.map((r) => `${r.allow ? 'allow' : 'deny'} ${r.type} ${r.major}:${r.minor} ${r.access}`)).to.deep.equal([
-        'deny a *:* rwm',
-        'allow c *:* m', 'allow b *:* m', 'allow c 1:3 rwm', 'allow c 1:8 rwm', 'allow c 1:7 rwm', 'allow c 5:0 rwm',
-        'allow c 1:5 rwm', 'allow c 1:9 rwm', 'allow c 136:* rwm', 'allow c 5:2 rwm', 'allow c 10:200 rwm',
+  describe('rulesWithout: a program read back, to be built again without the agent\'s devices', function () {
+    // Opening it (mknod of any device is runc's rule beside it).
+    const tunAccess = (input: readonly DeviceProgramRule[]): boolean[] => ['r', 'w', 'rw'].map((access) => allows(input, 'c', 10, 200, access))
+
+    it('runc 1.2.0-1.2.3 attached no /dev/net/tun: the program rebuilt with a class device allows it and never tun', function () {
+      const attached = emulateRules(runcDeviceRules(criSpec, {tun: false}))
+      const rebuilt = [...rulesWithout(attached, new Set()), rule('allow b 7:390 rw')]
+      expect(tunAccess(rebuilt), 'c 10:200 for r, w, rw').to.deep.equal([false, false, false])
+      expect(allows(rebuilt, 'b', 7, 390, 'rw'), 'the class device').to.equal(true)
+      expect(emulateRules(rebuilt)).to.deep.equal({defaultAllow: false, rules: [...attached.rules, rule('allow b 7:390 rw')]})
+      // The same with runc 1.1's rules: tun stays, as that runtime gave it.
+      expect(tunAccess([...rulesWithout(emulateRules(runtimeDefault), new Set()), rule('allow b 7:390 rw')])).to.deep.equal([true, true, true])
+    })
+
+    it('leaves out the specific allow rules of the devices named, and keeps everything else exactly', function () {
+      const attached = emulateRules(rules('deny a', 'allow c 1:3 rwm', 'allow b 7:* r', 'allow b 7:390 rw', 'allow c 188:0 r', 'allow b *:5 m', 'allow c 10:200 rwm'))
+      expect(show(emulateRules(rulesWithout(attached, new Set(['b7:390', 'c188:0', 'b7:*', 'c10:201']))))).to.deep.equal([
+        'default deny', 'allow c 1:3 rwm', 'allow b 7:* r', 'allow b *:5 m', 'allow c 10:200 rwm',
       ])
     })
 
-    it('its program allows the standard devices and mknod of any device, and nothing else', function () {
-      for (const [major, minor] of [[1, 3], [1, 5], [1, 7], [1, 8], [1, 9], [5, 0], [5, 2], [136, 0], [136, 7], [10, 200]]) {
-        for (const access of accessSets) expect(allows(runtimeDefault, 'c', major, minor, access), `c ${major}:${minor} ${access}`).to.equal(true)
+    it('a deny-list program (a privileged container\'s) stays one: its default first, its denies after, none left out', function () {
+      const attached = emulateRules(rules('allow a', 'deny c 10:200 rwm', 'deny b 8:* w'))
+      const rebuilt = rulesWithout(attached, new Set(['c10:200']))
+      expect(rebuilt[0]).to.deep.equal(rule('allow a *:* rwm'))
+      expect(emulateRules(rebuilt)).to.deep.equal(attached)
+    })
+
+    it('with nothing left out, compiles to the program it was read from', function () {
+      for (const input of [runtimeDefault, runcDeviceRules(criSpec, {tun: false}), rules('deny a'), [], rules('allow a'), rules('deny a', 'allow b 259:1048575 r', 'allow c *:7 w')]) {
+        const attached = decompileDeviceProgram(compileDeviceProgram(input))!
+        expect(compileDeviceProgram(rulesWithout(attached, new Set()))).to.deep.equal(compileDeviceProgram(input))
       }
-      for (const type of ['b', 'c'] as const) for (const [major, minor] of [[7, 0], [8, 0], [4095, 1048575]]) expect(allows(runtimeDefault, type, major, minor, 'm')).to.equal(true)
-      for (const [type, major, minor] of [['b', 7, 0], ['c', 4, 1], ['c', 1, 1], ['c', 10, 229], ['b', 1, 3]] as const) {
-        for (const access of ['r', 'w', 'rw', 'rm']) expect(allows(runtimeDefault, type, major, minor, access), `${type} ${major}:${minor} ${access}`).to.equal(false)
-      }
-    })
-
-    it('keeps the spec\'s rules first and in order, with runc\'s defaults for a type, major or minor left out', function () {
-      const [first, second] = runtimeDeviceRules({linux: {resources: {devices: [{access: 'rwm', allow: false, type: ''}, {access: 'rw', allow: true, major: 7, minor: -1, type: 'b'}]}}})!
-      expect([first, second]).to.deep.equal([{access: 'rwm', allow: false, major: '*', minor: '*', type: 'a'}, {access: 'rw', allow: true, major: 7, minor: '*', type: 'b'}])
-    })
-
-    it('a default device whose path linux.devices names is left out; linux.devices adds no rule', function () {
-      const result = runtimeDeviceRules({linux: {devices: [{path: '/dev/null'}, {path: '/dev/loop7'}], resources: criSpec.linux.resources}})!
-      expect(result).to.have.length(runtimeDefault.length - 1)
-      expect(result.some((r) => r.type === 'c' && r.major === 1 && r.minor === 3)).to.equal(false)
-      expect(allows(result, 'c', 1, 3, 'rw'), '/dev/null').to.equal(false)
-      expect(allows(result, 'b', 7, 7, 'r'), 'a linux.devices entry').to.equal(false)
-    })
-
-    it('the defaults are added without resources; a privileged container\'s allow a allows everything', function () {
-      expect(runtimeDeviceRules({linux: {}})).to.deep.equal(runtimeDefault.slice(1))
-      expect(emulateRules(runtimeDeviceRules({linux: {resources: {devices: [{access: 'rwm', allow: true}]}}})!)).to.deep.equal({defaultAllow: true, rules: []})
-    })
-
-    it('undefined without a linux section: nothing to build from', function () {
-      expect(runtimeDeviceRules(undefined)).to.equal(undefined)
-      expect(runtimeDeviceRules({})).to.equal(undefined)
-    })
-
-    it('refuses what runc 1.1.5 refuses: a rule without access, a type other than a, b, c', function () {
-      expect(() => runtimeDeviceRules({linux: {resources: {devices: [{allow: false}]}}})).to.throw('linux.resources.devices[0] has no access')
-      expect(() => runtimeDeviceRules({linux: {resources: {devices: [{access: 'rwm', allow: false}, {access: '', allow: true, type: 'c'}]}}})).to.throw('linux.resources.devices[1] has no access')
-      expect(() => runtimeDeviceRules({linux: {resources: {devices: [{access: 'rwm', allow: true, type: 'u'}]}}})).to.throw('has type "u"')
     })
   })
 

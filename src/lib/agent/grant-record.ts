@@ -1,0 +1,182 @@
+import {mkdir, readFile} from 'node:fs/promises'
+import {dirname} from 'node:path'
+
+import type {Device} from '../devices/types.js'
+import {writeFileAtomic} from '../sys/atomic-write.js'
+import type {AccessChange, DeviceAccess} from './container-access.js'
+
+/** One device the agent granted a container: the rule it added and where it made the device node. */
+export interface RecordedGrant {
+  readonly type: 'b' | 'c'
+  readonly major: number
+  readonly minor: number
+  /** Subset of r, w, m, in that order. */
+  readonly access: string
+  /** The node's path inside the container, e.g. /dev/loop3. */
+  readonly devNode: string
+}
+
+/** What the agent granted, by containerd container id. */
+export type GrantRecords = ReadonlyMap<string, readonly RecordedGrant[]>
+
+/** `b7:3`: the id of the device a grant names, as Device.id spells it. */
+export const grantId = (g: RecordedGrant): string => `${g.type}${g.major}:${g.minor}`
+
+export const grantOf = (a: DeviceAccess): RecordedGrant => ({
+  access: a.access, devNode: a.device.devNode, major: a.device.major, minor: a.device.minor, type: a.device.type === 'block' ? 'b' : 'c',
+})
+
+/**
+ * A device known only from the record (unplugged while the agent was away): enough of a Device to take its
+ * rule back and remove its node.
+ */
+export function deviceOfGrant(g: RecordedGrant): Device {
+  const devName = g.devNode.replace(/^\/dev\//, '')
+  return {
+    devName, devNode: g.devNode, devPath: '', id: grantId(g), kernelName: devName.split('/').at(-1) ?? devName, major: g.major, minor: g.minor,
+    properties: {}, subsystem: '', type: g.type === 'b' ? 'block' : 'char',
+  }
+}
+
+/**
+ * Pure: the record to write before a change is applied, so that an agent that stops in the middle still
+ * knows every rule it may have added: the grants recorded, with the change's grants in place of the same
+ * devices or beside them.
+ */
+export function grantsBefore(recorded: readonly RecordedGrant[], change: AccessChange): RecordedGrant[] {
+  const granted = change.grant.map(grantOf)
+  const ids = new Set(granted.map(grantId))
+  return [...recorded.filter((g) => !ids.has(grantId(g))), ...granted]
+}
+
+/**
+ * Pure: the record once a change was applied in full: of the grants recorded, those the container still
+ * holds (`held`: the devices its cgroup still allows, read before the change) and did not lose in the
+ * change, and the change's grants. A recorded grant whose rule is gone (taken back) is forgotten.
+ */
+export function grantsAfter(recorded: readonly RecordedGrant[], held: ReadonlyMap<string, unknown>, change: AccessChange): RecordedGrant[] {
+  const granted = change.grant.map(grantOf)
+  const gone = new Set([...change.revoke.map((a) => a.device.id), ...granted.map(grantId)])
+  return [...recorded.filter((g) => held.has(grantId(g)) && !gone.has(grantId(g))), ...granted]
+}
+
+const version = 1
+
+/** The record as its file holds it: one line, the containers in id order. */
+export function encodeGrants(records: GrantRecords): string {
+  const containers: Record<string, RecordedGrant[]> = {}
+  for (const id of [...records.keys()].sort()) {
+    const grants = records.get(id)!
+    if (grants.length > 0) containers[id] = grants.map((g) => ({access: g.access, devNode: g.devNode, major: g.major, minor: g.minor, type: g.type}))
+  }
+  return `${JSON.stringify({containers, version})}\n`
+}
+
+/** Pure: the record from its file's text; throws one line naming what is wrong. */
+export function decodeGrants(text: string): Map<string, RecordedGrant[]> {
+  let state: unknown
+  try {
+    state = JSON.parse(text)
+  } catch (error) {
+    throw new Error(`not JSON (${(error as Error).message})`)
+  }
+  const {containers, version: got} = (state ?? {}) as {containers?: unknown; version?: unknown}
+  if (got !== version) throw new Error(`version must be ${version}, got ${JSON.stringify(got)}`)
+  if (typeof containers !== 'object' || containers === null || Array.isArray(containers)) throw new Error('containers must be an object of container ids')
+  const records = new Map<string, RecordedGrant[]>()
+  for (const [id, grants] of Object.entries(containers)) {
+    if (!/^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/.test(id)) throw new Error(`containers: ${JSON.stringify(id)} is not a container id`)
+    if (!Array.isArray(grants)) throw new Error(`containers["${id}"] must be a list of grants`)
+    records.set(id, grants.map((g: unknown, i) => decodeGrant(g, `containers["${id}"][${i}]`)))
+  }
+  return records
+}
+
+function decodeGrant(raw: unknown, at: string): RecordedGrant {
+  const g = (raw ?? {}) as Record<string, unknown>
+  if (g.type !== 'b' && g.type !== 'c') throw new Error(`${at}.type must be "b" or "c", got ${JSON.stringify(g.type)}`)
+  if (!Number.isInteger(g.major) || (g.major as number) < 0 || (g.major as number) > 0xfff) throw new Error(`${at}.major must be 0-4095, got ${JSON.stringify(g.major)}`)
+  if (!Number.isInteger(g.minor) || (g.minor as number) < 0 || (g.minor as number) > 0xfffff) throw new Error(`${at}.minor must be 0-1048575, got ${JSON.stringify(g.minor)}`)
+  if (typeof g.access !== 'string' || !/^r?w?m?$/.test(g.access) || g.access === '') throw new Error(`${at}.access must be r, w, m or several in that order, got ${JSON.stringify(g.access)}`)
+  // Only ever a node below the container's /dev is removed by it.
+  if (typeof g.devNode !== 'string' || !/^\/dev\/[^\0]+$/.test(g.devNode) || g.devNode.split('/').some((s) => s === '..' || s === '.')) {
+    throw new Error(`${at}.devNode must be a path below /dev/, got ${JSON.stringify(g.devNode)}`)
+  }
+  return {access: g.access, devNode: g.devNode, major: g.major as number, minor: g.minor as number, type: g.type}
+}
+
+/**
+ * What the agent granted each container, kept in one file under --state-dir (written atomically), so that
+ * an agent that restarts still takes back a grant whose device went while it was away. Changes are made in
+ * memory at once; writes are serialised and coalesced: every change made before a write starts is in it.
+ */
+export class GrantRecord {
+  #records = new Map<string, readonly RecordedGrant[]>()
+  /** The last write, settled. */
+  #written: Promise<void> = Promise.resolve()
+  /** The write queued behind it, which takes every change made until it starts. */
+  #queued: Promise<void> | undefined
+  /** A change not yet on disk (one made since the last write started, or a write that failed). */
+  #dirty = false
+
+  constructor(readonly file: string) {}
+
+  /**
+   * Reads the file; a missing one is an empty record. A file that cannot be read or decoded is left out
+   * (its problem returned, to be reported) and replaced by the next write.
+   */
+  async load(): Promise<string | undefined> {
+    let text: string
+    try {
+      text = await readFile(this.file, 'utf8')
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined
+      return (error as Error).message
+    }
+    try {
+      this.#records = decodeGrants(text)
+      return undefined
+    } catch (error) {
+      return `${this.file}: ${(error as Error).message}`
+    }
+  }
+
+  grants(containerId: string): readonly RecordedGrant[] {
+    return this.#records.get(containerId) ?? []
+  }
+
+  /** Sets a container's grants; resolves once they are on disk (at once when nothing changed). */
+  set(containerId: string, grants: readonly RecordedGrant[]): Promise<void> {
+    const before = this.#records.get(containerId) ?? []
+    if (grants.length === 0) this.#records.delete(containerId)
+    else this.#records.set(containerId, [...grants])
+    const same = before.length === grants.length && before.every((g, i) => JSON.stringify(g) === JSON.stringify(grants[i]))
+    return same && !this.#dirty ? Promise.resolve() : this.#save()
+  }
+
+  /** Forgets the containers not in `ids` (they no longer exist). */
+  retain(ids: ReadonlySet<string>): Promise<void> {
+    const gone = [...this.#records.keys()].filter((id) => !ids.has(id))
+    for (const id of gone) this.#records.delete(id)
+    return gone.length === 0 && !this.#dirty ? Promise.resolve() : this.#save()
+  }
+
+  #save(): Promise<void> {
+    this.#dirty = true
+    if (this.#queued !== undefined) return this.#queued
+    const queued = this.#written.then(async () => {
+      this.#queued = undefined
+      this.#dirty = false
+      try {
+        await mkdir(dirname(this.file), {mode: 0o700, recursive: true})
+        await writeFileAtomic(this.file, encodeGrants(this.#records), 0o600)
+      } catch (error) {
+        this.#dirty = true
+        throw error
+      }
+    })
+    this.#queued = queued
+    this.#written = queued.catch(() => {})
+    return queued
+  }
+}
