@@ -1,5 +1,6 @@
 import {stat} from 'node:fs/promises'
 
+import type {ContainerHandle} from '../runtime/container-handle.js'
 import {devicePrograms, replaceDeviceProgram} from '../runtime/device-bpf.js'
 import {allowDevice, denyDevice, readDeviceRules, type DeviceControl} from '../runtime/device-cgroup.js'
 import {ruleDeviceId, type DeviceProgramRule, type EmulatedRules} from '../runtime/device-program.js'
@@ -65,10 +66,11 @@ export interface V2Program {
  * Applies a change to one running container: revokes first, then grants. On v1 the rule (deny, allow)
  * goes to its devices cgroup; on v2 the program read is replaced by `v2` (its own rules plus the wanted
  * class devices, never more), and on a hybrid host its v1 cgroup gets the rule too, as both must allow. The device node inside the container's root goes on revoke, and comes first on grant, with the
- * host node's mode and owner. Every step is tried; the failures are thrown together.
+ * host node's mode and owner, made beneath the handle's root fd on the container's own /dev only.
+ * Every step is tried; the failures are thrown together.
  */
-export async function applyAccess(pid: number, control: DeviceControl, change: AccessChange, v2?: V2Program): Promise<void> {
-  const root = `/proc/${pid}/root`
+export async function applyAccess(handle: ContainerHandle, change: AccessChange, v2?: V2Program): Promise<void> {
+  const {control, root} = handle
   const v1Dir = control.mode === 'v1' ? control.dir : control.v1Dir
   if (control.mode === 'v2' && v2 === undefined && v1Dir === undefined) throw new Error(`cgroup v2: no device program of ${control.dir} was read to replace`)
   const failures: string[] = []
@@ -100,5 +102,7 @@ export async function applyAccess(pid: number, control: DeviceControl, change: A
       failures.push(`grant ${access.device.devNode}: ${(error as Error).message}`)
     }
   }
+  // Written through what the handle pinned: they reached the container only if its process still runs.
+  handle.assertRunning()
   if (failures.length > 0) throw new Error(failures.join('; '))
 }

@@ -16,7 +16,8 @@ import {PluginSet} from '../plugins/plugin-set.js'
 import {allocatedDevices, listPodResources} from '../plugins/pod-resources.js'
 import type {ContainerdClient, RuntimeContainer} from '../runtime/containerd-client.js'
 import {devicePrograms} from '../runtime/device-bpf.js'
-import {deviceControlOf, type CgroupMode} from '../runtime/device-cgroup.js'
+import {ContainerGoneError, ContainerHandle} from '../runtime/container-handle.js'
+import type {CgroupMode} from '../runtime/device-cgroup.js'
 import {ociDeviceRules, ruleDeviceId, rulesWithout} from '../runtime/device-program.js'
 import {releaseFreeNativeMemory} from '../sys/libc.js'
 import {applyAccess, currentAccess, UnsupportedProgramError, type HeldAccess} from './access-applier.js'
@@ -96,6 +97,8 @@ export class NodeAgent {
   /** The grant record failed to write (said once until it works again). */
   #recordFailing = false
   readonly #unsupported = new Set<string>()
+  /** Containers whose process was gone (or not theirs) when looked at: told once. */
+  readonly #gone = new Set<string>()
   readonly #status: StatusWriter
   #statusOk = true
   /** Failed status writes in a row: the retry waits 1 s, 2 s, 4 s … up to 30 s (the API server may be away for long). */
@@ -355,6 +358,7 @@ export class NodeAgent {
     const listed = new Set(containers.map((c) => c.id))
     await this.#record(() => this.options.grants.retain(listed))
     for (const id of this.#unsupported) if (!listed.has(id)) this.#unsupported.delete(id)
+    for (const id of this.#gone) if (!listed.has(id)) this.#gone.delete(id)
     const allocations = work.some((w) => this.#needsAllocations(w.request)) ? await listPodResources(this.options.podResourcesSocket).catch((error: unknown) => {
       this.#metrics.errors.inc({kind: 'pod-resources'})
       this.#log.warn({err: errorMessage(error)}, 'cannot read kubelet\'s PodResources; Device-allocation containers keep their access for now')
@@ -459,6 +463,31 @@ export class NodeAgent {
   }
 
   /**
+   * One container, pinned while it changes (ContainerHandle: its init process by pidfd, its root fd, its
+   * device cgroup checked against its OCI spec). One whose process went away, or whose PID is no longer its,
+   * is skipped (told once) and looked at again in the next batch: nothing is written through it.
+   */
+  async #reconcileContainer(container: RuntimeContainer, pid: number, request: ContainerRequest, members: Map<string, Device[]>, pods: Awaited<ReturnType<typeof listPodResources>>): Promise<boolean> {
+    try {
+      const handle = await ContainerHandle.open(container, pid, {hasDeviceProgram, mode: this.options.cgroupMode})
+      try {
+        const holds = await this.#reconcileHandle(handle, container, request, members, pods)
+        this.#gone.delete(container.id)
+        return holds
+      } finally {
+        handle.close()
+      }
+    } catch (error) {
+      if (!(error instanceof ContainerGoneError)) throw error
+      if (!this.#gone.has(container.id)) {
+        this.#gone.add(container.id)
+        this.#log.warn({container: container.id, err: error.message, pod: `${request.namespace}/${request.pod}`}, 'container skipped: its process is gone or not its own; the next batch looks again')
+      }
+      return true
+    }
+  }
+
+  /**
    * Gives one container exactly its wanted class devices; true when it holds any of the agent's afterwards.
    * The agent's rules are those it recorded granting the container (so that a device unplugged while it was
    * away is still taken back, and its node removed where it was made) and, while the container asks for
@@ -467,8 +496,8 @@ export class NodeAgent {
    * on v2 read from the program attached (whichever runtime built it); a container that asks for nothing
    * (any more) keeps whatever its OCI spec allows, class devices included (a device given another way).
    */
-  async #reconcileContainer(container: RuntimeContainer, pid: number, request: ContainerRequest, members: Map<string, Device[]>, pods: Awaited<ReturnType<typeof listPodResources>>): Promise<boolean> {
-    const control = await deviceControlOf(pid, {hasDeviceProgram, mode: this.options.cgroupMode})
+  async #reconcileHandle(handle: ContainerHandle, container: RuntimeContainer, request: ContainerRequest, members: Map<string, Device[]>, pods: Awaited<ReturnType<typeof listPodResources>>): Promise<boolean> {
+    const {control} = handle
     const allocated = new Map<string, string[]>()
     for (const name of request.classes.keys()) allocated.set(name, allocatedDevices(pods, {name: request.pod, namespace: request.namespace}, request.container, resourceNameOf(name)))
     const wanted = wantedAccess({allocated, classes: this.#classes, members, request})
@@ -513,7 +542,7 @@ export class NodeAgent {
       replaces: held.program.id, rules: [...rulesWithout(held.program.rules, ourRules), ...[...granting.values()].map((a) => ({...ruleOf(a), allow: true}))],
     }
     try {
-      await applyAccess(pid, control, change, program)
+      await applyAccess(handle, change, program)
     } catch (error) {
       this.#metrics.errors.inc({kind: 'cgroup'})
       throw error
