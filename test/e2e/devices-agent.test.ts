@@ -628,7 +628,7 @@ describe('devices agent on a real node: devices follow containers', function () 
 
       // The container gone (removed from containerd, as kubelet's container GC does within a minute): its record goes.
       await deletePods(env, pods.splice(pods.indexOf('agent-unplug-away'), 1))
-      await env.node.containerd.ctr('-n', 'k8s.io', 'containers', 'rm', pod.containerId)
+      await waitFor('the container stopped by kubelet and removed', () => env.node.containerd.ctr('-n', 'k8s.io', 'containers', 'rm', pod.containerId).then(() => true, () => false), {timeoutMs: 30_000})
       await waitFor('the record without the container', async () => !(pod.containerId in (await recorded())), {timeoutMs: 10_000})
     } finally {
       await env.client.request('DELETE', `${classesPath}/hotc`).catch(() => {})
