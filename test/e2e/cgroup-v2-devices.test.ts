@@ -5,11 +5,11 @@ import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 import {promisify} from 'node:util'
 
-import {agentProgramName, detachDevicePrograms, devicePrograms, ProgramChangedError, replaceDeviceProgram} from '../../src/lib/runtime/device-bpf.js'
+import {agentProgramName, devicePrograms, ProgramChangedError, replaceDeviceProgram} from '../../src/lib/runtime/device-bpf.js'
 import {compileDeviceProgram, deviceAccess, deviceType, emulateRules, encodeInstructions, rulesWithout, type DeviceProgramRule} from '../../src/lib/runtime/device-program.js'
 import {attachDeviceProgram, BpfError, closeFd, loadDeviceProgram, openCgroup, programFdById} from '../../src/lib/sys/bpf.js'
 import {runDeviceProgram} from '../support/bpf-interpreter.js'
-import {attachProgram, attachRuntimeProgram, ruleOf, runcDeviceRules} from '../support/device-programs.js'
+import {attachProgram, attachRuntimeProgram, detachDevicePrograms, ruleOf, runcDeviceRules} from '../support/device-programs.js'
 import {addLoopDevice, canUseLoopControl, removeLoopDevice} from '../support/loop-devices.js'
 import {missingPrerequisite} from '../support/prerequisites.js'
 

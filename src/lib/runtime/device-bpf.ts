@@ -1,4 +1,4 @@
-import {attachDeviceProgram, BpfError, closeFd, detachDeviceProgram, loadDeviceProgram, openCgroup, programFdById, programInfo, queryDevicePrograms} from '../sys/bpf.js'
+import {attachDeviceProgram, BpfError, closeFd, loadDeviceProgram, openCgroup, programFdById, programInfo, queryDevicePrograms} from '../sys/bpf.js'
 import {compileDeviceProgram, decodeInstructions, decompileDeviceProgram, deviceProgramLicense, encodeInstructions, type DeviceProgramRule, type EmulatedRules} from './device-program.js'
 
 /** The name nfdctl's programs carry (BPF_OBJ_NAME_LEN is 16 with the NUL), so that an agent restart knows them. */
@@ -91,22 +91,5 @@ export class ProgramChangedError extends Error {
     readonly attached: readonly number[],
   ) {
     super(`the device programs of ${cgroupDir} changed since they were read (read: id ${programId}; attached now: ${attached.length === 0 ? 'none' : `id ${attached.join(', ')}`}); not replaced, read again`)
-  }
-}
-
-/** Detaches every device program of the cgroup (tests, and undoing an attach). */
-export function detachDevicePrograms(cgroupDir: string): void {
-  const cgroup = openCgroup(cgroupDir)
-  try {
-    for (const id of queryDevicePrograms(cgroup)) {
-      const fd = programFdById(id)
-      try {
-        detachDeviceProgram(cgroup, fd)
-      } finally {
-        closeFd(fd)
-      }
-    }
-  } finally {
-    closeFd(cgroup)
   }
 }
