@@ -64,7 +64,7 @@ Containers ask by resource limit devices.nfdctl.io/<class> (the agent also serve
       cdiDir: flags.cdi ? flags['cdi-dir'] : undefined, cgroupMode: options.cgroupMode, classStore, client, containerd, grants: new GrantRecord(join(flags['state-dir'], 'grants.json')), leadingEdge: options.leadingEdge, logger: log,
       maxWaitMs: options.maxWaitMs, metrics, nodeName, pluginDir: flags['plugin-dir'], podResourcesSocket: flags['pod-resources-socket'], quietMs: options.quietMs, registry, workers: options.workers,
     })
-    const health = new HealthServer({port: options.metricsPort, readiness: () => agent.status(), registry})
+    const health = new HealthServer({host: options.metricsHost, port: options.metricsPort, readiness: () => agent.status(), registry})
     if (options.metricsPort > 0) await health.start()
     log.info({containerd: flags['containerd-address'], metricsPort: options.metricsPort, stateDir: flags['state-dir']}, 'devices agent starting')
     await agent.start(this.signal)

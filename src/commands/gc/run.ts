@@ -23,7 +23,7 @@ export default class GcRun extends NfdctlCommand {
 Watches Nodes (metadata only) and collects a deleted node's objects at once; a burst of deletions is handled as one batch, a mass scale-down as one sweep. A full sweep also runs every --interval. An object is deleted only after it was seen stale twice, --grace-period apart, and only with the UID that was seen. With --leader-elect, only the holder of a coordination.k8s.io Lease deletes. SIGTERM/SIGINT stop it cleanly (exit 0).`
   static override examples = [
     '<%= config.bin %> <%= command.id %> --interval 10m',
-    '<%= config.bin %> <%= command.id %> --leader-elect --leader-elect-namespace node-feature-discovery --metrics-port 8081',
+    '<%= config.bin %> <%= command.id %> --leader-elect --leader-elect-namespace node-feature-discovery --metrics-bind-address 127.0.0.1:8081',
   ]
   static override flags = {...kubeFlags, ...collectFlags, ...runFlags}
 
@@ -69,6 +69,7 @@ Watches Nodes (metadata only) and collects a deleted node's objects at once; a b
     }
 
     const server = new HealthServer({
+      host: options.metricsHost,
       port: options.metricsPort,
       readiness: () => {
         if (elector && !elector.healthy) return {ready: false, reason: 'cannot read or update the leader lease (see the logs)'}
@@ -80,7 +81,7 @@ Watches Nodes (metadata only) and collects a deleted node's objects at once; a b
     if (options.metricsPort > 0) await server.start()
     log.info({
       gracePeriod: flags['grace-period'], interval: flags.interval, kinds: options.kinds.map((k) => k.kind), leaderElect: Boolean(election),
-      metricsPort: options.metricsPort, origin,
+      metricsHost: options.metricsHost, metricsPort: options.metricsPort, origin,
     }, 'gc run starting')
 
     if (elector) {

@@ -68,7 +68,7 @@ Each class is served on <plugin-dir>/nfdctl-<class>.sock and registered with kub
       cdiDir: flags.cdi ? flags['cdi-dir'] : undefined, classes, logger: log, metrics: createPluginMetrics(registry),
       pluginDir: flags['plugin-dir'], readAttribute: scanner.readAttribute,
     })
-    const health = new HealthServer({port: observe.metricsPort, readiness: () => plugins.status(), registry})
+    const health = new HealthServer({host: observe.metricsHost, port: observe.metricsPort, readiness: () => plugins.status(), registry})
     // A dead uevent socket ends the command (exit 1) rather than leaving kubelet with lists that never change.
     const failed = new AbortController()
     const signal = AbortSignal.any([this.signal, failed.signal])

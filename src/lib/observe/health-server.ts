@@ -2,8 +2,11 @@ import {createServer, type Server} from 'node:http'
 import type {AddressInfo} from 'node:net'
 import type {Registry} from 'prom-client'
 
+import {ConfigError} from '../errors.js'
+
 export interface HealthServerOptions {
   readonly port: number
+  /** Absent: every address. */
   readonly host?: string
   readonly registry: Registry
   /** /readyz answers 200 while this returns ready, else 503 with the reason. */
@@ -41,7 +44,12 @@ export class HealthServer {
       }
     })
     await new Promise<void>((resolve, reject) => {
-      server.once('error', reject)
+      server.once('error', (error: NodeJS.ErrnoException) => {
+        const address = `${this.options.host?.includes(':') ? `[${this.options.host}]` : (this.options.host ?? '')}:${this.options.port}`
+        const message = `cannot serve /metrics, /healthz and /readyz on ${address}: ${error.message}`
+        // An address this host does not have is a configuration mistake; a port in use may be a passing one.
+        reject(error.code === 'EADDRNOTAVAIL' || error.code === 'ENOTFOUND' ? new ConfigError(`${message}; give one of this host's addresses with --metrics-bind-address`, {cause: error}) : new Error(message, {cause: error}))
+      })
       server.listen(this.options.port, this.options.host, () => resolve())
     })
     this.#server = server

@@ -10,24 +10,36 @@ import DevicesAgent from '../../../src/commands/devices/agent.js'
 import GcOnce from '../../../src/commands/gc/once.js'
 import GcRun from '../../../src/commands/gc/run.js'
 import PluginsServe from '../../../src/commands/plugins/serve.js'
+import {observeOptionsFrom, type ObserveOptions, type RawObserveFlags} from '../../../src/lib/observe/observe-options.js'
 
 const deployDir = fileURLToPath(new URL('../../../deploy/', import.meta.url))
 const commands: Record<string, Command.Class> = {'devices agent': DevicesAgent, 'gc once': GcOnce, 'gc run': GcRun, 'plugins serve': PluginsServe}
 
-/** Parses a command line as the CLI would: an unknown flag, a bad option or a missing value throws. */
-async function parseCommandLine(where: string, argv: readonly string[]): Promise<void> {
+/**
+ * Parses a command line as the CLI would: an unknown flag, a bad option or a missing value throws. For a
+ * long-running command, also where its /metrics, /healthz and /readyz listen (checked as the command checks it).
+ */
+async function parseCommandLine(where: string, argv: readonly string[]): Promise<Pick<ObserveOptions, 'metricsHost' | 'metricsPort'> | undefined> {
   const id = argv.slice(0, 2).join(' ')
   const command = commands[id]
   expect(command, `${where}: "${id}" is no nfdctl command`).to.not.equal(undefined)
   const flags = {...command!.flags, ...(command!.enableJsonFlag ? {json: Flags.boolean()} : {})}
-  await Parser.parse(argv.slice(2), {args: command!.args ?? {}, flags, strict: true}).catch((error: unknown) => {
+  const parsed = await Parser.parse(argv.slice(2), {args: command!.args ?? {}, flags, strict: true}).catch((error: unknown) => {
     throw new Error(`${where}: ${argv.join(' ')}: ${(error as Error).message}`, {cause: error})
   })
+  if (!('metrics-bind-address' in command!.flags)) return undefined
+  try {
+    const {metricsHost, metricsPort} = observeOptionsFrom(parsed.flags as unknown as RawObserveFlags, false)
+    return {metricsHost, metricsPort}
+  } catch (error) {
+    throw new Error(`${where}: ${argv.join(' ')}: ${(error as Error).message}`, {cause: error})
+  }
 }
 
 interface Container {
   args?: string[]
   command?: string[]
+  ports?: Array<{name?: string; containerPort: number}>
 }
 
 function containersOf(doc: unknown): Container[] {
@@ -39,17 +51,25 @@ function containersOf(doc: unknown): Container[] {
 describe('deploy/: every nfdctl command line parses with the current flags', function () {
   it('the DaemonSets, the Deployment and the CronJob', async function () {
     let checked = 0
+    let listening = 0
     for (const component of ['agent', 'gc', 'plugins']) {
       for (const file of (await readdir(join(deployDir, component))).filter((f) => f.endsWith('.yaml'))) {
         for (const doc of parseAllDocuments(await readFile(join(deployDir, component, file), 'utf8'))) {
           for (const container of containersOf(doc.toJS())) {
-            await parseCommandLine(`deploy/${component}/${file}`, container.args ?? [])
+            const where = `deploy/${component}/${file}`
+            const listen = await parseCommandLine(where, container.args ?? [])
+            // Pods are scraped and probed on the pod IP: every address of the pod, on the port named metrics.
+            if (listen) {
+              expect(listen, where).to.deep.equal({metricsHost: undefined, metricsPort: container.ports?.find((p) => p.name === 'metrics')?.containerPort})
+              listening++
+            }
             checked++
           }
         }
       }
     }
     expect(checked).to.equal(4)
+    expect(listening).to.equal(3)
   })
 
   it('the systemd units, with the variables of their environment files', async function () {
@@ -76,7 +96,9 @@ describe('deploy/: every nfdctl command line parses with the current flags', fun
         expect(env.has(name), `${unit}: ${name} is not in ${envFile}`).to.equal(true)
         return braced ? [env.get(name)!] : env.get(name)!.split(/\s+/).filter(Boolean)
       })
-      await parseCommandLine(`deploy/systemd/${unit}`, argv)
+      const listen = await parseCommandLine(`deploy/systemd/${unit}`, argv)
+      // A unit runs in the host's network namespace: its endpoints stay on loopback.
+      expect(listen?.metricsHost, `${unit}: --metrics-bind-address`).to.equal('127.0.0.1')
     }
   })
 
