@@ -48,6 +48,6 @@ function verdict(report: SweepReport): string {
   const deleted = report.kinds.reduce((n, k) => n + k.deleted, 0)
   const changed = report.kinds.reduce((n, k) => n + k.changed, 0)
   const failed = countFailed(report)
-  const kept = changed ? `, ${changed} kept (changed since judged stale)` : ''
+  const kept = changed ? `, ${changed} kept (changed since judged stale, or their Node registered again)` : ''
   return `Deleted ${deleted} of ${stale} stale objects${kept}${failed ? `, ${failed} failed` : ''} (${took})`
 }

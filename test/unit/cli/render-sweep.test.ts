@@ -29,7 +29,7 @@ describe('renderSweep', () => {
     expect(text).to.match(/^NodeFeature +6 +3 +1 +2 +0 *$/m)
     expect(text).to.match(/^NodeFeature +nfd +moved +gone +node does not exist +changed$/m)
     expect(text).to.match(/^NodeFeature +nfd +again +gone +node does not exist +replaced$/m)
-    expect(text.split('\n').at(-1)).to.equal('Deleted 2 of 4 stale objects, 2 kept (changed since judged stale) (3 nodes, 40ms, 9 API requests)')
+    expect(text.split('\n').at(-1)).to.equal('Deleted 2 of 4 stale objects, 2 kept (changed since judged stale, or their Node registered again) (3 nodes, 40ms, 9 API requests)')
   })
 
   it('says nothing of kept objects when there are none', () => {
