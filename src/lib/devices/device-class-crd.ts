@@ -15,8 +15,8 @@ const header = `# DeviceClass (${deviceClassGroup}/${deviceClassVersion}): which
 #
 # GENERATED from src/lib/devices/device-class-schema.ts by \`npm run generate:crd\`; edit that file, not this one.
 # validateDeviceClass checks class files and API objects against the same schema, runs a TypeScript twin of
-# each CEL rule below, and adds what this CRD does not say: globs must compile, property and attribute
-# names must not be empty (a CEL rule over those keys would exceed the API server's cost budget).
+# each CEL rule below, and adds what this CRD does not say: globs must be in nfdctl's syntax (balanced
+# brackets; no extglobs, braces or POSIX classes), matched in time linear in pattern and value.
 #
 # capacity has NO server-side default on purpose: it applies only to allocation Class, and a default of 1
 # would be written into allocation Device objects too, which the CEL rule on spec rejects. Consumers treat

@@ -8,9 +8,7 @@
  * - `check` on each CEL rule: the same rule in TypeScript (CEL cannot run here), kept next to it;
  * - `x-nfdctl-checks`: rules the CRD cannot state, checked only by nfdctl (glob syntax).
  */
-import picomatch from 'picomatch'
-
-import {errorMessage} from '../errors.js'
+import {globProblem} from './glob.js'
 import {labelKeyProblem} from './label-selector.js'
 
 export type SchemaKeyword =
@@ -110,7 +108,16 @@ const labelValue: SchemaNode = {
   },
 }
 
-/** Globs must compile: picomatch with balanced brackets (the matcher would read a lone one literally). */
+/**
+ * Caps on what one class may hold. Each device event matches every glob of every class on the node, on
+ * the agents' and plugins' event loop, and the API server estimates CEL costs from these bounds. Real
+ * classes stay far below them: a glob is a kernel name or a udev value (ID_PATH, ID_SERIAL and model
+ * strings run under 100 characters), the kernel's subsystem names under 20, and a class has a few rules
+ * of a few properties or attributes each.
+ */
+export const deviceClassLimits = {globLength: 256, subsystemLength: 64, rules: 32, entries: 32} as const
+
+/** Globs must be in the syntax glob.ts matches: balanced brackets, no extglobs or braces (glob.ts reads them literally). */
 const globSyntax: LocalRule = {
   check: (self) => {
     const problem = typeof self === 'string' && self.length > 0 ? globProblem(self) : undefined
@@ -118,53 +125,42 @@ const globSyntax: LocalRule = {
   },
 }
 
-function globProblem(glob: string): string | undefined {
-  let regex: RegExp
-  try {
-    regex = picomatch.makeRe(glob, {dot: true, strictBrackets: true})
-  } catch (error) {
-    const message = errorMessage(error)
-    const missing = /Missing (closing|opening): "(.)"/.exec(message)
-    if (!missing) return message
-    // picomatch names the missing character: "]" when a "[" is never closed, "[" when a "]" has no opening.
-    const [, side, missingChar] = missing
-    const pair: Record<string, string> = {'(': ')', ')': '(', '[': ']', ']': '[', '{': '}', '}': '{'}
-    const present = pair[missingChar]
-    return side === 'closing'
-      ? `"${present}" is never closed; close it with "${missingChar}" or write \\${present} for a literal "${present}"`
-      : `"${present}" has no opening "${missingChar}"; write \\${present} for a literal "${present}"`
-  }
-  // picomatch answers a pattern it cannot turn into a regular expression with one that matches nothing.
-  return regex.source === '$^' ? 'it does not compile; is there a lone "\\" at the end?' : undefined
-}
-
 function glob(description: string, example: string): SchemaNode {
   return {
     description,
     type: 'string',
     minLength: 1,
+    maxLength: deviceClassLimits.globLength,
     'x-nfdctl-checks': [globSyntax],
     'x-nfdctl-text': {
       is: `a non-empty glob string, such as ${example}`,
-      // YAML reads an unquoted 0403 as the number 403: the usual way a vendor id goes wrong.
-      on: {type: (value) => `must be a non-empty glob string${typeof value === 'number' ? '; quote it in YAML,' : ','} such as ${example} (got {got})`},
+      on: {
+        maxLength: 'must be at most {limit} characters (got {length}); shorten it with a *',
+        // YAML reads an unquoted 0403 as the number 403: the usual way a vendor id goes wrong.
+        type: (value) => `must be a non-empty glob string${typeof value === 'number' ? '; quote it in YAML,' : ','} such as ${example} (got {got})`,
+      },
     },
   }
 }
 
-function globMap(description: string, what: string, example: string): SchemaNode {
+function globMap(description: string, what: string, whats: string, example: string): SchemaNode {
   return {
     description,
     type: 'object',
     minProperties: 1,
+    maxProperties: deviceClassLimits.entries,
     additionalProperties: glob(`A glob over the ${what}'s value.`, '"0403"'),
     'x-nfdctl-text': {
       is: `a mapping of ${what} names to globs, such as ${example}`,
-      on: {minProperties: `must name at least one ${what}, such as ${example}; or remove it`},
+      on: {
+        maxProperties: `must name at most {limit} ${whats} (got {count}); match fewer, or split the rule`,
+        minProperties: `must name at least one ${what}, such as ${example}; or remove it`,
+      },
     },
-    // A CEL rule over the keys would exceed the API server's cost budget (neither the map nor the list of
-    // rules has a size limit), so only nfdctl refuses an empty name.
-    'x-nfdctl-checks': [{
+    // Map keys have no schema of their own: CEL checks them (within the cost budget thanks to the caps).
+    'x-kubernetes-validations': [{
+      rule: "self.all(k, k != '')",
+      message: `${what} names must not be empty`,
       check: (self) => Object.keys(isRecord(self) ? self : {}).filter((k) => k === '').map((k) => ({at: [k], message: `${what} names must not be empty`})),
     }],
   }
@@ -286,11 +282,12 @@ const matchRule: SchemaNode = {
       description: 'Exact subsystem name, e.g. tty.',
       type: 'string',
       minLength: 1,
-      'x-nfdctl-text': {is: 'a non-empty string such as "tty"'},
+      maxLength: deviceClassLimits.subsystemLength,
+      'x-nfdctl-text': {is: 'a non-empty string such as "tty"', on: {maxLength: 'must be at most {limit} characters (got {length}); subsystem names are short, such as "tty"'}},
     },
     devName: glob('Glob over the kernel name (DEVNAME without /dev/), e.g. ttyUSB*.', '"ttyUSB*"'),
-    properties: globMap('uevent/udev properties; values are globs.', 'property', '{ID_VENDOR_ID: "0403"}'),
-    attributes: globMap('sysfs attributes of the device or any parent; values are globs.', 'attribute', '{idVendor: "0403"}'),
+    properties: globMap('uevent/udev properties; values are globs.', 'property', 'properties', '{ID_VENDOR_ID: "0403"}'),
+    attributes: globMap('sysfs attributes of the device or any parent; values are globs.', 'attribute', 'attributes', '{idVendor: "0403"}'),
   },
 }
 
@@ -325,11 +322,15 @@ const spec: SchemaNode = {
       description: 'A device is in the class when ANY rule matches; within a rule every field must match.',
       type: 'array',
       minItems: 1,
+      maxItems: deviceClassLimits.rules,
       'x-kubernetes-list-type': 'atomic',
       items: matchRule,
       'x-nfdctl-text': {
         is: 'a list of rules',
-        on: {minItems: 'must have at least one rule, such as {subsystem: tty, devName: "ttyUSB*"}'},
+        on: {
+          maxItems: 'must have at most {limit} rules (got {count}); widen a rule with a glob, or split the class',
+          minItems: 'must have at least one rule, such as {subsystem: tty, devName: "ttyUSB*"}',
+        },
         required: 'required: a list of rules, at least one (a device is in the class when any rule matches)',
       },
     },

@@ -1,5 +1,4 @@
-import picomatch from 'picomatch'
-
+import {compileGlob} from './glob.js'
 import {matchesLabelSelector} from './label-selector.js'
 import type {AttributeReader, Device, DeviceClass, MatchRule} from './types.js'
 
@@ -13,9 +12,9 @@ interface CompiledRule {
 }
 
 // DEVNAME is a path below /dev, so there `*` stops at `/` (`input/*` matches input/event3) as in a shell.
-const compilePath = (pattern: string): Test => picomatch(pattern, {dot: true})
+const compilePath = (pattern: string): Test => compileGlob(pattern, 'path')
 // Property and attribute values are plain text ("USB 10/100 LAN"): there `*` matches any characters.
-const compileText = (pattern: string): Test => picomatch(pattern, {bash: true, dot: true})
+const compileText = (pattern: string): Test => compileGlob(pattern, 'text')
 
 function compileRule(rule: MatchRule): CompiledRule {
   return {
