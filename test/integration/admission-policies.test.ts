@@ -160,6 +160,9 @@ describe('deploy/agent admission policies and a device quota, on a real kube-api
       await client.request('POST', podsOf('elsewhere'), {body: pod('plain')})
       const added = await refusal(() => client.request('PATCH', `${podsOf('elsewhere')}/plain`, {body: {metadata: {annotations: annotation('lab-serial')}}, contentType: mergePatch}))
       expect(added.serverMessage).to.contain('DeviceClass (devices.nfdctl.io) lab-serial cannot be taken by pod annotation in namespace elsewhere')
+      // Through the status subresource as well: a status update keeps the metadata it carries.
+      const throughStatus = await refusal(() => client.request('PATCH', `${podsOf('elsewhere')}/plain/status`, {body: {metadata: {annotations: annotation('lab-serial')}}, contentType: mergePatch}))
+      expect(throughStatus.serverMessage).to.contain('DeviceClass (devices.nfdctl.io) lab-serial cannot be taken by pod annotation in namespace elsewhere')
 
       await client.request('POST', podsOf('lab'), {body: pod('holder', {annotations: annotation('lab-serial')})})
       const widened = await refusal(() => client.request('PATCH', `${podsOf('lab')}/holder`, {body: {metadata: {annotations: annotation('lab-serial,closed')}}, contentType: mergePatch}))

@@ -3,7 +3,8 @@
  * in; per container the classes it may hold and, for the rest, why not.
  *
  * A resource limit is kubelet's business: kubelet admitted the pod against the device plugin's units (and
- * ResourceQuota can cap the limit per namespace), so the agent honours it. A pod annotation is a request
+ * ResourceQuota can cap the limit per namespace), so the agent honours it once kubelet's PodResources shows
+ * the allocation (a pod bound by hand while the plugin was away is admitted without one). A pod annotation is a request
  * any pod author can write, in any namespace, at any time (updates included), so it is refused unless the
  * class opts in with spec.annotationAccess and its namespaceSelector selects the pod's namespace; it never
  * reaches a class with allocation Device (each device is a unit kubelet gives one container), and it takes
@@ -15,7 +16,10 @@ import {resourceDomain} from '../plugins/class-allocation.js'
 import {requestKey, type ContainerRequest, type RequestedVia} from './container-access.js'
 
 /** Why a request for a class is refused; the label of nfdctl_agent_requests_refused_total. */
-export type RefusalReason = 'annotation-access-off' | 'namespace-not-admitted' | 'allocation-device' | 'capacity' | 'unknown-class'
+export type RefusalReason =
+  | 'annotation-access-off' | 'namespace-not-admitted' | 'allocation-device' | 'capacity' | 'unknown-class' | 'bad-annotation' | 'not-allocated'
+  /** The namespace is not in the agent's cache yet: refused without a word, the next batch decides. */
+  | 'namespace-pending'
 
 export interface Refusal {
   readonly class: string
@@ -28,6 +32,13 @@ export interface PolicyInput {
   readonly nodeName: string
   /** The requests of the running containers on this node. */
   readonly requests: readonly ContainerRequest[]
+  /**
+   * Per class, the containers of this node's pods that ask for it by limit, running or not yet (limitHolders):
+   * kubelet gave each a unit, so annotations get only what is left.
+   */
+  readonly limitHolders: ReadonlyMap<string, number>
+  /** Whether kubelet's PodResources lists an allocation of the class's resource for the container. */
+  readonly limitAllocated: (request: ContainerRequest, className: string) => boolean
   /** The classes that apply to this node, by name. */
   readonly classes: ReadonlyMap<string, DeviceClass>
   /** A namespace's labels; undefined when the namespace is not known (yet). */
@@ -54,7 +65,9 @@ export const holderKey = (request: ContainerRequest, className: string): string 
 export function decideAccess(input: PolicyInput): PolicyDecision {
   const refused = new Map<string, Refusal[]>()
   const refuse = (request: ContainerRequest, refusal: Refusal): void => {
-    refused.set(requestKey(request), [...(refused.get(requestKey(request)) ?? []), refusal])
+    const list = refused.get(requestKey(request))
+    if (list === undefined) refused.set(requestKey(request), [refusal])
+    else list.push(refusal)
   }
   const allowed = new Map<string, Map<string, RequestedVia>>()
   const allow = (request: ContainerRequest, name: string, via: RequestedVia): void => {
@@ -63,16 +76,24 @@ export function decideAccess(input: PolicyInput): PolicyDecision {
     allowed.set(requestKey(request), classes)
   }
 
-  const limitHolders = new Map<string, number>()
+  // One decision per container, however many runtime containers carry its pod UID and name.
+  const requests = [...new Map(input.requests.map((r) => [requestKey(r), r])).values()]
   const candidates = new Map<string, ContainerRequest[]>()
-  for (const request of input.requests) {
+  for (const request of requests) {
+    if (request.annotationProblem !== undefined) refuse(request, {class: '-', message: request.annotationProblem, reason: 'bad-annotation'})
     for (const [name, via] of request.classes) {
       const deviceClass = input.classes.get(name)
       if (via === 'limit') {
         // An unknown class by limit gives nothing (wantedAccess) and needs no word: kubelet would not have
         // admitted the pod without the resource.
-        allow(request, name, via)
-        limitHolders.set(name, (limitHolders.get(name) ?? 0) + 1)
+        if (deviceClass === undefined || input.limitAllocated(request, name)) allow(request, name, via)
+        else {
+          refuse(request, {
+            class: name, reason: 'not-allocated',
+            message: `kubelet allocated no ${resourceDomain}/${name} to container ${request.container} (was the class's device plugin registered when the pod started?); `
+              + 'delete the pod so that it is admitted again',
+          })
+        }
         continue
       }
       const refusal = annotationRefusal(request, name, deviceClass, input)
@@ -84,7 +105,7 @@ export function decideAccess(input: PolicyInput): PolicyDecision {
   const holders = new Set<string>()
   for (const [name, requests] of candidates) {
     const capacity = input.classes.get(name)!.spec.capacity
-    let free = capacity - (limitHolders.get(name) ?? 0)
+    let free = capacity - (input.limitHolders.get(name) ?? 0)
     for (const request of requests.sort(capacityOrder(name, input.holders))) {
       if (free <= 0) {
         refuse(request, {
@@ -101,7 +122,7 @@ export function decideAccess(input: PolicyInput): PolicyDecision {
   }
 
   const admitted = new Map<string, ContainerRequest>()
-  for (const request of input.requests) admitted.set(requestKey(request), {...request, classes: allowed.get(requestKey(request)) ?? new Map()})
+  for (const request of requests) admitted.set(requestKey(request), {...request, classes: allowed.get(requestKey(request)) ?? new Map()})
   return {admitted, holders, refused}
 }
 
@@ -131,7 +152,8 @@ function annotationRefusal(request: ContainerRequest, name: string, deviceClass:
     }
   }
   const labels = input.namespaceLabels(request.namespace)
-  if (labels === undefined || !matchesLabelSelector(policy.namespaceSelector, labels)) {
+  if (labels === undefined) return {class: name, message: `namespace ${request.namespace} is not known yet`, reason: 'namespace-pending'}
+  if (!matchesLabelSelector(policy.namespaceSelector, labels)) {
     return {
       class: name, reason: 'namespace-not-admitted',
       message: `namespace ${request.namespace} is not selected by spec.annotationAccess.namespaceSelector of DeviceClass (devices.nfdctl.io) ${name}, `
@@ -139,6 +161,18 @@ function annotationRefusal(request: ContainerRequest, name: string, deviceClass:
     }
   }
   return undefined
+}
+
+/** Per class, the containers that ask for it by limit, of pods not yet ended (Succeeded or Failed pods hold nothing). */
+export function limitHoldersOf(pods: Iterable<{readonly phase?: string; readonly requests: readonly ContainerRequest[]}>): Map<string, number> {
+  const holders = new Map<string, number>()
+  for (const pod of pods) {
+    if (pod.phase === 'Succeeded' || pod.phase === 'Failed') continue
+    for (const request of pod.requests) {
+      for (const [name, via] of request.classes) if (via === 'limit') holders.set(name, (holders.get(name) ?? 0) + 1)
+    }
+  }
+  return holders
 }
 
 /** Holders first, then older pods, then by key: a stable order, so a slot does not move between batches. */

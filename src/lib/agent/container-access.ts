@@ -17,6 +17,8 @@ export interface ContainerRequest {
   readonly createdAt?: string
   readonly container: string
   readonly classes: ReadonlyMap<string, RequestedVia>
+  /** What was wrong with the container's annotation (names dropped), when anything was. */
+  readonly annotationProblem?: string
 }
 
 /** What the agent keeps of a Pod: its identity, annotations and containers' limits (a node's pods, not their status). */
@@ -28,6 +30,7 @@ export interface PodLike {
     readonly creationTimestamp?: string
     readonly annotations?: Readonly<Record<string, string>>
   }
+  readonly status?: {readonly phase?: string}
   readonly spec?: {readonly containers?: ReadonlyArray<{readonly name: string; readonly resources?: {readonly limits?: Readonly<Record<string, string>>}}>}
 }
 
@@ -39,11 +42,12 @@ export const podCodec: ObjectCodec<NodePod> = {
   listAccept: 'application/json',
   metaOf: (pod) => pod.metadata,
   toItem: (raw) => {
-    const pod = raw as {metadata?: ObjectMeta & {annotations?: Record<string, string>; creationTimestamp?: string}; spec?: PodLike['spec']}
+    const pod = raw as {metadata?: ObjectMeta & {annotations?: Record<string, string>; creationTimestamp?: string}; spec?: PodLike['spec']; status?: {phase?: string}}
     if (pod.metadata === undefined) return undefined
     return {
       metadata: {...toMeta(pod.metadata), annotations: pod.metadata.annotations, creationTimestamp: pod.metadata.creationTimestamp},
       spec: {containers: pod.spec?.containers?.map((c) => ({name: c.name, resources: {limits: c.resources?.limits}}))},
+      status: {phase: pod.status?.phase},
     }
   },
   watchAccept: 'application/json',
@@ -60,18 +64,45 @@ export function containerRequests(pod: PodLike): ContainerRequest[] {
   const requests: ContainerRequest[] = []
   for (const container of pod.spec?.containers ?? []) {
     const classes = new Map<string, RequestedVia>()
-    const annotated = pod.metadata.annotations?.[`${prefix}${container.name}`]
-    for (const name of annotated?.split(',').map((c) => c.trim()).filter(Boolean) ?? []) classes.set(name, 'annotation')
+    const annotation = `${prefix}${container.name}`
+    const annotated = pod.metadata.annotations?.[annotation]
+    const {names, problem} = annotatedClasses(annotation, annotated)
+    for (const name of names) classes.set(name, 'annotation')
     for (const [resource, quantity] of Object.entries(container.resources?.limits ?? {})) {
       if (resource.startsWith(prefix) && quantity !== '0') classes.set(resource.slice(prefix.length), 'limit')
     }
-    if (classes.size === 0) continue
+    if (classes.size === 0 && problem === undefined) continue
     requests.push({
-      classes, container: container.name, createdAt: pod.metadata.creationTimestamp, namespace: pod.metadata.namespace ?? 'default',
+      annotationProblem: problem, classes, container: container.name, createdAt: pod.metadata.creationTimestamp, namespace: pod.metadata.namespace ?? 'default',
       pod: pod.metadata.name, podUid: pod.metadata.uid ?? '',
     })
   }
   return requests
+}
+
+/** Names read from one annotation at most: a class list is short, and each name costs a decision per batch. */
+export const maxAnnotatedClasses = 16
+// A DeviceClass name is a DNS-1123 label of at most 63 characters (it becomes the resource name's second part).
+const className = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/
+
+/**
+ * The class names of one annotation value: split at commas, blanks and tabs trimmed (only those: the
+ * admission policy's CEL trim() and JavaScript's differ on other white space), only names a class can have,
+ * the first maxAnnotatedClasses of them. Anything dropped is named in the problem.
+ */
+function annotatedClasses(annotation: string, value: string | undefined): {names: string[]; problem?: string} {
+  if (value === undefined) return {names: []}
+  const parts = value.split(',').map((c) => c.replace(/^[ \t]+|[ \t]+$/g, '')).filter((c) => c !== '')
+  const invalid = parts.filter((c) => c.length > 63 || !className.test(c))
+  const valid = [...new Set(parts.filter((c) => c.length <= 63 && className.test(c)))]
+  const problems = [
+    ...(invalid.length > 0 ? [`${invalid.length} name(s) that no DeviceClass can have (such as ${JSON.stringify(invalid[0].slice(0, 70))})`] : []),
+    ...(valid.length > maxAnnotatedClasses ? [`${valid.length} class names, of which only the first ${maxAnnotatedClasses} are read`] : []),
+  ]
+  return {
+    names: valid.slice(0, maxAnnotatedClasses),
+    problem: problems.length === 0 ? undefined : `the annotation ${annotation} has ${problems.join(' and ')}; list DeviceClass names, comma-separated`,
+  }
 }
 
 /** The CRI labels containerd's kubelet-made containers carry. */

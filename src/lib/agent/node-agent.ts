@@ -21,7 +21,7 @@ import type {CgroupMode} from '../runtime/device-cgroup.js'
 import {ociDeviceRules, ruleDeviceId, rulesWithout} from '../runtime/device-program.js'
 import {releaseFreeNativeMemory} from '../sys/libc.js'
 import {applyAccess, currentAccess, UnsupportedProgramError, type HeldAccess} from './access-applier.js'
-import {decideAccess, holderKey, type Refusal} from './access-policy.js'
+import {decideAccess, holderKey, limitHoldersOf, type PolicyDecision} from './access-policy.js'
 import type {AgentMetrics} from './agent-metrics.js'
 import {
   containerRequests, criLabels, diffAccess, podCodec, requestKey, requestOfContainer, ruleOf, wantedAccess, type ContainerRequest, type NodePod,
@@ -84,7 +84,7 @@ export class NodeAgent {
   /** The annotation grants the access policy admitted in the last batch (holderKey). */
   #annotationHolders: ReadonlySet<string> = new Set()
   /** The refusals already told (Event, log, metric), by holderKey and reason: told once while they last. */
-  #told = new Set<string>()
+  readonly #told = new Set<string>()
   #classes = new Map<string, DeviceClass>()
   #invalid: readonly ClassProblem[] = []
   /** Every device present now, in a class or not: a class change places them all again. */
@@ -321,8 +321,9 @@ export class NodeAgent {
     if (!this.#pods.synced || !this.#namespaces.synced) return
     const started = performance.now()
     this.#metrics.batchSize.observe(events.length)
+    const pods = [...this.#pods.cache.values()].map((pod) => ({phase: pod.status?.phase, requests: containerRequests(pod), uid: pod.metadata.uid}))
     const requests = new Map<string, ContainerRequest>()
-    for (const pod of this.#pods.cache.values()) for (const r of containerRequests(pod)) requests.set(requestKey(r), r)
+    for (const pod of pods) for (const r of pod.requests) requests.set(requestKey(r), r)
     let containers: RuntimeContainer[]
     let tasks: Map<string, number>
     try {
@@ -333,25 +334,36 @@ export class NodeAgent {
       this.#metrics.errors.inc({kind: 'containerd'})
       throw new Error(`cannot list containerd's containers: ${errorMessage(error)}`, {cause: error})
     }
-    const work: Array<{container: RuntimeContainer; pid: number; request: ContainerRequest}> = []
+    // `asked`: the container asks for a class, admitted or not; the class devices in its cgroup are then the
+    // agent's to manage (a grant made before the policy, or lost from the record, is taken back too).
+    const work: Array<{container: RuntimeContainer; pid: number; request: ContainerRequest; asked: boolean}> = []
     const mayHold = this.#mayHold
     for (const container of containers) {
       const pid = tasks.get(container.id)
       const l = container.labels
       if (pid === undefined || l[criLabels.kind] === 'sandbox') continue
       const request = requestOfContainer(l, requests)
-      if (request !== undefined) work.push({container, pid, request})
+      if (request !== undefined) work.push({asked: request.classes.size > 0, container, pid, request})
       else if (mayHold === undefined || mayHold.has(container.id)) {
-        work.push({container, pid, request: {
+        work.push({asked: false, container, pid, request: {
           classes: new Map(), container: l[criLabels.container] ?? '', namespace: l[criLabels.namespace] ?? '', pod: l[criLabels.pod] ?? '', podUid: l[criLabels.podUid] ?? '',
         }})
       }
     }
+    const allocations = work.some((w) => this.#needsAllocations(w.request)) ? await listPodResources(this.options.podResourcesSocket).catch((error: unknown) => {
+      this.#metrics.errors.inc({kind: 'pod-resources'})
+      this.#log.warn({err: errorMessage(error)}, 'cannot read kubelet\'s PodResources; containers that ask by resource limit keep their access for now')
+      return undefined
+    }) : []
     const decision = decideAccess({
-      classes: this.#classes, holders: this.#annotationHolders, namespaceLabels: (name) => this.#namespaces.cache.get(name)?.labels ?? (this.#namespaces.cache.has(name) ? {} : undefined),
-      nodeName: this.options.nodeName, requests: work.map((w) => w.request).filter((r) => r.classes.size > 0),
+      classes: this.#classes, holders: this.#annotationHolders,
+      // Skipped below when PodResources is away: true keeps their units counted meanwhile.
+      limitAllocated: (r, name) => allocations === undefined || allocatedDevices(allocations, {name: r.pod, namespace: r.namespace}, r.container, resourceNameOf(name)).length > 0,
+      limitHolders: limitHoldersOf(pods),
+      namespaceLabels: (name) => this.#namespaces.cache.get(name)?.labels ?? (this.#namespaces.cache.has(name) ? {} : undefined),
+      nodeName: this.options.nodeName, requests: work.map((w) => w.request).filter((r) => r.classes.size > 0 || r.annotationProblem !== undefined),
     })
-    this.#tellRefusals(work.map((w) => w.request), decision.refused, this.#annotationHolders)
+    this.#tellRefusals(work.map((w) => w.request), decision, new Set(pods.map((p) => p.uid)))
     this.#annotationHolders = decision.holders
     for (const w of work) w.request = decision.admitted.get(requestKey(w.request)) ?? w.request
     this.#mayHold = new Set(work.filter((w) => w.request.classes.size > 0).map((w) => w.container.id))
@@ -359,22 +371,17 @@ export class NodeAgent {
     await this.#record(() => this.options.grants.retain(listed))
     for (const id of this.#unsupported) if (!listed.has(id)) this.#unsupported.delete(id)
     for (const id of this.#gone) if (!listed.has(id)) this.#gone.delete(id)
-    const allocations = work.some((w) => this.#needsAllocations(w.request)) ? await listPodResources(this.options.podResourcesSocket).catch((error: unknown) => {
-      this.#metrics.errors.inc({kind: 'pod-resources'})
-      this.#log.warn({err: errorMessage(error)}, 'cannot read kubelet\'s PodResources; Device-allocation containers keep their access for now')
-      return undefined
-    }) : []
     const holding = new Map<string, NodeClassStatus['containers'][number][]>()
     const members = this.#plugins.members()
     const queue = [...work]
     const worker = async (): Promise<void> => {
       for (let next = queue.shift(); next !== undefined; next = queue.shift()) {
-        const {container, pid, request} = next
+        const {asked, container, pid, request} = next
         for (const name of request.classes.keys()) holding.set(name, [...(holding.get(name) ?? []), {container: request.container, namespace: request.namespace, pod: request.pod}])
         if (allocations === undefined && this.#needsAllocations(request)) continue
         try {
           // Still holding class devices (a revoke that failed): looked at again in the next batch.
-          if (await this.#reconcileContainer(container, pid, request, members, allocations ?? [])) this.#mayHold!.add(container.id)
+          if (await this.#reconcileContainer(container, pid, request, asked, members, allocations ?? [])) this.#mayHold!.add(container.id)
         } catch (error) {
           this.#mayHold!.add(container.id)
           this.#log.warn({container: container.id, err: errorMessage(error), pod: `${request.namespace}/${request.pod}`}, 'could not update a container\'s devices')
@@ -388,25 +395,30 @@ export class NodeAgent {
   }
 
   /**
-   * Each refusal is told once while it lasts: an Event on the pod (Revoked when the container held the class
-   * by annotation in the last batch, so the revoke in this batch has its reason), a log line and the metric.
+   * Each refusal is told once while it lasts (until the pod goes or the class is admitted for it): an Event on
+   * the pod (Revoked when the container held the class by annotation in the last batch, so the revoke in
+   * this batch has its reason), a log line and the metric. A namespace not in the cache yet is not told.
    */
-  #tellRefusals(requests: readonly ContainerRequest[], refused: ReadonlyMap<string, readonly Refusal[]>, heldBefore: ReadonlySet<string>): void {
-    const told = new Set<string>()
+  #tellRefusals(requests: readonly ContainerRequest[], decision: PolicyDecision, podUids: ReadonlySet<string>): void {
+    for (const key of this.#told) {
+      const [uid, container, name] = key.split('/')
+      if (!podUids.has(uid) || decision.admitted.get(`${uid}/${container}`)?.classes.has(name)) this.#told.delete(key)
+    }
     for (const request of requests) {
-      for (const refusal of refused.get(requestKey(request)) ?? []) {
+      for (const refusal of decision.refused.get(requestKey(request)) ?? []) {
         const key = `${holderKey(request, refusal.class)}/${refusal.reason}`
-        told.add(key)
-        if (this.#told.has(key)) continue
-        const revoked = heldBefore.has(holderKey(request, refusal.class))
-        this.#metrics.requestsRefused.inc({class: refusal.class, reason: refusal.reason})
+        if (refusal.reason === 'namespace-pending' || this.#told.has(key)) continue
+        this.#told.add(key)
+        const revoked = this.#annotationHolders.has(holderKey(request, refusal.class))
+        // Names no class has are the pod author's to choose: one metric series for all of them.
+        const known = refusal.reason !== 'unknown-class' && refusal.reason !== 'bad-annotation'
+        this.#metrics.requestsRefused.inc({class: known ? refusal.class : '(unknown)', reason: refusal.reason})
         this.#log.warn({
           class: refusal.class, container: request.container, namespace: request.namespace, pod: request.pod, reason: refusal.reason,
         }, `${revoked ? 'device access revoked' : 'device access refused'}: ${refusal.message}`)
         this.#events.warn({name: request.pod, namespace: request.namespace, uid: request.podUid}, revoked ? 'DeviceAccessRevoked' : 'DeviceAccessRefused', `container ${request.container}: ${refusal.message}`)
       }
     }
-    this.#told = told
   }
 
   #setClassMetrics(members: ReadonlyMap<string, Device[]>, holding: ReadonlyMap<string, unknown[]>): void {
@@ -457,9 +469,12 @@ export class NodeAgent {
     }
   }
 
-  /** Device allocation asked for by limit: which devices are the container's is kubelet's answer (PodResources). */
+  /**
+   * A class asked for by limit: whether kubelet allocated it, and with allocation Device which devices are
+   * the container's, is kubelet's answer (PodResources).
+   */
   #needsAllocations(request: ContainerRequest): boolean {
-    return [...request.classes].some(([name, via]) => via === 'limit' && this.#classes.get(name)?.spec.allocation === 'Device')
+    return [...request.classes].some(([name, via]) => via === 'limit' && this.#classes.has(name))
   }
 
   /**
@@ -467,11 +482,11 @@ export class NodeAgent {
    * device cgroup checked against its OCI spec). One whose process went away, or whose PID is no longer its,
    * is skipped (told once) and looked at again in the next batch: nothing is written through it.
    */
-  async #reconcileContainer(container: RuntimeContainer, pid: number, request: ContainerRequest, members: Map<string, Device[]>, pods: Awaited<ReturnType<typeof listPodResources>>): Promise<boolean> {
+  async #reconcileContainer(container: RuntimeContainer, pid: number, request: ContainerRequest, asked: boolean, members: Map<string, Device[]>, pods: Awaited<ReturnType<typeof listPodResources>>): Promise<boolean> {
     try {
       const handle = await ContainerHandle.open(container, pid, {hasDeviceProgram, mode: this.options.cgroupMode})
       try {
-        const holds = await this.#reconcileHandle(handle, container, request, members, pods)
+        const holds = await this.#reconcileHandle(handle, container, request, asked, members, pods)
         this.#gone.delete(container.id)
         return holds
       } finally {
@@ -496,12 +511,13 @@ export class NodeAgent {
    * on v2 read from the program attached (whichever runtime built it); a container that asks for nothing
    * (any more) keeps whatever its OCI spec allows, class devices included (a device given another way).
    */
-  async #reconcileHandle(handle: ContainerHandle, container: RuntimeContainer, request: ContainerRequest, members: Map<string, Device[]>, pods: Awaited<ReturnType<typeof listPodResources>>): Promise<boolean> {
+  async #reconcileHandle(
+    handle: ContainerHandle, container: RuntimeContainer, request: ContainerRequest, asks: boolean, members: Map<string, Device[]>, pods: Awaited<ReturnType<typeof listPodResources>>,
+  ): Promise<boolean> {
     const {control} = handle
     const allocated = new Map<string, string[]>()
     for (const name of request.classes.keys()) allocated.set(name, allocatedDevices(pods, {name: request.pod, namespace: request.namespace}, request.container, resourceNameOf(name)))
     const wanted = wantedAccess({allocated, classes: this.#classes, members, request})
-    const asks = request.classes.size > 0
     const recordedList = this.options.grants.grants(container.id)
     const recorded = new Map(recordedList.map((g) => [grantId(g), g]))
     const ours = (id: string): Device | undefined => {

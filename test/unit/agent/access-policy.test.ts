@@ -1,7 +1,7 @@
 import {expect} from 'chai'
 
-import {decideAccess, holderKey, type PolicyInput} from '../../../src/lib/agent/access-policy.js'
-import type {ContainerRequest, RequestedVia} from '../../../src/lib/agent/container-access.js'
+import {decideAccess, holderKey, limitHoldersOf, type PolicyInput} from '../../../src/lib/agent/access-policy.js'
+import {containerRequests, type ContainerRequest, type RequestedVia} from '../../../src/lib/agent/container-access.js'
 import type {DeviceClass, DeviceClassSpec} from '../../../src/lib/devices/types.js'
 
 function deviceClass(name: string, spec: Partial<DeviceClassSpec> = {}): DeviceClass {
@@ -19,9 +19,19 @@ const namespaces: Record<string, Record<string, string>> = {
   prod: {'kubernetes.io/metadata.name': 'prod'},
 }
 
-function decide(classes: DeviceClass[], requests: ContainerRequest[], holders: Set<string> = new Set()): ReturnType<typeof decideAccess> {
+interface Extra {
+  holders?: Set<string>
+  /** Default: the limit requests among `requests`. */
+  limitHolders?: Map<string, number>
+  /** Default: every limit allocated. */
+  notAllocated?: ContainerRequest[]
+}
+
+function decide(classes: DeviceClass[], requests: ContainerRequest[], extra: Extra = {}): ReturnType<typeof decideAccess> {
   const input: PolicyInput = {
-    classes: new Map(classes.map((c) => [c.metadata.name, c])), holders, namespaceLabels: (ns) => namespaces[ns], nodeName: 'worker-1', requests,
+    classes: new Map(classes.map((c) => [c.metadata.name, c])), holders: extra.holders ?? new Set(),
+    limitAllocated: (r) => !(extra.notAllocated ?? []).includes(r), limitHolders: extra.limitHolders ?? limitHoldersOf([{requests}]),
+    namespaceLabels: (ns) => namespaces[ns], nodeName: 'worker-1', requests,
   }
   return decideAccess(input)
 }
@@ -50,13 +60,14 @@ describe('decideAccess: who may hold a DeviceClass (devices.nfdctl.io)', functio
     expect(decision.refused.get(`${inProd.podUid}/main`)![0].message).to.include('namespace prod is not selected')
   })
 
-  it('matchExpressions: NotIn admits a namespace without the label; a namespace not known (yet) is never admitted', function () {
+  it('matchExpressions: NotIn admits a namespace without the label; a namespace not known (yet) is never admitted, and pending', function () {
     const notProd = deviceClass('serial', {annotationAccess: {namespaceSelector: {matchExpressions: [{key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: ['prod']}]}}})
     const lab = request('lab', {serial: 'annotation'})
     const unknown = request('ghost', {serial: 'annotation'})
     const decision = decide([notProd], [lab, unknown])
     expect(admittedClasses(decision, lab)).to.deep.equal(['serial'])
-    expect(reasons(decision, unknown)).to.deep.equal(['serial:namespace-not-admitted'])
+    expect(admittedClasses(decision, unknown)).to.deep.equal([])
+    expect(reasons(decision, unknown)).to.deep.equal(['serial:namespace-pending'])
   })
 
   it('refuses an annotation on an allocation Device class (kubelet gives those devices one container each), whatever its policy', function () {
@@ -88,14 +99,59 @@ describe('decideAccess: who may hold a DeviceClass (devices.nfdctl.io)', functio
     const serial = deviceClass('serial', {annotationAccess: {namespaceSelector: {}}, capacity: 1})
     const holder = request('lab', {serial: 'annotation'}, '2026-12-05T11:00:00Z')
     const olderAsksLater = request('lab', {serial: 'annotation'}, '2026-12-05T09:00:00Z')
-    const first = decide([serial], [holder, olderAsksLater], new Set([holderKey(holder, 'serial')]))
+    const first = decide([serial], [holder, olderAsksLater], {holders: new Set([holderKey(holder, 'serial')])})
     expect(admittedClasses(first, holder)).to.deep.equal(['serial'])
     expect(reasons(first, olderAsksLater)).to.deep.equal(['serial:capacity'])
 
     const byLimit = request('prod', {serial: 'limit'})
-    const second = decide([serial], [holder, byLimit], first.holders as Set<string>)
+    const second = decide([serial], [holder, byLimit], {holders: first.holders as Set<string>})
     expect(admittedClasses(second, byLimit)).to.deep.equal(['serial'])
     expect(reasons(second, holder)).to.deep.equal(['serial:capacity'])
     expect(second.holders.size).to.equal(0)
+  })
+
+  it('a limit kubelet did not allocate (PodResources lists none) gives nothing', function () {
+    const bound = request('prod', {serial: 'limit'})
+    const decision = decide([deviceClass('serial')], [bound], {notAllocated: [bound]})
+    expect(admittedClasses(decision, bound)).to.deep.equal([])
+    expect(reasons(decision, bound)).to.deep.equal(['serial:not-allocated'])
+  })
+
+  it('counts limit holders that are not running yet against capacity (kubelet gave them their units)', function () {
+    const serial = deviceClass('serial', {annotationAccess: {namespaceSelector: {}}, capacity: 1})
+    const waiting = request('lab', {serial: 'annotation'})
+    const decision = decide([serial], [waiting], {limitHolders: new Map([['serial', 1]])})
+    expect(reasons(decision, waiting)).to.deep.equal(['serial:capacity'])
+  })
+
+  it('limitHoldersOf: limit requests of pods not ended, per class', function () {
+    const running = {phase: 'Running', requests: [request('a', {serial: 'limit', x: 'annotation'}), request('a', {serial: 'limit'})]}
+    const pending = {phase: 'Pending', requests: [request('a', {gpio: 'limit'})]}
+    const ended = {phase: 'Succeeded', requests: [request('a', {serial: 'limit'})]}
+    expect([...limitHoldersOf([running, pending, ended])]).to.deep.equal([['serial', 2], ['gpio', 1]])
+  })
+
+  it('one decision per container: two runtime containers of one pod container take one slot', function () {
+    const serial = deviceClass('serial', {annotationAccess: {namespaceSelector: {}}, capacity: 2})
+    const first = request('lab', {serial: 'annotation'})
+    const other = request('lab', {serial: 'annotation'})
+    const decision = decide([serial], [first, {...first}, other])
+    expect([admittedClasses(decision, first), admittedClasses(decision, other)]).to.deep.equal([['serial'], ['serial']])
+  })
+
+  it('a bad annotation is refused once for the container, with what was dropped; its valid names are still judged', function () {
+    const serial = deviceClass('serial', {annotationAccess: {namespaceSelector: {}}})
+    const [r] = containerRequests({
+      metadata: {annotations: {'devices.nfdctl.io/main': ['serial', ...Array.from({length: 40_000}, (_, i) => `nope-${i}`)].join(',')}, name: 'flood', namespace: 'lab', uid: 'u-flood'},
+      spec: {containers: [{name: 'main'}]},
+    })
+    expect(r.classes.size).to.equal(16)
+    const started = performance.now()
+    const decision = decide([serial], [r])
+    expect(performance.now() - started, 'ms to decide').to.be.below(50)
+    expect(admittedClasses(decision, r)).to.deep.equal(['serial'])
+    const refusals = decision.refused.get('u-flood/main')!
+    expect(refusals.map((x) => x.reason)).to.deep.equal(['bad-annotation', ...Array.from({length: 15}, () => 'unknown-class')])
+    expect(refusals[0].message).to.equal('the annotation devices.nfdctl.io/main has 40001 class names, of which only the first 16 are read; list DeviceClass names, comma-separated')
   })
 })

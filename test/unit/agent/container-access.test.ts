@@ -28,6 +28,24 @@ describe('containerRequests', function () {
   })
 })
 
+describe('containerRequests: the annotation is hostile input', function () {
+  const annotated = (value: string): ReturnType<typeof containerRequests> => containerRequests({
+    metadata: {annotations: {'devices.nfdctl.io/main': value}, name: 'p', namespace: 'ns', uid: 'u'}, spec: {containers: [{name: 'main'}]},
+  })
+
+  it('trims only blanks and tabs, and drops names no class can have, saying so', function () {
+    const [r] = annotated(' serial,\tgpio ,\uFEFFserial,Serial,a/b,,x'.concat('y'.repeat(70)))
+    expect([...r.classes.keys()]).to.deep.equal(['serial', 'gpio'])
+    expect(r.annotationProblem).to.equal('the annotation devices.nfdctl.io/main has 4 name(s) that no DeviceClass can have (such as "\uFEFFserial"); list DeviceClass names, comma-separated')
+  })
+
+  it('a container whose annotation holds only bad names is still a request (it is told why)', function () {
+    const [r] = annotated('BAD')
+    expect(r.classes.size).to.equal(0)
+    expect(r.annotationProblem).to.match(/1 name\(s\) that no DeviceClass can have/)
+  })
+})
+
 describe('wantedAccess', function () {
   const classes = new Map([['c', deviceClass('c', 'Class', 'r')], ['d', deviceClass('d', 'Device', 'w')]])
   const members = new Map([['c', [loop(1), loop(2)]], ['d', [loop(2), loop(3), loop(4)]]])
