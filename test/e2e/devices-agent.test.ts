@@ -143,7 +143,9 @@ describe('devices agent on a real node: devices follow containers', function () 
     // The class lives in the cluster, so that the agent writes the node's entry of its status.
     await createClass()
     const metricsPort = await freePort()
-    agent = await startAgent({extraArgs: ['--cgroup-mode', mode], metricsPort})
+    // A state dir per mode: the force-deleted pods of the run before may still have running containers, whose
+    // recorded grants an agent sharing the record would rightly take back (and count).
+    agent = await startAgent({extraArgs: ['--cgroup-mode', mode], metricsPort, stateDir: join(dir, `state-${mode}`)})
     /** On v2: the programs of the container's unified cgroup (none to read, so none built from a model of the runtime). */
     const programNames = async (containerId: string): Promise<string[]> => devicePrograms((await cgroupOf(containerId, 'v2')).control.dir).map((p) => p.name)
     await waitFor('allocatable hotc=3', async () => (await allocatable(env, 'devices.nfdctl.io/hotc')) === 3, {timeoutMs: 15_000})
@@ -281,6 +283,29 @@ describe('devices agent on a real node: devices follow containers', function () 
       await expectNoDevice(second.containerId, 386)
     } finally {
       for (const c of policyClasses) await env.client.request('DELETE', `${classesPath}/${c.metadata.name}`).catch(() => {})
+    }
+  })
+
+  it('access policy: a grant the agent has no record of (a lost grant record, or one made before the policy) is taken back once the class no longer admits the container', async function () {
+    const revocable = {apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', metadata: {name: 'polr'}, spec: {annotationAccess: {namespaceSelector: {}}, match: [{devName: 'loop386', subsystem: 'block'}]}}
+    await env.client.request('POST', classesPath, {body: revocable})
+    const stateDir = join(dir, 'state-unrecorded')
+    try {
+      await addLoop(386)
+      await createClass() // startAgent waits for hotc's plugin
+      agent = await startAgent({stateDir})
+      pods.push('unrecorded')
+      const pod = await runPod(env, {annotations: {'devices.nfdctl.io/main': 'polr'}, command: ['sleep', '3600'], name: 'unrecorded'})
+      await waitFor('the pod reads loop386', async () => (await reads(pod.containerId, 386)) === 'loop-386-data', {timeoutMs: 10_000})
+      expect(await agent.stop('SIGTERM')).to.equal(0)
+      agent = undefined
+      await rm(join(stateDir, 'grants.json'))
+      await env.client.request('PATCH', `${classesPath}/polr`, {body: {spec: {annotationAccess: null}}, contentType: 'application/merge-patch+json'})
+      agent = await startAgent({stateDir})
+      await waitFor('loop386 gone from the pod', async () => /No such file/.test(await env.node.execFailure(pod.containerId, ['ls', '/dev/loop386']).catch(() => '')), {timeoutMs: 10_000})
+      expect(await loopRules(pod.containerId, 386)).to.deep.equal([])
+    } finally {
+      await env.client.request('DELETE', `${classesPath}/polr`).catch(() => {})
     }
   })
 
