@@ -1,3 +1,4 @@
+import {dnsSubdomainPattern} from '../devices/label-selector.js'
 import type {Device, DeviceClass} from '../devices/types.js'
 import {toMeta, type ObjectCodec} from '../kube/metadata-list.js'
 import type {ObjectMeta} from '../kube/resource.js'
@@ -82,8 +83,8 @@ export function containerRequests(pod: PodLike): ContainerRequest[] {
 
 /** Names read from one annotation at most: a class list is short, and each name costs a decision per batch. */
 export const maxAnnotatedClasses = 16
-// A DeviceClass name is a DNS-1123 label of at most 63 characters (it becomes the resource name's second part).
-const className = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/
+// A DeviceClass name: a DNS-1123 subdomain of at most 63 characters (the resource name's second part).
+const isClassName = (name: string): boolean => name.length <= 63 && dnsSubdomainPattern.test(name)
 
 /**
  * The class names of one annotation value: split at commas, blanks and tabs trimmed (only those: the
@@ -93,8 +94,8 @@ const className = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/
 function annotatedClasses(annotation: string, value: string | undefined): {names: string[]; problem?: string} {
   if (value === undefined) return {names: []}
   const parts = value.split(',').map((c) => c.replace(/^[ \t]+|[ \t]+$/g, '')).filter((c) => c !== '')
-  const invalid = parts.filter((c) => c.length > 63 || !className.test(c))
-  const valid = [...new Set(parts.filter((c) => c.length <= 63 && className.test(c)))]
+  const invalid = parts.filter((c) => !isClassName(c))
+  const valid = [...new Set(parts.filter(isClassName))]
   const problems = [
     ...(invalid.length > 0 ? [`${invalid.length} name(s) that no DeviceClass can have (such as ${JSON.stringify(invalid[0].slice(0, 70))})`] : []),
     ...(valid.length > maxAnnotatedClasses ? [`${valid.length} class names, of which only the first ${maxAnnotatedClasses} are read`] : []),

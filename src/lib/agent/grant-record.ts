@@ -169,7 +169,9 @@ export class GrantRecord {
       this.#dirty = false
       try {
         await mkdir(dirname(this.file), {mode: 0o700, recursive: true})
-        await writeFileAtomic(this.file, encodeGrants(this.#records), 0o600)
+        // Not flushed to disk: the grants die with the containers on a reboot, and the page cache outlives a
+        // crashed agent. A flush would sit on every hot-plug's path (milliseconds, more while kubelet writes).
+        await writeFileAtomic(this.file, encodeGrants(this.#records), 0o600, undefined, false)
       } catch (error) {
         this.#dirty = true
         throw error

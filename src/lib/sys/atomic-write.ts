@@ -7,9 +7,13 @@ import {dirname} from 'node:path'
  * flushed to disk before the rename and the directory after it, so that a crash or power loss leaves the
  * old content or the new one, never half of either. The temporary name ends in `.tmp`, which the readers
  * of directories of *.json or *.yaml files (CDI registries) skip. With `owner`, the new file gets that uid and
- * gid before it takes the old one's place.
+ * gid before it takes the old one's place. `durable: false` leaves out the two flushes, for a file that needs to
+ * outlive the process but not the machine: still all or nothing, as rename is, for every reader and for a
+ * process that crashes.
  */
-export async function writeFileAtomic(file: string, data: string, mode = 0o644, owner?: {readonly uid: number; readonly gid: number}): Promise<void> {
+export async function writeFileAtomic(
+  file: string, data: string, mode = 0o644, owner?: {readonly uid: number; readonly gid: number}, durable = true,
+): Promise<void> {
   const temporary = `${file}.${randomBytes(4).toString('hex')}.tmp`
   try {
     const handle = await open(temporary, 'wx', mode)
@@ -21,7 +25,7 @@ export async function writeFileAtomic(file: string, data: string, mode = 0o644, 
         if (made.uid !== owner.uid || made.gid !== owner.gid) await handle.chown(owner.uid, owner.gid)
       }
       await handle.chmod(mode) // the umask does not get a say
-      await handle.sync()
+      if (durable) await handle.sync()
     } finally {
       await handle.close()
     }
@@ -30,6 +34,7 @@ export async function writeFileAtomic(file: string, data: string, mode = 0o644, 
     await rm(temporary, {force: true})
     throw error
   }
+  if (!durable) return
   const directory = await open(dirname(file), 'r')
   try {
     await directory.sync()

@@ -34,8 +34,8 @@ describe('containerRequests: the annotation is hostile input', function () {
   })
 
   it('trims only blanks and tabs, and drops names no class can have, saying so', function () {
-    const [r] = annotated(' serial,\tgpio ,\uFEFFserial,Serial,a/b,,x'.concat('y'.repeat(70)))
-    expect([...r.classes.keys()]).to.deep.equal(['serial', 'gpio'])
+    const [r] = annotated(' serial,\tgpio ,usb.serial-0,\uFEFFserial,Serial,a/b,,x'.concat('y'.repeat(70)))
+    expect([...r.classes.keys()]).to.deep.equal(['serial', 'gpio', 'usb.serial-0'])
     expect(r.annotationProblem).to.equal('the annotation devices.nfdctl.io/main has 4 name(s) that no DeviceClass can have (such as "\uFEFFserial"); list DeviceClass names, comma-separated')
   })
 
