@@ -79,6 +79,7 @@ export class NodeAgent {
   readonly #pods: Informer<NodePod>
   /** Namespace labels, for the classes' annotationAccess.namespaceSelector. */
   readonly #namespaces: MetadataInformer
+  /** Each namespace's labels as last seen (JSON): only a change of labels starts a batch. */
   readonly #namespaceLabels = new Map<string, string>()
   readonly #events: PodEvents
   /** The annotation grants the access policy admitted in the last batch (holderKey). */
