@@ -27,11 +27,20 @@ function opened(before: Map<number, string>): Map<number, string> {
 }
 
 /** CPU time (user + system, every thread of this process) spent over `ms` of doing nothing. */
+/**
+ * The process's CPU in the quietest of three windows of `ms`: a loop that spins uses CPU in every window,
+ * while a garbage collection of the test run's heap (V8's memory reducer, 100+ ms late in a long run) lands
+ * in one at most.
+ */
 async function idleCpuMs(ms: number): Promise<number> {
-  const start = process.cpuUsage()
-  await sleep(ms)
-  const used = process.cpuUsage(start)
-  return (used.user + used.system) / 1000
+  const windows: number[] = []
+  for (let i = 0; i < 3; i++) {
+    const start = process.cpuUsage()
+    await sleep(ms)
+    const used = process.cpuUsage(start)
+    windows.push((used.user + used.system) / 1000)
+  }
+  return Math.min(...windows)
 }
 
 describe('netlink uevent socket loop (real kernel): it cannot spin', function () {
@@ -66,7 +75,7 @@ describe('netlink uevent socket loop (real kernel): it cannot spin', function ()
         closeSync(uevent)
       }
       const cpuMs = await idleCpuMs(300)
-      expect(cpuMs, 'CPU ms used in the 300 ms after the error').to.be.lessThan(30)
+      expect(cpuMs, 'CPU ms used in the quietest 300 ms after the error').to.be.lessThan(30)
       expect(errors).to.have.length(1)
       await watcher.stop()
       await watcher.stop()
@@ -80,11 +89,14 @@ describe('netlink uevent socket loop (real kernel): it cannot spin', function ()
       throw e
     }, onOverflow: () => {}})
     await socket.start()
-    expect(await idleCpuMs(300)).to.be.lessThan(30)
-    const t0 = performance.now()
-    await socket.stop()
-    expect(performance.now() - t0).to.be.lessThan(100)
-    await socket.stop()
+    try {
+      expect(await idleCpuMs(300)).to.be.lessThan(30)
+      const t0 = performance.now()
+      await socket.stop()
+      expect(performance.now() - t0).to.be.lessThan(100)
+    } finally {
+      await socket.stop() // a failed assertion must not leave the loop holding the test run open
+    }
   })
 
   it('start() reports failure through its promise (a second start rejects; it does not throw)', async () => {
