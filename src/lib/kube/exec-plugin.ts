@@ -69,7 +69,10 @@ export async function runExecPlugin(exec: ExecConfig, info: {cluster: ClusterEnt
     KUBERNETES_EXEC_INFO: execInfo(exec, info.cluster, info.caData, interactive),
   }
   const stdin = !interactive ? 'ignore' : io.stdin === 'inherit' ? 'inherit' : 'pipe'
-  const child = spawn(exec.command, [...(exec.args ?? [])], {env, stdio: [stdin, 'pipe', 'pipe'], timeout: interactive ? undefined : nonInteractiveTimeoutMs})
+  const child = spawn(exec.command, [...(exec.args ?? [])], {env, stdio: [stdin, 'pipe', 'pipe']})
+  // Our own timer, not spawn's `timeout`: Node leaves that one armed when the command cannot be started
+  // (ENOENT), and a missing plugin then kept the CLI from exiting for the whole minute.
+  const timer = interactive ? undefined : setTimeout(() => child.kill('SIGTERM'), nonInteractiveTimeoutMs)
   if (stdin === 'pipe') (io.stdin as Readable).pipe(child.stdin!)
   const stdout: Buffer[] = []
   child.stdout!.on('data', (chunk: Buffer) => stdout.push(chunk))
@@ -77,7 +80,7 @@ export async function runExecPlugin(exec: ExecConfig, info: {cluster: ClusterEnt
   const exit = await new Promise<{code: number | null; signal: NodeJS.Signals | null}>((resolve, reject) => {
     child.once('error', reject)
     child.once('close', (code, signal) => resolve({code, signal}))
-  }).catch((error: unknown) => {
+  }).finally(() => clearTimeout(timer)).catch((error: unknown) => {
     if ((error as {code?: string}).code === 'ENOENT') {
       const hint = exec.installHint ? ` ${exec.installHint.split('\n').map((l) => l.trim()).filter(Boolean).join(' ')}` : ''
       throw new ConfigError(`${where} not found. ${installHintHelp}${hint}`, {cause: error})

@@ -1,8 +1,11 @@
 import {expect} from 'chai'
+import {execFile} from 'node:child_process'
 import {chmodSync, mkdtempSync, rmSync, writeFileSync} from 'node:fs'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 import {Readable, Writable} from 'node:stream'
+import {fileURLToPath} from 'node:url'
+import {promisify} from 'node:util'
 
 import {ConfigError} from '../../../src/lib/errors.js'
 import {execInfo, isInteractive, runExecPlugin, type ExecIo} from '../../../src/lib/kube/exec-plugin.js'
@@ -136,6 +139,14 @@ describe('exec credential plugins', () => {
     expect(error.message).to.include('client-go credential plugin that is not installed')
     expect(error.message).to.match(/Install it with: brew install kubectl-login$/)
     expect(error.message).to.not.include('\n')
+  })
+
+  it('a missing command leaves nothing running: the process exits at once, not after the plugin timeout', async () => {
+    const script = `import {runExecPlugin} from './src/lib/kube/exec-plugin.ts'
+      await runExecPlugin({apiVersion: '${v1}', command: '/nonexistent/kubectl-login', interactiveMode: 'Never'}, {cluster: {server: 'https://127.0.0.1:1'}, where: 'k'}, {stderr: process.stderr, stdin: 'inherit', stdinIsTerminal: false}).catch(() => {})`
+    const started = performance.now()
+    await promisify(execFile)(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {cwd: fileURLToPath(new URL('../../..', import.meta.url)), timeout: 20_000})
+    expect(performance.now() - started, 'ms until the process exited').to.be.below(10_000)
   })
 
   const answers: Array<{name: string; output: string; message: RegExp}> = [
