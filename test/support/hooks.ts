@@ -1,4 +1,4 @@
-// Loaded by mocha (.mocharc.json "require"): stops the test node and every control plane the run started.
+// Loaded by mocha (.mocharc.cjs "require"): stops the test node and every control plane the run started.
 import {stopAllControlPlanes} from './cluster.js'
 import {stopTestNode} from './test-node.js'
 

@@ -1,0 +1,21 @@
+// The test suite in three parts: `npm test` runs them all; `npm run test:unit` (seconds, no root, no Go),
+// `test:integration` (a real kube-apiserver) and `test:e2e` (root: the real kernel and node) run one each,
+// chosen by NFDCTL_TEST_PART. A spec on mocha's command line is added to this list, never put in its place.
+const parts = {
+  unit: 'test/unit/**/*.test.ts',
+  integration: 'test/integration/**/*.test.ts',
+  e2e: 'test/e2e/**/*.test.ts',
+}
+const part = process.env.NFDCTL_TEST_PART
+if (part !== undefined && !(part in parts)) {
+  throw new Error(`NFDCTL_TEST_PART must be one of ${Object.keys(parts).join(', ')}, got ${JSON.stringify(part)}`)
+}
+
+module.exports = {
+  'node-option': ['import=tsx'],
+  spec: part === undefined ? Object.values(parts) : [parts[part]],
+  require: ['test/support/hooks.ts'],
+  reporter: './test/support/spec-with-summary.cjs',
+  'forbid-only': true,
+  timeout: 30000,
+}
