@@ -86,7 +86,7 @@ export class ControlPlane {
     const plane = new ControlPlane(options, state)
     plane.#children.push(...children)
     try {
-      await plane.#writeKubeconfig(plane.kubeconfig, 'admin', join(options.dir, 'admin.crt'), join(options.dir, 'admin.key'))
+      await plane.#writeKubeconfig(plane.kubeconfig, 'admin', {cert: join(options.dir, 'admin.crt'), key: join(options.dir, 'admin.key')})
       await writeFile(join(options.dir, 'state.json'), JSON.stringify(state, null, 2))
       const client = await plane.client()
       try {
@@ -126,7 +126,14 @@ export class ControlPlane {
   async kubeconfigFor(user: string, groups: readonly string[] = []): Promise<string> {
     const {cert, key} = await mintClientCertificate(this.options.dir, user, groups)
     const path = join(this.options.dir, `kubeconfig-${user.replaceAll(':', '_')}`)
-    await this.#writeKubeconfig(path, user, cert, key)
+    await this.#writeKubeconfig(path, user, {cert, key})
+    return path
+  }
+
+  /** Writes a kubeconfig named after `name` that authenticates with the bearer `token`; returns its path. */
+  async kubeconfigWithToken(name: string, token: string): Promise<string> {
+    const path = join(this.options.dir, `kubeconfig-token-${name.replaceAll(':', '_')}`)
+    await this.#writeKubeconfig(path, name, {token})
     return path
   }
 
@@ -184,15 +191,19 @@ export class ControlPlane {
     }, {timeoutMs: 30_000})
   }
 
-  async #writeKubeconfig(path: string, user: string, cert: string, key: string): Promise<void> {
+  /** Writes a kubeconfig for `user`, with a client certificate and key (files) or a bearer token. */
+  async #writeKubeconfig(path: string, user: string, credentials: {cert: string; key: string} | {token: string}): Promise<void> {
     const b64 = async (file: string): Promise<string> => (await readFile(file)).toString('base64')
+    const userEntry = 'token' in credentials
+      ? {token: credentials.token}
+      : {'client-certificate-data': await b64(credentials.cert), 'client-key-data': await b64(credentials.key)}
     const kubeconfig = {
       apiVersion: 'v1',
       clusters: [{cluster: {'certificate-authority-data': await b64(join(this.options.dir, 'ca.crt')), server: this.state.server}, name: 'nfdctl-local'}],
       contexts: [{context: {cluster: 'nfdctl-local', user}, name: `${user}@nfdctl-local`}],
       'current-context': `${user}@nfdctl-local`,
       kind: 'Config',
-      users: [{name: user, user: {'client-certificate-data': await b64(cert), 'client-key-data': await b64(key)}}],
+      users: [{name: user, user: userEntry}],
     }
     await writeFile(path, JSON.stringify(kubeconfig, null, 2), {mode: 0o600})
   }

@@ -1,6 +1,4 @@
 import {expect} from 'chai'
-import {readFile, writeFile} from 'node:fs/promises'
-import {join} from 'node:path'
 
 import {nodeClassStatus, StatusWriter} from '../../src/lib/agent/status-writer.js'
 import {deviceClassesPath} from '../../src/lib/devices/cluster-classes.js'
@@ -65,6 +63,19 @@ async function refusal(action: () => Promise<unknown>): Promise<KubeApiError> {
 const refusedBy = (error: unknown, policy: string): error is KubeApiError =>
   error instanceof KubeApiError && error.statusClass === 'Forbidden' && error.serverMessage.includes(`ValidatingAdmissionPolicy '${policy}'`)
 
+/** Waits until the dry-run `request` is refused as `expected` tells; it failing any other way fails the wait at once. */
+async function untilRefused(what: string, request: () => Promise<unknown>, expected: (error: unknown) => boolean): Promise<void> {
+  await waitFor(what, async () => {
+    try {
+      await request()
+      return false
+    } catch (error) {
+      if (expected(error)) return true
+      throw error
+    }
+  }, {timeoutMs: 30_000})
+}
+
 const annotationPolicy = 'nfdctl-device-annotation-access'
 const statusPolicy = 'nfdctl-agent-own-node-status'
 
@@ -86,28 +97,16 @@ describe('deploy/agent admission policies and a device quota, on a real kube-api
   async function annotationPolicyCaughtUp(): Promise<void> {
     const name = `sentinel-${++sentinels}`
     await client.request('POST', deviceClassesPath, {body: deviceClass(name)})
-    await waitFor(`ValidatingAdmissionPolicy ${annotationPolicy} to refuse a pod asking for DeviceClass ${name}`, async () => {
-      try {
-        await client.request('POST', podsOf('probe'), {body: pod('probe', {annotations: annotation(name)}), query: {dryRun: 'All'}})
-        return false
-      } catch (error) {
-        if (refusedBy(error, annotationPolicy) && error.serverMessage.includes(name)) return true
-        throw error
-      }
-    }, {timeoutMs: 30_000})
+    await untilRefused(`ValidatingAdmissionPolicy ${annotationPolicy} to refuse a pod asking for DeviceClass ${name}`,
+      () => client.request('POST', podsOf('probe'), {body: pod('probe', {annotations: annotation(name)}), query: {dryRun: 'All'}}),
+      (error) => refusedBy(error, annotationPolicy) && error.serverMessage.includes(name))
   }
 
   /** Waits until a new pod asking for `className` in `namespace` is refused (the policy has seen the namespace's labels). */
   async function refusedIn(namespace: string, className: string): Promise<void> {
-    await waitFor(`a pod asking for ${className} in namespace ${namespace} to be refused`, async () => {
-      try {
-        await client.request('POST', podsOf(namespace), {body: pod('probe', {annotations: annotation(className)}), query: {dryRun: 'All'}})
-        return false
-      } catch (error) {
-        if (refusedBy(error, annotationPolicy)) return true
-        throw error
-      }
-    }, {timeoutMs: 30_000})
+    await untilRefused(`a pod asking for ${className} in namespace ${namespace} to be refused`,
+      () => client.request('POST', podsOf(namespace), {body: pod('probe', {annotations: annotation(className)}), query: {dryRun: 'All'}}),
+      (error) => refusedBy(error, annotationPolicy))
   }
 
   before(async function () {
@@ -260,15 +259,9 @@ describe('deploy/agent admission policies and a device quota, on a real kube-api
       // only what status.hard lists, and counts on from status.used.
       await client.request('PATCH', `${quotas}/devices/status`, {body: {status: {hard: {[resource]: '1'}, used: {[resource]: '0'}}}, contentType: mergePatch})
       const limits = (n: string): Record<string, string> => ({'devices.nfdctl.io/lab-serial': n})
-      await waitFor('quota admission to see the quota\'s status', async () => {
-        try {
-          await client.request('POST', podsOf('quota'), {body: pod('too-many', {limits: limits('2')}), query: {dryRun: 'All'}})
-          return false
-        } catch (error) {
-          if (error instanceof KubeApiError && error.serverMessage.includes('exceeded quota: devices')) return true
-          throw error
-        }
-      }, {timeoutMs: 30_000})
+      await untilRefused('quota admission to see the quota\'s status',
+        () => client.request('POST', podsOf('quota'), {body: pod('too-many', {limits: limits('2')}), query: {dryRun: 'All'}}),
+        (error) => error instanceof KubeApiError && error.serverMessage.includes('exceeded quota: devices'))
 
       await client.request('POST', podsOf('quota'), {body: pod('first', {limits: limits('1')})})
       const error = await refusal(() => client.request('POST', podsOf('quota'), {body: pod('second', {limits: limits('1')})}))
@@ -292,13 +285,7 @@ describe('deploy/agent admission policies and a device quota, on a real kube-api
       const request = await client.request<{status: {token: string}}>('POST', `/api/v1/namespaces/${namespace}/serviceaccounts/nfdctl-agent/token`, {
         body: {apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: {boundObjectRef: {apiVersion: 'v1', kind: 'Pod', name: podName, uid: boundPod.metadata.uid}, expirationSeconds: 3600}},
       })
-      const ca = (await readFile(join(plane.options.dir, 'ca.crt'))).toString('base64')
-      const kubeconfig = join(plane.options.dir, `kubeconfig-token-${podName}`)
-      await writeFile(kubeconfig, JSON.stringify({
-        apiVersion: 'v1', clusters: [{cluster: {'certificate-authority-data': ca, server: plane.server}, name: 'plane'}],
-        contexts: [{context: {cluster: 'plane', user: podName}, name: podName}], 'current-context': podName, kind: 'Config',
-        users: [{name: podName, user: {token: request.status.token}}],
-      }), {mode: 0o600})
+      const kubeconfig = await plane.kubeconfigWithToken(podName, request.status.token)
       return (await openCluster({kubeconfig}, {burst: 100, qps: 100})).client
     }
 
@@ -321,15 +308,9 @@ describe('deploy/agent admission policies and a device quota, on a real kube-api
         contentType: 'application/apply-patch+yaml', query: {fieldManager: 'nfdctl-agent-node-b', force: true},
       })
       // In force once it refuses a token that names no node (a probe apart from the rules under test).
-      await waitFor(`ValidatingAdmissionPolicy ${statusPolicy} to refuse a token that names no node`, async () => {
-        try {
-          await unscheduled.request('PATCH', classStatusPath(className), {body: {status: {nodes: []}}, contentType: mergePatch, query: {dryRun: 'All'}})
-          return false
-        } catch (error) {
-          if (refusedBy(error, statusPolicy)) return true
-          throw error
-        }
-      }, {timeoutMs: 30_000})
+      await untilRefused(`ValidatingAdmissionPolicy ${statusPolicy} to refuse a token that names no node`,
+        () => unscheduled.request('PATCH', classStatusPath(className), {body: {status: {nodes: []}}, contentType: mergePatch, query: {dryRun: 'All'}}),
+        (error) => refusedBy(error, statusPolicy))
     })
 
     after(function () {

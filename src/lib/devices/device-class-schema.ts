@@ -115,7 +115,7 @@ const labelValue: SchemaNode = {
  * strings run under 100 characters), the kernel's subsystem names under 20, and a class has a few rules
  * of a few properties or attributes each.
  */
-export const deviceClassLimits = {globLength: 256, subsystemLength: 64, rules: 32, entries: 32} as const
+const deviceClassLimits = {globLength: 256, subsystemLength: 64, rules: 32, entries: 32} as const
 
 /** Globs must be in the syntax glob.ts matches: balanced brackets, no extglobs or braces (glob.ts reads them literally). */
 const globSyntax: LocalRule = {
@@ -166,12 +166,18 @@ function globMap(description: string, what: string, whats: string, example: stri
   }
 }
 
-/** A metav1.LabelSelector: node labels for nodeSelector, namespace labels for annotationAccess. */
-const labelSelector = (description: string): SchemaNode => ({
+/**
+ * A metav1.LabelSelector: node labels for nodeSelector, namespace labels for annotationAccess. `text` words
+ * the selector's own issues where the default does not fit (its unknown fields are always "a LabelSelector"'s).
+ */
+const labelSelector = (
+  description: string,
+  text: Omit<FieldText, 'fieldsOf'> = {is: 'a LabelSelector mapping with matchLabels and/or matchExpressions'},
+): SchemaNode => ({
   description,
   type: 'object',
   'x-kubernetes-map-type': 'atomic',
-  'x-nfdctl-text': {fieldsOf: 'a LabelSelector', is: 'a LabelSelector mapping with matchLabels and/or matchExpressions'},
+  'x-nfdctl-text': {fieldsOf: 'a LabelSelector', ...text},
   properties: {
     matchLabels: {
       type: 'object',
@@ -260,14 +266,10 @@ const annotationAccess: SchemaNode = {
     is: 'a mapping {namespaceSelector: <LabelSelector>}',
   },
   properties: {
-    namespaceSelector: {
-      ...labelSelector('The namespaces whose pods may take the class by annotation; {} is every namespace.'),
-      'x-nfdctl-text': {
-        fieldsOf: 'a LabelSelector',
-        is: 'a LabelSelector mapping with matchLabels and/or matchExpressions ({} admits every namespace)',
-        required: 'required: a LabelSelector over namespace labels, such as {matchLabels: {kubernetes.io/metadata.name: lab}}; {} admits every namespace',
-      },
-    },
+    namespaceSelector: labelSelector('The namespaces whose pods may take the class by annotation; {} is every namespace.', {
+      is: 'a LabelSelector mapping with matchLabels and/or matchExpressions ({} admits every namespace)',
+      required: 'required: a LabelSelector over namespace labels, such as {matchLabels: {kubernetes.io/metadata.name: lab}}; {} admits every namespace',
+    }),
   },
 }
 

@@ -7,7 +7,7 @@ import {noopLogger, type Logger} from '../observe/logger.js'
 import {deleteStale} from './deleter.js'
 import type {GcKind} from './kinds.js'
 import type {GcMetrics} from './metrics.js'
-import {existingNodes} from './live-nodes.js'
+import {staleWithExistingNode} from './live-nodes.js'
 import {findObjectsNamedAfterNodes, findObjectsOfNodes} from './node-objects.js'
 import {batchDeadlineMs, forgetStale, observeStale, recheckAtMs, type StaleSightings} from './stale-tracker.js'
 import {readAndPlan} from './sweep.js'
@@ -230,9 +230,8 @@ export class Collector {
     if (due.length === 0) return {deleted: 0, failed: 0}
     // The cache can be frozen by a stalled watch: ask the API server itself whether the nodes are gone.
     // A node that exists (again) saves its objects; no answer deletes nothing (the caller logs the error).
-    const named = due.flatMap((s) => (s.node === undefined ? [] : [s.node]))
-    const alive = named.length === 0 ? new Set<string>() : await existingNodes(this.options.client, named, this.options.listSize, this.#controller.signal)
-    const back = due.filter((s) => s.node !== undefined && (alive.has(s.node) || this.#informer.cache.has(s.node)))
+    const alive = await staleWithExistingNode(this.options.client, due, this.options.listSize, this.#controller.signal)
+    const back = due.filter((s) => alive.has(s) || (s.node !== undefined && this.#informer.cache.has(s.node)))
     this.#sightings = forgetStale(this.#sightings, back.map((s) => s.meta.uid))
     if (back.length > 0) this.#log.info({nodes: [...new Set(back.map((s) => s.node))]}, 'nodes exist after all; their objects are kept')
     const doomed = due.filter((s) => !back.includes(s))

@@ -1,7 +1,7 @@
 import type {KubeClient} from '../kube/kube-client.js'
 import {listMetadata} from '../kube/metadata-list.js'
 import {nodesResource} from '../kube/resource.js'
-import {judgeObject, type ObservedObject} from './sweep-planner.js'
+import {judgeObject, type ObservedObject, type StaleObject} from './sweep-planner.js'
 
 /** Up to this many nodes are checked one by one; more, with one fresh node list. */
 const singleChecks = 20
@@ -23,6 +23,17 @@ export async function existingNodes(client: KubeClient, names: readonly string[]
     return list.items.some((n) => n.name === name) ? [name] : []
   }))
   return new Set(found.flat())
+}
+
+/**
+ * The stale objects whose Node exists by the API server's answer right now (see existingNodes). Asks
+ * nothing when no stale object names a node; any failure throws.
+ */
+export async function staleWithExistingNode(client: KubeClient, stale: readonly StaleObject[], pageSize: number, signal?: AbortSignal): Promise<Set<StaleObject>> {
+  const named = stale.flatMap((s) => (s.node === undefined ? [] : [s.node]))
+  if (named.length === 0) return new Set()
+  const alive = await existingNodes(client, named, pageSize, signal)
+  return new Set(stale.filter((s) => s.node !== undefined && alive.has(s.node)))
 }
 
 /**

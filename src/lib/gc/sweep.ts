@@ -2,7 +2,7 @@ import {AbortedError, SafetyStopError, errorMessage} from '../errors.js'
 import type {KubeClient} from '../kube/kube-client.js'
 import {readCluster, type ClusterRead, type ReadEvent, type ReadOptions} from './cluster-reader.js'
 import {deleteStale, type DeleteResult} from './deleter.js'
-import {existingNodes} from './live-nodes.js'
+import {staleWithExistingNode} from './live-nodes.js'
 import type {SweepOptions} from './sweep-options.js'
 import type {GcKind} from './kinds.js'
 import {planSweep, type ObservedObject, type PlanOptions, type StaleObject, type SweepPlan} from './sweep-planner.js'
@@ -89,16 +89,12 @@ export async function sweepOnce(client: KubeClient, options: SweepOptions, hooks
 
 /** The stale objects whose Node exists by the API server's answer right now. */
 async function staleOfExistingNodes(client: KubeClient, stale: readonly StaleObject[], pageSize: number, signal?: AbortSignal): Promise<Set<StaleObject>> {
-  const named = stale.flatMap((s) => (s.node === undefined ? [] : [s.node]))
-  if (named.length === 0) return new Set()
-  let alive: Set<string>
   try {
-    alive = await existingNodes(client, named, pageSize, signal)
+    return await staleWithExistingNode(client, stale, pageSize, signal)
   } catch (error) {
     if (error instanceof AbortedError) throw error
     throw new SafetyStopError(`cannot check the stale objects' Nodes again before deleting; nothing deleted: ${errorMessage(error)}`, {cause: error})
   }
-  return new Set(stale.filter((s) => s.node !== undefined && alive.has(s.node)))
 }
 
 /** What a sweep keeps of its read: the plan, the counts, and where each kind's objects live. */

@@ -53,7 +53,7 @@ function metricsListenFrom(flags: RawObserveFlags): {metricsPort: number; metric
 const usage = 'host:port (127.0.0.1:8080, [::1]:8080, :8080 for every address) or 0 to disable'
 
 /** `host:port`, `[ipv6]:port`, `:port`, or `0`; the host an IP address or a DNS name such as localhost. */
-export function parseBindAddress(address: string): {metricsPort: number; metricsHost?: string} {
+function parseBindAddress(address: string): {metricsPort: number; metricsHost?: string} {
   if (address === '0') return {metricsPort: 0}
   const bad = (why: string): UsageError => new UsageError(`--metrics-bind-address must be ${usage}; "${address}" ${why}`)
   const match = /^(?:\[([^\]]*)\]|([^:[\]]*)):(\d{1,5})$/.exec(address)

@@ -4,13 +4,13 @@ import {join} from 'node:path'
 import {fileURLToPath} from 'node:url'
 
 import {type Command, Flags, Parser} from '@oclif/core'
-import {parseAllDocuments} from 'yaml'
 
 import DevicesAgent from '../../../src/commands/devices/agent.js'
 import GcOnce from '../../../src/commands/gc/once.js'
 import GcRun from '../../../src/commands/gc/run.js'
 import PluginsServe from '../../../src/commands/plugins/serve.js'
 import {observeOptionsFrom, type ObserveOptions, type RawObserveFlags} from '../../../src/lib/observe/observe-options.js'
+import {readManifests} from '../../support/manifests.js'
 
 const deployDir = fileURLToPath(new URL('../../../deploy/', import.meta.url))
 const commands: Record<string, Command.Class> = {'devices agent': DevicesAgent, 'gc once': GcOnce, 'gc run': GcRun, 'plugins serve': PluginsServe}
@@ -53,18 +53,16 @@ describe('deploy/: every nfdctl command line parses with the current flags', fun
     let checked = 0
     let listening = 0
     for (const component of ['agent', 'gc', 'plugins']) {
-      for (const file of (await readdir(join(deployDir, component))).filter((f) => f.endsWith('.yaml'))) {
-        for (const doc of parseAllDocuments(await readFile(join(deployDir, component, file), 'utf8'))) {
-          for (const container of containersOf(doc.toJS())) {
-            const where = `deploy/${component}/${file}`
-            const listen = await parseCommandLine(where, container.args ?? [])
-            // Pods are scraped and probed on the pod IP: every address of the pod, on the port named metrics.
-            if (listen) {
-              expect(listen, where).to.deep.equal({metricsHost: undefined, metricsPort: container.ports?.find((p) => p.name === 'metrics')?.containerPort})
-              listening++
-            }
-            checked++
+      for (const {doc, file} of (await readManifests(component)).docs) {
+        for (const container of containersOf(doc)) {
+          const where = `deploy/${component}/${file}`
+          const listen = await parseCommandLine(where, container.args ?? [])
+          // Pods are scraped and probed on the pod IP: every address of the pod, on the port named metrics.
+          if (listen) {
+            expect(listen, where).to.deep.equal({metricsHost: undefined, metricsPort: container.ports?.find((p) => p.name === 'metrics')?.containerPort})
+            listening++
           }
+          checked++
         }
       }
     }
