@@ -89,9 +89,14 @@ export async function runPod(env: NodeEnv, spec: PodSpec): Promise<RunningPod> {
   return waitForPod(env, spec.namespace === undefined ? spec.name : `${spec.namespace}/${spec.name}`)
 }
 
-/** A pod's path from its name, `namespace/name` or a plain name in namespace default. */
-function podPath(ref: string): string {
+/** A pod named `namespace/name`, or by a plain name in namespace default. */
+function podRef(ref: string): {namespace: string; name: string} {
   const [namespace, name] = ref.includes('/') ? ref.split('/', 2) : ['default', ref]
+  return {name, namespace}
+}
+
+function podPath(ref: string): string {
+  const {name, namespace} = podRef(ref)
   return `/api/v1/namespaces/${namespace}/pods/${name}`
 }
 
@@ -121,7 +126,7 @@ interface PodObject {
 
 /** Waits until the pod (`name`, or `namespace/name`) runs. */
 export async function waitForPod(env: NodeEnv, ref: string, timeoutMs = 30_000): Promise<RunningPod> {
-  const [namespace, name] = ref.includes('/') ? ref.split('/', 2) : ['default', ref]
+  const {name, namespace} = podRef(ref)
   return waitFor(`pod ${ref} Running`, async () => {
     const pod = await env.client.request<PodObject>('GET', podPath(ref))
     if (pod.status?.phase === 'Failed') throw new Error(`pod ${name} failed: ${pod.status.reason}: ${pod.status.message}`)

@@ -1,6 +1,5 @@
 import * as Flags from '@oclif/core/flags'
 import {hostname} from 'node:os'
-import {join} from 'node:path'
 
 import {NfdctlCommand} from '../../cli/nfdctl-command.js'
 import {observeFlags} from '../../cli/observe-flags.js'
@@ -61,7 +60,7 @@ Containers ask by resource limit devices.nfdctl.io/<class> (the agent also serve
       client, fileClasses, logger: log, nodeName, onPersistError: () => metrics.errors.inc({kind: 'state'}), stateDir: flags['state-dir'],
     })
     const agent = new NodeAgent({
-      cdiDir: flags.cdi ? flags['cdi-dir'] : undefined, cgroupMode: options.cgroupMode, classStore, client, containerd, grants: new GrantRecord(join(flags['state-dir'], 'grants.json')), leadingEdge: options.leadingEdge, logger: log,
+      cdiDir: flags.cdi ? flags['cdi-dir'] : undefined, cgroupMode: options.cgroupMode, classStore, client, containerd, grants: new GrantRecord({stateDir: flags['state-dir']}), leadingEdge: options.leadingEdge, logger: log,
       maxWaitMs: options.maxWaitMs, metrics, nodeName, pluginDir: flags['plugin-dir'], podResourcesSocket: flags['pod-resources-socket'], quietMs: options.quietMs, registry, workers: options.workers,
     })
     const health = new HealthServer({host: options.metricsHost, port: options.metricsPort, readiness: () => agent.status(), registry})

@@ -98,7 +98,8 @@ export function decideAccess(input: PolicyInput): PolicyDecision {
       }
       const refusal = annotationRefusal(request, name, deviceClass, input)
       if (refusal !== undefined) refuse(request, refusal)
-      else candidates.set(name, [...(candidates.get(name) ?? []), request])
+      else if (candidates.has(name)) candidates.get(name)!.push(request)
+      else candidates.set(name, [request])
     }
   }
 

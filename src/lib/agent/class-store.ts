@@ -283,7 +283,7 @@ export class ClassStore {
     const state: ClassState = {classes: [...this.#lastValid.values()], node: this.options.nodeName, nodeLabels: this.#labels, savedAt: new Date().toISOString(), version: 1}
     this.#persisting = this.#persisting.then(async () => {
       await mkdir(this.options.stateDir, {mode: 0o700, recursive: true})
-      await writeFileAtomic(this.#file, JSON.stringify(state, null, 2) + '\n', 0o600)
+      await writeFileAtomic(this.#file, JSON.stringify(state, null, 2) + '\n', {mode: 0o600})
     }).catch((error: unknown) => {
       this.options.onPersistError?.(error)
       this.#log.error({err: errorMessage(error), file: this.#file}, 'cannot persist the DeviceClasses; a start without the API server would use older ones')

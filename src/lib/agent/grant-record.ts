@@ -1,8 +1,9 @@
 import {mkdir, readFile} from 'node:fs/promises'
-import {dirname} from 'node:path'
+import {join} from 'node:path'
 
 import type {Device} from '../devices/types.js'
 import {writeFileAtomic} from '../sys/atomic-write.js'
+import {ruleDeviceId} from '../runtime/device-program.js'
 import type {AccessChange, DeviceAccess} from './container-access.js'
 
 /** One device the agent granted a container: the rule it added and where it made the device node. */
@@ -19,10 +20,7 @@ export interface RecordedGrant {
 /** What the agent granted, by containerd container id. */
 export type GrantRecords = ReadonlyMap<string, readonly RecordedGrant[]>
 
-/** `b7:3`: the id of the device a grant names, as Device.id spells it. */
-export const grantId = (g: RecordedGrant): string => `${g.type}${g.major}:${g.minor}`
-
-export const grantOf = (a: DeviceAccess): RecordedGrant => ({
+const grantOf = (a: DeviceAccess): RecordedGrant => ({
   access: a.access, devNode: a.device.devNode, major: a.device.major, minor: a.device.minor, type: a.device.type === 'block' ? 'b' : 'c',
 })
 
@@ -33,7 +31,7 @@ export const grantOf = (a: DeviceAccess): RecordedGrant => ({
 export function deviceOfGrant(g: RecordedGrant): Device {
   const devName = g.devNode.replace(/^\/dev\//, '')
   return {
-    devName, devNode: g.devNode, devPath: '', id: grantId(g), kernelName: devName.split('/').at(-1) ?? devName, major: g.major, minor: g.minor,
+    devName, devNode: g.devNode, devPath: '', id: ruleDeviceId(g), kernelName: devName.split('/').at(-1) ?? devName, major: g.major, minor: g.minor,
     properties: {}, subsystem: '', type: g.type === 'b' ? 'block' : 'char',
   }
 }
@@ -45,8 +43,8 @@ export function deviceOfGrant(g: RecordedGrant): Device {
  */
 export function grantsBefore(recorded: readonly RecordedGrant[], change: AccessChange): RecordedGrant[] {
   const granted = change.grant.map(grantOf)
-  const ids = new Set(granted.map(grantId))
-  return [...recorded.filter((g) => !ids.has(grantId(g))), ...granted]
+  const ids = new Set(granted.map(ruleDeviceId))
+  return [...recorded.filter((g) => !ids.has(ruleDeviceId(g))), ...granted]
 }
 
 /**
@@ -56,8 +54,8 @@ export function grantsBefore(recorded: readonly RecordedGrant[], change: AccessC
  */
 export function grantsAfter(recorded: readonly RecordedGrant[], held: ReadonlyMap<string, unknown>, change: AccessChange): RecordedGrant[] {
   const granted = change.grant.map(grantOf)
-  const gone = new Set([...change.revoke.map((a) => a.device.id), ...granted.map(grantId)])
-  return [...recorded.filter((g) => held.has(grantId(g)) && !gone.has(grantId(g))), ...granted]
+  const gone = new Set([...change.revoke.map((a) => a.device.id), ...granted.map(ruleDeviceId)])
+  return [...recorded.filter((g) => held.has(ruleDeviceId(g)) && !gone.has(ruleDeviceId(g))), ...granted]
 }
 
 const version = 1
@@ -119,7 +117,11 @@ export class GrantRecord {
   /** A change not yet on disk (one made since the last write started, or a write that failed). */
   #dirty = false
 
-  constructor(readonly file: string) {}
+  readonly file: string
+
+  constructor(options: {readonly stateDir: string}) {
+    this.file = join(options.stateDir, 'grants.json')
+  }
 
   /**
    * Reads the file; a missing one is an empty record. A file that cannot be read or decoded is left out
@@ -168,10 +170,10 @@ export class GrantRecord {
       this.#queued = undefined
       this.#dirty = false
       try {
-        await mkdir(dirname(this.file), {mode: 0o700, recursive: true})
+        await mkdir(join(this.file, '..'), {mode: 0o700, recursive: true})
         // Not flushed to disk: the grants die with the containers on a reboot, and the page cache outlives a
         // crashed agent. A flush would sit on every hot-plug's path (milliseconds, more while kubelet writes).
-        await writeFileAtomic(this.file, encodeGrants(this.#records), 0o600, undefined, false)
+        await writeFileAtomic(this.file, encodeGrants(this.#records), {durable: false, mode: 0o600})
       } catch (error) {
         this.#dirty = true
         throw error

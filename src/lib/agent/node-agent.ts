@@ -8,14 +8,13 @@ import type {Device, DeviceClass} from '../devices/types.js'
 import {errorMessage} from '../errors.js'
 import {Informer, MetadataInformer} from '../kube/informer.js'
 import type {KubeClient} from '../kube/kube-client.js'
-import type {ObjectMeta} from '../kube/resource.js'
 import type {Logger} from '../observe/logger.js'
 import {resourceNameOf} from '../plugins/class-allocation.js'
 import {createPluginMetrics} from '../plugins/plugin-metrics.js'
 import {PluginSet} from '../plugins/plugin-set.js'
 import {allocatedDevices, listPodResources} from '../plugins/pod-resources.js'
 import type {ContainerdClient, RuntimeContainer} from '../runtime/containerd-client.js'
-import {devicePrograms} from '../runtime/device-bpf.js'
+import {hasDevicePrograms} from '../runtime/device-bpf.js'
 import {ContainerGoneError, ContainerHandle} from '../runtime/container-handle.js'
 import type {CgroupMode} from '../runtime/device-cgroup.js'
 import {ociDeviceRules, ruleDeviceId, rulesWithout} from '../runtime/device-program.js'
@@ -27,7 +26,7 @@ import {
   containerRequests, criLabels, diffAccess, podCodec, requestKey, requestOfContainer, ruleOf, wantedAccess, type ContainerRequest, type NodePod,
 } from './container-access.js'
 import {EventBatcher} from './event-batcher.js'
-import {deviceOfGrant, grantId, grantsAfter, grantsBefore, type GrantRecord} from './grant-record.js'
+import {deviceOfGrant, grantsAfter, grantsBefore, type GrantRecord} from './grant-record.js'
 import {type ClassProblem, type ClassStore, type ClassView} from './class-store.js'
 import {PodEvents} from './pod-events.js'
 import {nodeClassStatus, StatusWriter, type ClassReport, type NodeClassStatus} from './status-writer.js'
@@ -79,8 +78,6 @@ export class NodeAgent {
   readonly #pods: Informer<NodePod>
   /** Namespace labels, for the classes' annotationAccess.namespaceSelector. */
   readonly #namespaces: MetadataInformer
-  /** Each namespace's labels as last seen (JSON): only a change of labels starts a batch. */
-  readonly #namespaceLabels = new Map<string, string>()
   readonly #events: PodEvents
   /** The annotation grants the access policy admitted in the last batch (holderKey). */
   #annotationHolders: ReadonlySet<string> = new Set()
@@ -105,8 +102,6 @@ export class NodeAgent {
   /** Failed status writes in a row: the retry waits 1 s, 2 s, 4 s … up to 30 s (the API server may be away for long). */
   #statusFailures = 0
   #statusRetry: NodeJS.Timeout | undefined
-  /** What each pod's containers ask for, as last seen (pods asking nothing count too: a change may add a request). */
-  readonly #podAsks = new Map<string, string>()
   /**
    * Containers that may hold class devices the agent gave: reconciled even when they no longer ask (an
    * annotation edited away), so that what they were given is taken back. Undefined until the first batch,
@@ -150,10 +145,15 @@ export class NodeAgent {
     })
     this.#pods = new Informer<NodePod>({
       client: options.client, fieldSelector: `spec.nodeName=${options.nodeName}`, logger: options.logger,
-      onChanged: (pod) => this.#podChanged(pod), onDeleted: (pod) => this.#podChanged(pod, true), pageSize: 500, resource: podsResource,
+      onChanged: (pod, previous) => this.#podChanged(pod, previous), onDeleted: (pod) => this.#batcher.add(`pod ${pod.metadata.namespace}/${pod.metadata.name} deleted`),
+      pageSize: 500, resource: podsResource,
     }, podCodec)
     this.#namespaces = new MetadataInformer({
-      client: options.client, logger: options.logger, onChanged: (ns) => this.#namespaceChanged(ns), onDeleted: (ns) => this.#namespaceChanged(ns, true),
+      // Only a change of labels matters here (annotationAccess selects namespaces by them).
+      client: options.client, logger: options.logger, onDeleted: (ns) => this.#batcher.add(`namespace ${ns.name} deleted`),
+      onChanged: (ns, previous) => {
+        if (ns === undefined || previous === undefined || JSON.stringify(ns.labels ?? {}) !== JSON.stringify(previous.labels ?? {})) this.#batcher.add(`namespace ${ns?.name ?? 'list'}`)
+      },
       pageSize: 500, resource: namespacesResource,
     })
     this.#events = new PodEvents({client: options.client, logger: options.logger, nodeName: options.nodeName, onError: () => this.#metrics.errors.inc({kind: 'events'})})
@@ -216,35 +216,15 @@ export class NodeAgent {
    * A pod matters when what its containers ask for changes (or it comes or goes): kubelet's status updates
    * change nothing here, and a container that starts is heard from containerd.
    */
-  #podChanged(pod: NodePod | undefined, deleted = false): void {
+  #podChanged(pod: NodePod | undefined, previous: NodePod | undefined): void {
     if (pod === undefined) {
       this.#batcher.add('pods relisted')
       return
     }
     // By UID: a pod re-created under the same name is another pod.
-    const key = pod.metadata.uid
-    if (deleted) {
-      if (!this.#podAsks.delete(key)) return
-    } else {
-      const asks = JSON.stringify(containerRequests(pod).map((r) => [r.container, [...r.classes]]))
-      if (this.#podAsks.get(key) === asks) return
-      this.#podAsks.set(key, asks)
-    }
+    const asks = (p: NodePod): string => JSON.stringify(containerRequests(p).map((r) => [r.container, [...r.classes], r.annotationProblem]))
+    if (previous?.metadata.uid === pod.metadata.uid && asks(previous) === asks(pod)) return
     this.#batcher.add(`pod ${pod.metadata.namespace}/${pod.metadata.name}`)
-  }
-
-  /** Only a change of labels matters (annotationAccess selects namespaces by them). */
-  #namespaceChanged(ns: ObjectMeta | undefined, deleted = false): void {
-    if (ns === undefined) {
-      this.#namespaceLabels.clear()
-      for (const [name, meta] of this.#namespaces.cache) this.#namespaceLabels.set(name, JSON.stringify(meta.labels ?? {}))
-      this.#batcher.add('namespaces relisted')
-      return
-    }
-    const labels = JSON.stringify(ns.labels ?? {})
-    if (deleted ? !this.#namespaceLabels.delete(ns.name) : this.#namespaceLabels.get(ns.name) === labels) return
-    if (!deleted) this.#namespaceLabels.set(ns.name, labels)
-    this.#batcher.add(`namespace ${ns.name}`)
   }
 
   #deviceEvent(action: string, device: Device): void {
@@ -520,7 +500,7 @@ export class NodeAgent {
     for (const name of request.classes.keys()) allocated.set(name, allocatedDevices(pods, {name: request.pod, namespace: request.namespace}, request.container, resourceNameOf(name)))
     const wanted = wantedAccess({allocated, classes: this.#classes, members, request})
     const recordedList = this.options.grants.grants(container.id)
-    const recorded = new Map(recordedList.map((g) => [grantId(g), g]))
+    const recorded = new Map(recordedList.map((g) => [ruleDeviceId(g), g]))
     const ours = (id: string): Device | undefined => {
       const device = asks ? this.#known.get(id) : undefined
       const grant = recorded.get(id)
@@ -561,7 +541,8 @@ export class NodeAgent {
     try {
       await applyAccess(handle, change, program)
     } catch (error) {
-      this.#metrics.errors.inc({kind: 'cgroup'})
+      // A container gone meanwhile is #reconcileContainer's to tell, not a cgroup error.
+      if (!(error instanceof ContainerGoneError)) this.#metrics.errors.inc({kind: 'cgroup'})
       throw error
     } finally {
       this.#metrics.ruleChanges.inc({action: 'grant'}, change.grant.length)
@@ -598,7 +579,7 @@ export class NodeAgent {
 /** For --cgroup-mode auto; a host where bpf(2) is refused has no program the agent could replace anyway. */
 function hasDeviceProgram(dir: string): boolean {
   try {
-    return devicePrograms(dir).length > 0
+    return hasDevicePrograms(dir)
   } catch {
     return false
   }

@@ -17,8 +17,11 @@ export interface InformerOptions<T = ObjectMeta> {
   readonly logger?: Logger
   /** A deletion seen on the watch, or found by diffing a relist (a missed deletion). */
   readonly onDeleted?: (object: T) => void
-  /** An object added or changed on the watch, or the cache replaced by a relist (`undefined`). */
-  readonly onChanged?: (object: T | undefined) => void
+  /**
+   * An object added or changed on the watch, with what the cache held before (undefined: new), or the cache
+   * replaced by a relist (`undefined`).
+   */
+  readonly onChanged?: (object: T | undefined, previous?: T) => void
   readonly random?: () => number
   /** Server-side watch timeout; the watch is then resumed from the last resourceVersion. */
   readonly watchTimeoutSeconds?: number
@@ -165,8 +168,9 @@ export class Informer<T> {
           this.cache.delete(key(meta))
           this.options.onDeleted?.(item)
         } else {
+          const previous = this.cache.get(key(meta))
           this.cache.set(key(meta), item)
-          this.options.onChanged?.(item)
+          this.options.onChanged?.(item, previous)
         }
       }
       return 'closed'

@@ -25,7 +25,7 @@ export async function writeAuthProviderConfig(file: string, userName: string, va
     const {gid, mode, uid} = await stat(target)
     owner = {gid, uid}
     // kubectl's own layout: sequences not indented, flow maps without padding; the rest of the file is kept.
-    await writeFileAtomic(target, doc.toString({flowCollectionPadding: false, indentSeq: false, lineWidth: 0}), mode & 0o777, owner)
+    await writeFileAtomic(target, doc.toString({flowCollectionPadding: false, indentSeq: false, lineWidth: 0}), {mode: mode & 0o777, owner})
   } catch (error) {
     const fix = owner && (error as NodeJS.ErrnoException).code === 'EPERM' ? ` (it belongs to uid ${owner.uid}, gid ${owner.gid}: run as that user or as root)` : ''
     throw new ConfigError(`${where}: cannot write the refreshed oidc tokens of user "${userName}": ${errorMessage(error)}${fix}`, {cause: error})

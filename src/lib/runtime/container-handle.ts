@@ -37,17 +37,20 @@ export class ContainerHandle {
 
   private constructor(
     readonly containerId: string,
-    readonly pid: number,
     readonly root: RootDir,
     readonly control: DeviceControl,
     readonly process: PinnedProcess,
   ) {}
 
+  get pid(): number {
+    return this.process.pid
+  }
+
   /** Opens the handle of `container`, whose init process containerd listed as `pid`; ContainerGoneError when that is no longer so. */
   static async open(container: RuntimeContainer, pid: number, options: ContainerHandleOptions = {}): Promise<ContainerHandle> {
-    let process: PinnedProcess
+    let pinned: PinnedProcess
     try {
-      process = PinnedProcess.open(pid, {pidfd: options.pidfd})
+      pinned = PinnedProcess.open(pid, {pidfd: options.pidfd})
     } catch (error) {
       if (error instanceof ProcessGoneError) throw new ContainerGoneError(container.id, pid, 'does not exist any more', {cause: error})
       throw error
@@ -58,12 +61,12 @@ export class ContainerHandle {
       const cgroup = cgroupsPath === undefined || cgroupsPath === '' ? undefined : cgroupOfSpec(cgroupsPath)
       const control = await deviceControlOf(pid, {...options, container: {cgroup, id: container.id}})
       root = openRoot(`/proc/${pid}/root`, {openat2: options.openat2})
-      if (!process.isRunning()) throw new ContainerGoneError(container.id, pid, 'exited while its cgroup and root were looked up')
-      return new ContainerHandle(container.id, pid, root, control, process)
+      if (!pinned.isRunning()) throw new ContainerGoneError(container.id, pid, 'exited while its cgroup and root were looked up')
+      return new ContainerHandle(container.id, root, control, pinned)
     } catch (error) {
       if (root !== undefined) closeRoot(root)
-      const running = process.isRunning()
-      process.close()
+      const running = pinned.isRunning()
+      pinned.close()
       if (error instanceof ContainerGoneError) throw error
       // Its /proc entries vanish with it: whatever failed, a process that is gone is the reason.
       if (!running) throw new ContainerGoneError(container.id, pid, 'exited while its cgroup and root were looked up', {cause: error})

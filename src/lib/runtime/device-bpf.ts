@@ -45,6 +45,16 @@ export function devicePrograms(cgroupDir: string): AttachedDeviceProgram[] {
   }
 }
 
+/** Whether any device program is attached to the cgroup itself; only counted, none is read. */
+export function hasDevicePrograms(cgroupDir: string): boolean {
+  const cgroup = openCgroup(cgroupDir)
+  try {
+    return queryDevicePrograms(cgroup).length > 0
+  } finally {
+    closeFd(cgroup)
+  }
+}
+
 /**
  * Gives the cgroup exactly `rules` (OCI order and semantics) in the place of the program `programId`, the one
  * the caller read: a new program is loaded and replaces it atomically (BPF_F_REPLACE), so that access is

@@ -11,9 +11,15 @@ import {dirname} from 'node:path'
  * outlive the process but not the machine: still all or nothing, as rename is, for every reader and for a
  * process that crashes.
  */
-export async function writeFileAtomic(
-  file: string, data: string, mode = 0o644, owner?: {readonly uid: number; readonly gid: number}, durable = true,
-): Promise<void> {
+export interface AtomicWriteOptions {
+  /** Default 0o644; the umask does not get a say. */
+  readonly mode?: number
+  readonly owner?: {readonly uid: number; readonly gid: number}
+  /** Default true. */
+  readonly durable?: boolean
+}
+
+export async function writeFileAtomic(file: string, data: string, {durable = true, mode = 0o644, owner}: AtomicWriteOptions = {}): Promise<void> {
   const temporary = `${file}.${randomBytes(4).toString('hex')}.tmp`
   try {
     const handle = await open(temporary, 'wx', mode)

@@ -52,13 +52,17 @@ export interface RootDir {
   readonly name: string
   /** Whether steps are resolved with openat2(2); false where the kernel lacks it. */
   readonly openat2: boolean
-  /** The host's mount table: a /dev whose filesystem the host has mounted is a volume, not the container's own. */
-  readonly hostMountInfo: string
+  /**
+   * The verdict on /dev (foreignDev) for the mount it was: one handle makes several nodes, and the verdict
+   * reads the host's whole mount table.
+   */
+  devVerdict?: {readonly mount: bigint; readonly foreign: string | undefined}
 }
 
+/** The host's mount table (init's: the agent runs in the host's PID namespace). A /dev whose filesystem the host has mounted is a volume, not the container's own. */
+const hostMountInfo = '/proc/1/mountinfo'
+
 export interface OpenRootOptions {
-  /** Default /proc/1/mountinfo: init's, the host's (the agent runs with the host's PID namespace). */
-  readonly hostMountInfo?: string
   /** false: openat(2) and mount ids, as on a kernel without openat2 (so that path is tested too). */
   readonly openat2?: boolean
 }
@@ -128,7 +132,7 @@ export function openRoot(path: string, options: OpenRootOptions = {}): RootDir {
     if (fd < 0) code = errno()
   }
   if (fd < 0) throw new PathInsideError(`cannot open ${path}: ${errnoText(code)}`, code === ENOENT ? 'missing' : 'refused')
-  return {fd, hostMountInfo: options.hostMountInfo ?? '/proc/1/mountinfo', name: path, openat2: usable}
+  return {fd, name: path, openat2: usable}
 }
 
 export function closeRoot(root: RootDir): void {
@@ -176,16 +180,23 @@ function openStep(root: RootDir, dirFd: number, name: string, flags: number, sam
  * filesystem, or a tmpfs mounted nowhere on the host (runc's). A volume or the host's /dev shares a
  * filesystem with a host mount.
  */
-function foreignDev(root: RootDir, devFd: number): string | undefined {
-  if (mountIdOf(devFd) === mountIdOf(root.fd)) return undefined
+function foreignDev(root: RootDir, devFd: number, devMount: bigint): string | undefined {
+  if (root.devVerdict?.mount === devMount) return root.devVerdict.foreign
+  const foreign = judgeDev(root, devFd, devMount)
+  root.devVerdict = {foreign, mount: devMount}
+  return foreign
+}
+
+function judgeDev(root: RootDir, devFd: number, devMount: bigint): string | undefined {
+  if (devMount === mountIdOf(root.fd)) return undefined
   const type = statfsSync(`/proc/self/fd/${devFd}`).type
   if (type !== TMPFS_MAGIC) return `it is a mount of ${filesystemNames[type] ?? `filesystem type 0x${type.toString(16)}`}, not a tmpfs`
   const dev = majorMinor(fstatSync(devFd, {bigint: true}).dev)
   let table: string
   try {
-    table = readFileSync(root.hostMountInfo, 'utf8')
+    table = readFileSync(hostMountInfo, 'utf8')
   } catch (error) {
-    return `the host's mount table ${root.hostMountInfo} cannot be read (${(error as Error).message}) to tell it from a volume`
+    return `the host's mount table ${hostMountInfo} cannot be read (${(error as Error).message}) to tell it from a volume`
   }
   const shared = table.split('\n').map((line) => line.split(' ')).find((fields) => fields[2] === dev)
   if (shared !== undefined) return `its filesystem (${dev}) is the host's ${unescapeMountPath(shared[4])} (a volume or the host's /dev)`
@@ -215,9 +226,10 @@ function openParent(root: RootDir, path: string, create: boolean): Parent {
       : new PathInsideError(`/dev in ${root.name} is not a plain directory (${errnoText(code)}); a symlink is never followed`, 'outside')
   }
   try {
-    const foreign = foreignDev(root, fd)
+    const devMount = mountIdOf(fd)
+    const foreign = foreignDev(root, fd, devMount)
     if (foreign !== undefined) throw new PathInsideError(`/dev in ${root.name} is not the container's own: ${foreign}; nothing is written there`, 'outside')
-    const mount = root.openat2 ? 'kernel' : mountIdOf(fd)
+    const mount = root.openat2 ? 'kernel' : devMount
     let walked = '/dev'
     for (const part of parts.slice(1, -1)) {
       walked += `/${part}`

@@ -90,12 +90,12 @@ describe('grant record: what the agent granted each container', function () {
 
     it('starts empty without a file, writes each change (creating the directory), and a new record reads it back', async function () {
       const file = join(dir, 'state', 'grants.json')
-      const record = new GrantRecord(file)
+      const record = new GrantRecord({stateDir: join(dir, 'state')})
       expect(await record.load()).to.equal(undefined)
       expect(record.grants('abc')).to.deep.equal([])
       await record.set('abc', [grant('b 7:1 rw /dev/loop1')])
       await record.set('def', [grant('b 7:2 r /dev/loop2')])
-      const again = new GrantRecord(file)
+      const again = new GrantRecord({stateDir: join(dir, 'state')})
       expect(await again.load()).to.equal(undefined)
       expect(show(again.grants('abc'))).to.deep.equal(['b 7:1 rw /dev/loop1'])
       expect(show(again.grants('def'))).to.deep.equal(['b 7:2 r /dev/loop2'])
@@ -107,8 +107,10 @@ describe('grant record: what the agent granted each container', function () {
 
     it('coalesces changes made together: every one is on disk once each has resolved', async function () {
       const file = join(dir, 'grants.json')
-      const record = new GrantRecord(file)
-      await Promise.all(Array.from({length: 50}, (_, i) => record.set(`c${i}`, [grant(`b 7:${i} rw /dev/loop${i}`)])))
+      const record = new GrantRecord({stateDir: dir})
+      const writes = Array.from({length: 50}, (_, i) => record.set(`c${i}`, [grant(`b 7:${i} rw /dev/loop${i}`)]))
+      expect(new Set(writes).size, 'writes started for 50 changes made together').to.equal(1)
+      await Promise.all(writes)
       expect(decodeGrants(await readFile(file, 'utf8')).size).to.equal(50)
       await record.set('c0', [])
       expect(decodeGrants(await readFile(file, 'utf8')).has('c0')).to.equal(false)
@@ -117,7 +119,7 @@ describe('grant record: what the agent granted each container', function () {
     it('a file it cannot decode is reported and left out, and the next write replaces it', async function () {
       const file = join(dir, 'grants.json')
       await writeFile(file, '{"version": 1, "containers": {"abc": [{"type": "x"}]}}')
-      const record = new GrantRecord(file)
+      const record = new GrantRecord({stateDir: dir})
       expect(await record.load()).to.equal(`${file}: containers["abc"][0].type must be "b" or "c", got "x"`)
       expect(record.grants('abc')).to.deep.equal([])
       await record.set('def', [grant('b 7:2 r /dev/loop2')])
@@ -127,7 +129,7 @@ describe('grant record: what the agent granted each container', function () {
     it('a write that fails rejects, and the next change writes everything', async function () {
       const file = join(dir, 'blocked', 'grants.json')
       await writeFile(join(dir, 'blocked'), 'a file where the directory should be')
-      const record = new GrantRecord(file)
+      const record = new GrantRecord({stateDir: join(dir, 'blocked')})
       let failure: unknown
       await record.set('abc', [grant('b 7:1 rw /dev/loop1')]).catch((error: unknown) => {
         failure = error

@@ -20,7 +20,7 @@ describe('writeFileAtomic', function () {
     await writeFile(file, 'old')
     const umask = process.umask(0o077)
     try {
-      await writeFileAtomic(file, 'new content', 0o644)
+      await writeFileAtomic(file, 'new content', {mode: 0o644})
     } finally {
       process.umask(umask)
     }
