@@ -10,11 +10,16 @@ function numberFlag(flag: string) {
   }
 }
 
-/** Connection flags shared by every command that talks to the API server. */
-export const kubeFlags = {
-  burst: Flags.integer({description: 'with --qps: requests allowed at once above it (default: --qps)', helpGroup: 'KUBERNETES'}),
+/** Which cluster: every command that talks to the API server. */
+export const clusterFlags = {
   context: Flags.string({description: 'kubeconfig context to use (default: current-context)', helpGroup: 'KUBERNETES'}),
   kubeconfig: Flags.string({description: 'path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)', helpGroup: 'KUBERNETES'}),
+}
+
+/** Connection flags of the commands that pace their own API requests (gc). */
+export const kubeFlags = {
+  ...clusterFlags,
+  burst: Flags.integer({description: 'with --qps: requests allowed at once above it (default: --qps)', helpGroup: 'KUBERNETES'}),
   qps: Flags.custom<number>({
     description: 'client-side cap on API requests per second (default: none; the server paces us with 429s)',
     helpGroup: 'KUBERNETES',

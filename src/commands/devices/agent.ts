@@ -2,6 +2,7 @@ import * as Flags from '@oclif/core/flags'
 import {hostname} from 'node:os'
 
 import {NfdctlCommand} from '../../cli/nfdctl-command.js'
+import {nodeFlags} from '../../cli/node-flags.js'
 import {observeFlags} from '../../cli/observe-flags.js'
 import {untilAborted} from '../../lib/abort.js'
 import {createAgentMetrics} from '../../lib/agent/agent-metrics.js'
@@ -34,13 +35,11 @@ Containers ask by resource limit devices.nfdctl.io/<class> (the agent also serve
     'class-file': Flags.string({description: 'DeviceClass file (YAML or JSON; repeatable), besides the cluster\'s classes', multiple: true}),
     'containerd-address': Flags.string({default: '/run/containerd/containerd.sock', description: 'containerd\'s gRPC socket'}),
     'containerd-namespace': Flags.string({default: 'k8s.io', description: 'containerd namespace of kubelet\'s containers'}),
-    context: Flags.string({description: 'kubeconfig context', helpGroup: 'KUBERNETES'}),
-    kubeconfig: Flags.string({description: 'kubeconfig (default: $KUBECONFIG, ~/.kube/config, in-cluster)', helpGroup: 'KUBERNETES'}),
-    'node-name': Flags.string({description: 'this node\'s name (default: $NODE_NAME, then the hostname)'}),
     'plugin-dir': Flags.string({default: '/var/lib/kubelet/device-plugins', description: 'kubelet\'s device-plugin directory'}),
     'pod-resources-socket': Flags.string({default: '/var/lib/kubelet/pod-resources/kubelet.sock', description: 'kubelet\'s PodResources socket (the devices it allocated)'}),
     'state-dir': Flags.string({default: '/var/lib/nfdctl/agent', description: 'where the node\'s classes (for a start without the API server) and the devices granted to containers (taken back after a restart) are kept'}),
     workers: Flags.integer({default: 4, description: 'containers updated in parallel'}),
+    ...nodeFlags,
     ...observeFlags,
   }
 

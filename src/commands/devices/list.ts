@@ -1,15 +1,13 @@
 import * as Flags from '@oclif/core/flags'
-import {hostname} from 'node:os'
 
+import {DeviceWatch} from '../../cli/device-watch.js'
 import {NfdctlCommand} from '../../cli/nfdctl-command.js'
+import {clusterGiven, nodeFlags, readNodeClasses} from '../../cli/node-flags.js'
 import {listedDevice, renderDevices, renderWatchEvent, type ListedDevice} from '../../cli/render-devices.js'
 import {untilAborted} from '../../lib/abort.js'
 import {ClassMemory, DeviceMatcher} from '../../lib/devices/device-matcher.js'
-import {DeviceWatcher} from '../../lib/devices/device-watcher.js'
-import {nodeClasses, type NodeClasses} from '../../lib/devices/node-classes.js'
 import {SysfsScanner} from '../../lib/devices/sysfs-scanner.js'
 import {UsageError} from '../../lib/errors.js'
-import {openCluster} from '../../lib/kube/connect.js'
 
 export default class DevicesList extends NfdctlCommand {
   static override description = `Show this machine's character and block devices and the DeviceClasses (devices.nfdctl.io) they belong to.
@@ -24,27 +22,17 @@ Classes come from --class-file (YAML or JSON, several documents) and/or the clus
   static override flags = {
     all: Flags.boolean({description: 'also show devices in no class'}),
     'class-file': Flags.string({description: 'DeviceClass file (YAML or JSON; repeatable)', multiple: true}),
-    context: Flags.string({description: 'kubeconfig context: read DeviceClasses and the Node from the cluster', helpGroup: 'KUBERNETES'}),
-    kubeconfig: Flags.string({description: 'kubeconfig: read DeviceClasses and the Node from the cluster', helpGroup: 'KUBERNETES'}),
     'node-label': Flags.string({description: 'a label of this node, key=value, for nodeSelectors (repeatable; added to the cluster\'s)', multiple: true}),
-    'node-name': Flags.string({description: 'this node\'s name (default: the hostname)'}),
     output: Flags.option({char: 'o', default: 'table', description: 'output format', options: ['table', 'json', 'yaml'] as const})(),
     watch: Flags.boolean({char: 'w', description: 'after the list, stream device events until interrupted'}),
+    ...nodeFlags,
   }
 
   async run(): Promise<ListedDevice[]> {
     const {flags} = await this.parse(DevicesList)
     if (flags.watch && this.jsonEnabled()) throw new UsageError('--json cannot stream; use --watch -o json for one JSON object per line')
     const flagLabels = parseNodeLabels(flags['node-label'] ?? [])
-    const nodeName = flags['node-name'] ?? hostname()
-    const useCluster = flags.kubeconfig !== undefined || flags.context !== undefined
-    const cluster = useCluster ? await openCluster({context: flags.context, kubeconfig: flags.kubeconfig}, {burst: 10, qps: 20}) : undefined
-    let found: NodeClasses
-    try {
-      found = await nodeClasses({classFiles: flags['class-file'] ?? [], client: cluster?.client, extraLabels: flagLabels, nodeName, signal: this.signal})
-    } finally {
-      cluster?.client.close()
-    }
+    const {found} = await readNodeClasses(flags, {extraLabels: flagLabels, signal: this.signal, useCluster: clusterGiven(flags)})
     for (const warning of found.warnings) this.warnAlways(warning)
     const {all: classes, applicable} = found
     const showAll = flags.all || classes.length === 0
@@ -61,15 +49,7 @@ Classes come from --class-file (YAML or JSON, several documents) and/or the clus
     }
 
     const memory = new ClassMemory(matcher, scanner.readAttribute)
-    let failure: Error | undefined
-    // A dead uevent socket ends the command at once (exit 1) rather than leaving it silently deaf.
-    const failed = new AbortController()
-    const signal = AbortSignal.any([this.signal, failed.signal])
-    const watcher = new DeviceWatcher({
-      onError: (error) => {
-        failure = error
-        failed.abort(error)
-      },
+    const watch = new DeviceWatch(this.signal, {
       onEvent: ({action, device}) => {
         const listed = listedDevice(device, memory.classesAfter(action, device))
         if (keep(listed)) this.log(renderWatchEvent({...listed, event: action}, format))
@@ -77,14 +57,14 @@ Classes come from --class-file (YAML or JSON, several documents) and/or the clus
       source: scanner,
     })
     let initial: ListedDevice[] = []
-    await watcher.start(signal, (devices) => {
+    await watch.start((devices) => {
       initial = devices.map((d) => listedDevice(d, memory.classesAfter('add', d))).filter(keep)
       if (format === 'table') this.log(renderDevices(initial, 'table'))
       else for (const d of initial) this.log(renderWatchEvent({...d, event: 'present'}, format))
     })
-    await untilAborted(signal)
-    await watcher.stop()
-    if (failure) throw failure
+    await untilAborted(watch.signal)
+    await watch.stop()
+    watch.throwIfFailed()
     return initial
   }
 }

@@ -1,14 +1,12 @@
 import * as Flags from '@oclif/core/flags'
-import {hostname} from 'node:os'
 
+import {DeviceWatch} from '../../cli/device-watch.js'
 import {NfdctlCommand} from '../../cli/nfdctl-command.js'
+import {clusterGiven, nodeFlags, readNodeClasses} from '../../cli/node-flags.js'
 import {observeFlags} from '../../cli/observe-flags.js'
 import {untilAborted} from '../../lib/abort.js'
-import {DeviceWatcher} from '../../lib/devices/device-watcher.js'
-import {nodeClasses} from '../../lib/devices/node-classes.js'
 import {SysfsScanner} from '../../lib/devices/sysfs-scanner.js'
 import {UsageError} from '../../lib/errors.js'
-import {openCluster} from '../../lib/kube/connect.js'
 import {HealthServer} from '../../lib/observe/health-server.js'
 import {createLogger} from '../../lib/observe/logger.js'
 import {observeOptionsFrom} from '../../lib/observe/observe-options.js'
@@ -30,10 +28,8 @@ Each class is served on <plugin-dir>/nfdctl-<class>.sock and registered with kub
     'cdi-dir': Flags.string({default: '/var/run/cdi', description: 'where CDI spec files go (with --cdi)'}),
     class: Flags.string({description: 'serve only this class (repeatable; default: every class that applies to this node)', multiple: true}),
     'class-file': Flags.string({description: 'DeviceClass file (YAML or JSON; repeatable)', multiple: true}),
-    context: Flags.string({description: 'kubeconfig context: read DeviceClasses and the Node from the cluster', helpGroup: 'KUBERNETES'}),
-    kubeconfig: Flags.string({description: 'kubeconfig: read DeviceClasses and the Node from the cluster (default: $KUBECONFIG, ~/.kube/config, in-cluster)', helpGroup: 'KUBERNETES'}),
-    'node-name': Flags.string({description: 'this node\'s name, for nodeSelectors (default: $NODE_NAME, then the hostname)'}),
     'plugin-dir': Flags.string({default: '/var/lib/kubelet/device-plugins', description: 'kubelet\'s device-plugin directory (its kubelet.sock and our sockets)'}),
+    ...nodeFlags,
     ...observeFlags,
   }
 
@@ -41,18 +37,10 @@ Each class is served on <plugin-dir>/nfdctl-<class>.sock and registered with kub
     const {flags} = await this.parse(PluginsServe)
     const observe = observeOptionsFrom(flags, Boolean(process.stdout.isTTY))
     if (flags['plugin-dir'].trim() === '') throw new UsageError('--plugin-dir must be a directory, got ""')
-    const nodeName = flags['node-name'] ?? (process.env.NODE_NAME || hostname())
-    const classFiles = flags['class-file'] ?? []
-    const useCluster = flags.kubeconfig !== undefined || flags.context !== undefined || classFiles.length === 0
+    // With only --class-file no cluster is needed; without it, the cluster is found as kubectl finds it.
+    const useCluster = clusterGiven(flags) || (flags['class-file'] ?? []).length === 0
+    const {found, nodeName} = await readNodeClasses(flags, {signal: this.signal, useCluster})
     const log = createLogger({base: {component: 'plugins', node: nodeName}, format: observe.logFormat, level: observe.logLevel})
-
-    const cluster = useCluster ? await openCluster({context: flags.context, kubeconfig: flags.kubeconfig}, {burst: 10, qps: 20}) : undefined
-    let found
-    try {
-      found = await nodeClasses({classFiles, client: cluster?.client, nodeName, signal: this.signal})
-    } finally {
-      cluster?.client.close()
-    }
     for (const warning of found.warnings) log.warn({}, warning)
     const wanted = flags.class ?? []
     const unknown = wanted.filter((name) => !found.all.some((c) => c.metadata.name === name))
@@ -69,28 +57,25 @@ Each class is served on <plugin-dir>/nfdctl-<class>.sock and registered with kub
       pluginDir: flags['plugin-dir'], readAttribute: scanner.readAttribute,
     })
     const health = new HealthServer({host: observe.metricsHost, port: observe.metricsPort, readiness: () => plugins.status(), registry})
-    // A dead uevent socket ends the command (exit 1) rather than leaving kubelet with lists that never change.
-    const failed = new AbortController()
-    const signal = AbortSignal.any([this.signal, failed.signal])
-    const watcher = new DeviceWatcher({
+    const watch = new DeviceWatch(this.signal, {
       coalesceChanges: true,
       logger: log,
-      onError: (error) => failed.abort(error),
       onEvent: ({action, device}) => plugins.deviceEvent(action, device),
       source: scanner,
     })
-    await watcher.start(signal, (devices) => {
+    await watch.start((devices) => {
       for (const device of devices) plugins.deviceEvent('add', device)
     })
     if (observe.metricsPort > 0) await health.start()
     log.info({cdi: flags.cdi, classes: plugins.classNames, metricsPort: observe.metricsPort, pluginDir: flags['plugin-dir']}, 'plugins serve starting')
     await plugins.start()
-    await untilAborted(signal)
-    log.info({reason: signal.reason instanceof Error ? signal.reason.message : String(signal.reason)}, 'shutting down')
-    await watcher.stop()
+    await untilAborted(watch.signal)
+    const {reason} = watch.signal
+    log.info({reason: reason instanceof Error ? reason.message : String(reason)}, 'shutting down')
+    await watch.stop()
     await plugins.stop()
     await health.stop()
     log.info({}, 'stopped')
-    if (failed.signal.aborted) throw failed.signal.reason
+    watch.throwIfFailed()
   }
 }

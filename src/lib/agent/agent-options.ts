@@ -1,5 +1,6 @@
 import {maxDurationMs, parseDurationMs} from '../duration.js'
 import {UsageError} from '../errors.js'
+import {ownNodeName, type NodeNameSources} from '../kube/node-name.js'
 import {observeOptionsFrom, type ObserveOptions, type RawObserveFlags} from '../observe/observe-options.js'
 import type {CgroupMode} from '../runtime/device-cgroup.js'
 
@@ -27,12 +28,6 @@ export interface AgentOptions extends ObserveOptions {
   readonly cgroupMode: CgroupMode
 }
 
-/** Where the node's name comes from when --node-name is not given: $NODE_NAME (the DaemonSet's downward API), then the hostname. */
-export interface NodeNameSources {
-  readonly env: {readonly NODE_NAME?: string}
-  readonly hostname: string
-}
-
 const cgroupModes: readonly CgroupMode[] = ['auto', 'v1', 'v2']
 
 /** Checks `devices agent`'s flags before anything starts; each mistake is one UsageError that names the flag and the fix. */
@@ -45,8 +40,7 @@ export function agentOptionsFrom(flags: RawAgentFlags, stdoutIsTty: boolean, sou
   for (const flag of ['containerd-address', 'containerd-namespace', 'plugin-dir', 'pod-resources-socket', 'state-dir'] as const) {
     if (flags[flag].trim() === '') throw new UsageError(`--${flag} must not be empty; leave it out for its default`)
   }
-  // An empty NODE_NAME (the systemd env file's placeholder) means "not set".
-  const nodeName = flags['node-name'] ?? (sources.env.NODE_NAME || sources.hostname)
+  const nodeName = ownNodeName(flags['node-name'], sources)
   if (!/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/.test(nodeName)) {
     throw new UsageError(`the node name "${nodeName}" is not a valid Node name (lower-case DNS subdomain); pass the Node's name with --node-name or $NODE_NAME`)
   }
