@@ -11,24 +11,27 @@ import {ClassStore} from '../../lib/agent/class-store.js'
 import {GrantRecord} from '../../lib/agent/grant-record.js'
 import {NodeAgent} from '../../lib/agent/node-agent.js'
 import {loadClassFiles} from '../../lib/devices/class-file.js'
+import {ClassMembers} from '../../lib/devices/class-members.js'
+import {SysfsScanner} from '../../lib/devices/sysfs-scanner.js'
 import {openCluster} from '../../lib/kube/connect.js'
 import {HealthServer} from '../../lib/observe/health-server.js'
 import {createLogger} from '../../lib/observe/logger.js'
 import {Registry} from '../../lib/observe/prometheus.js'
+import {createPluginMetrics} from '../../lib/plugins/plugin-metrics.js'
+import {PluginSet} from '../../lib/plugins/plugin-set.js'
 import {ContainerdClient} from '../../lib/runtime/containerd-client.js'
 
 export default class DevicesAgent extends NfdctlCommand {
   static override description = `The node agent: running containers get the devices of the DeviceClasses (devices.nfdctl.io) they asked for, including devices plugged in after they started, and lose them when the devices go.
 
-Containers ask by resource limit devices.nfdctl.io/<class> (the agent also serves the kubelet device plugins, as plugins serve does) or by the pod annotation devices.nfdctl.io/<container-name>: class-a,class-b, which a class admits only with spec.annotationAccess (refusals are Events on the pod). Kernel uevents, containerd's events and the node's pods are batched (--batch-quiet, --batch-max-wait) and each batch applies only the difference: a cgroup v1 device rule or a replaced cgroup v2 device program, and a device node inside the container. SIGTERM stops the agent and leaves granted access in place.`
+Containers ask by resource limit devices.nfdctl.io/<class> (the agent also serves the kubelet device plugins, as plugins serve does) or by the pod annotation devices.nfdctl.io/<container-name>: class-a,class-b, which a class admits only with spec.annotationAccess (refusals are Events on the pod). Kernel uevents, containerd's events and the node's pods are batched by group commit (an event that finds no batch running is processed at once; what arrives meanwhile goes in the next batch) and each batch applies only the difference: a cgroup v1 device rule or a replaced cgroup v2 device program, and a device node inside the container. SIGTERM stops the agent and leaves granted access in place.`
   static override examples = [
     '<%= config.bin %> <%= command.id %> --node-name worker-1',
-    '<%= config.bin %> <%= command.id %> --kubeconfig /etc/nfdctl/kubeconfig --containerd-address /run/containerd/containerd.sock --batch-quiet 100ms',
+    '<%= config.bin %> <%= command.id %> --kubeconfig /etc/nfdctl/kubeconfig --containerd-address /run/containerd/containerd.sock --cdi',
   ]
   static override flags = {
-    'batch-leading-edge': Flags.boolean({allowNo: true, default: true, description: 'process an event that follows a quiet spell at once (a lone hot-plug is not delayed); --no-batch-leading-edge makes every event wait for --batch-quiet'}),
-    'batch-max-wait': Flags.string({default: '1s', description: 'process a batch at the latest this long after its first event'}),
-    'batch-quiet': Flags.string({default: '200ms', description: 'process a batch once events pause this long'}),
+    'batch-max-wait': Flags.string({default: '1s', description: 'with --batch-quiet: a batch waits at most this long after its first event'}),
+    'batch-quiet': Flags.string({default: '0s', description: 'optional minimum delay: a batch waits until events pause this long (at most --batch-max-wait). Default 0s, off: an event that finds no batch running is processed at once, and what arrives during a batch goes in the next, which starts as soon as that one ends'}),
     cdi: Flags.boolean({description: 'also name CDI devices in Allocate answers and write CDI specs to --cdi-dir'}),
     'cdi-dir': Flags.string({default: '/var/run/cdi', description: 'where CDI spec files go (with --cdi)'}),
     'cgroup-mode': Flags.option({default: 'auto', description: 'device control to change: auto (per container: v2 when its cgroup2 directory has a device program, or the host has no v1 devices controller), v1 (devices.allow), v2 (BPF device programs; also the v1 rule on a hybrid host)', options: ['auto', 'v1', 'v2'] as const})(),
@@ -58,9 +61,14 @@ Containers ask by resource limit devices.nfdctl.io/<class> (the agent also serve
     const classStore = new ClassStore({
       client, fileClasses, logger: log, nodeName, onPersistError: () => metrics.errors.inc({kind: 'state'}), stateDir: flags['state-dir'],
     })
+    const scanner = new SysfsScanner({})
+    const members = new ClassMembers(scanner.readAttribute)
+    const plugins = new PluginSet({
+      cdiDir: flags.cdi ? flags['cdi-dir'] : undefined, logger: log, members, metrics: createPluginMetrics(registry), pluginDir: flags['plugin-dir'],
+    })
     const agent = new NodeAgent({
-      cdiDir: flags.cdi ? flags['cdi-dir'] : undefined, cgroupMode: options.cgroupMode, classStore, client, containerd, grants: new GrantRecord({stateDir: flags['state-dir']}), leadingEdge: options.leadingEdge, logger: log,
-      maxWaitMs: options.maxWaitMs, metrics, nodeName, pluginDir: flags['plugin-dir'], podResourcesSocket: flags['pod-resources-socket'], quietMs: options.quietMs, registry, workers: options.workers,
+      cgroupMode: options.cgroupMode, classStore, client, containerd, devices: scanner, grants: new GrantRecord({stateDir: flags['state-dir']}), logger: log, maxWaitMs: options.maxWaitMs,
+      members, metrics, nodeName, plugins, podResourcesSocket: flags['pod-resources-socket'], quietMs: options.quietMs, workers: options.workers,
     })
     const health = new HealthServer({host: options.metricsHost, port: options.metricsPort, readiness: () => agent.status(), registry})
     if (options.metricsPort > 0) await health.start()

@@ -5,6 +5,7 @@ import {NfdctlCommand} from '../../cli/nfdctl-command.js'
 import {clusterGiven, nodeFlags, readNodeClasses} from '../../cli/node-flags.js'
 import {observeFlags} from '../../cli/observe-flags.js'
 import {untilAborted} from '../../lib/abort.js'
+import {ClassMembers} from '../../lib/devices/class-members.js'
 import {SysfsScanner} from '../../lib/devices/sysfs-scanner.js'
 import {UsageError} from '../../lib/errors.js'
 import {HealthServer} from '../../lib/observe/health-server.js'
@@ -52,19 +53,19 @@ Each class is served on <plugin-dir>/nfdctl-<class>.sock and registered with kub
 
     const registry = new Registry()
     const scanner = new SysfsScanner({})
+    const members = new ClassMembers(scanner.readAttribute, classes)
     const plugins = new PluginSet({
-      cdiDir: flags.cdi ? flags['cdi-dir'] : undefined, classes, logger: log, metrics: createPluginMetrics(registry),
-      pluginDir: flags['plugin-dir'], readAttribute: scanner.readAttribute,
+      cdiDir: flags.cdi ? flags['cdi-dir'] : undefined, logger: log, members, metrics: createPluginMetrics(registry), pluginDir: flags['plugin-dir'],
     })
     const health = new HealthServer({host: observe.metricsHost, port: observe.metricsPort, readiness: () => plugins.status(), registry})
     const watch = new DeviceWatch(this.signal, {
       coalesceChanges: true,
       logger: log,
-      onEvent: ({action, device}) => plugins.deviceEvent(action, device),
+      onEvent: ({action, device}) => plugins.publish(members.deviceEvent(action, device)),
       source: scanner,
     })
     await watch.start((devices) => {
-      for (const device of devices) plugins.deviceEvent('add', device)
+      for (const device of devices) members.deviceEvent('add', device)
     })
     if (observe.metricsPort > 0) await health.start()
     log.info({cdi: flags.cdi, classes: plugins.classNames, metricsPort: observe.metricsPort, pluginDir: flags['plugin-dir']}, 'plugins serve starting')

@@ -8,7 +8,6 @@ import type {CgroupMode} from '../runtime/device-cgroup.js'
 export interface RawAgentFlags extends RawObserveFlags {
   readonly 'batch-quiet': string
   readonly 'batch-max-wait': string
-  readonly 'batch-leading-edge': boolean
   readonly 'node-name'?: string
   readonly workers: number
   readonly 'cgroup-mode': string
@@ -23,7 +22,6 @@ export interface AgentOptions extends ObserveOptions {
   readonly nodeName: string
   readonly quietMs: number
   readonly maxWaitMs: number
-  readonly leadingEdge: boolean
   readonly workers: number
   readonly cgroupMode: CgroupMode
 }
@@ -32,7 +30,7 @@ const cgroupModes: readonly CgroupMode[] = ['auto', 'v1', 'v2']
 
 /** Checks `devices agent`'s flags before anything starts; each mistake is one UsageError that names the flag and the fix. */
 export function agentOptionsFrom(flags: RawAgentFlags, stdoutIsTty: boolean, sources: NodeNameSources): AgentOptions {
-  const quietMs = duration('batch-quiet', flags['batch-quiet'])
+  const quietMs = duration('batch-quiet', flags['batch-quiet'], true)
   const maxWaitMs = duration('batch-max-wait', flags['batch-max-wait'])
   if (maxWaitMs < quietMs) throw new UsageError(`--batch-max-wait (${flags['batch-max-wait']}) must be at least --batch-quiet (${flags['batch-quiet']})`)
   if (!Number.isInteger(flags.workers) || flags.workers < 1 || flags.workers > 64) throw new UsageError(`--workers must be a whole number from 1 to 64, got ${flags.workers}`)
@@ -46,13 +44,15 @@ export function agentOptionsFrom(flags: RawAgentFlags, stdoutIsTty: boolean, sou
   }
   return {
     ...observeOptionsFrom(flags, stdoutIsTty),
-    cgroupMode: flags['cgroup-mode'] as CgroupMode, leadingEdge: flags['batch-leading-edge'], maxWaitMs, nodeName, quietMs, workers: flags.workers,
+    cgroupMode: flags['cgroup-mode'] as CgroupMode, maxWaitMs, nodeName, quietMs, workers: flags.workers,
   }
 }
 
-function duration(flag: string, text: string): number {
+function duration(flag: string, text: string, zeroIsOff = false): number {
   const ms = parseDurationMs(text)
-  if (ms === undefined || ms <= 0) throw new UsageError(`--${flag} must be a positive duration such as 200ms or 1s, got "${text}"`)
+  if (ms === undefined || ms < 0 || (ms === 0 && !zeroIsOff)) {
+    throw new UsageError(`--${flag} must be a ${zeroIsOff ? 'duration such as 0s (off), 50ms or 1s' : 'positive duration such as 200ms or 1s'}, got "${text}"`)
+  }
   if (ms > maxDurationMs) throw new UsageError(`--${flag} must be at most 596h (24 days), got "${text}"`)
   return ms
 }

@@ -2,10 +2,10 @@ import {mkdir, readFile} from 'node:fs/promises'
 import {join} from 'node:path'
 import {setTimeout as sleep} from 'node:timers/promises'
 
-import {deviceClassesPath} from '../devices/cluster-classes.js'
-import {classesForNode} from '../devices/device-matcher.js'
+import {backoffMs, type BackoffPolicy} from '../backoff.js'
+import {deviceClassesPath, deviceClassesResource, listedClass} from '../devices/cluster-classes.js'
+import {classesForNode} from '../devices/node-classes.js'
 import type {DeviceClass} from '../devices/types.js'
-import {validateDeviceClass} from '../devices/validate-device-class.js'
 import {errorMessage} from '../errors.js'
 import {isStatus} from '../kube/api-error.js'
 import {Informer, MetadataInformer} from '../kube/informer.js'
@@ -50,26 +50,18 @@ export function classView(input: ClassViewInput): {view: ClassView; lastValid: M
   const lastValid = new Map<string, DeviceClass>()
   const invalid: ClassProblem[] = []
   for (const item of input.clusterItems) {
-    const result = validateDeviceClass({apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', ...(item as object)})
-    const metadata = (item as {metadata?: {name?: string; generation?: number}}).metadata
-    const name = metadata?.name ?? '<unnamed>'
-    if (result.ok) {
-      lastValid.set(name, result.deviceClass)
+    const listed = listedClass(item)
+    if (listed.ok) {
+      lastValid.set(listed.deviceClass.metadata.name, listed.deviceClass)
       continue
     }
+    const {generation, message, name} = listed
     const previous = input.lastValid.get(name)
     if (previous !== undefined) lastValid.set(name, previous)
-    invalid.push({
-      generation: metadata?.generation, message: result.issues.map((i) => `${i.path}: ${i.message}`).join('; '), name,
-      using: previous?.metadata.generation,
-    })
+    invalid.push({generation, message, name, using: previous?.metadata.generation})
   }
-  return {lastValid, view: {applicable: nodeClassesOf(input.fileClasses, lastValid, input.nodeLabels), invalid: invalid.sort((a, b) => a.name.localeCompare(b.name))}}
-}
-
-/** The classes whose nodeSelector selects the node; a cluster class takes the place of a class file's of the same name. */
-function nodeClassesOf(fileClasses: readonly DeviceClass[], cluster: ReadonlyMap<string, DeviceClass>, nodeLabels: Readonly<Record<string, string>>): DeviceClass[] {
-  return classesForNode([...fileClasses.filter((c) => !cluster.has(c.metadata.name)), ...cluster.values()], nodeLabels)
+  const {applicable} = classesForNode(input.fileClasses, lastValid.values(), input.nodeLabels)
+  return {lastValid, view: {applicable, invalid: invalid.sort((a, b) => a.name.localeCompare(b.name))}}
 }
 
 /** What `--state-dir` keeps: enough to serve the node's classes when the API server is away at start. */
@@ -93,9 +85,10 @@ export interface ClassStoreOptions {
   readonly onPersistError?: (error: unknown) => void
 }
 
-const deviceClassesResource = {group: 'devices.nfdctl.io', namespaced: false, plural: 'deviceclasses', version: 'v1alpha1'}
-
 type ClassItem = {metadata: ObjectMeta & {generation?: number}; spec?: unknown}
+
+/** How long a failed read of an edited class waits before the next try. */
+const readRetry: BackoffPolicy = {baseMs: 2000, maxMs: 30_000}
 
 /**
  * Lists are whole objects (the specs), the watch is metadata only: every agent's status writes change the
@@ -198,7 +191,7 @@ export class ClassStore {
     // The persisted classes are the last valid ones: a cluster that answers later starts from them.
     this.#lastValid = new Map(persisted.classes.map((c) => [c.metadata.name, c]))
     this.#labels = persisted.nodeLabels
-    this.#setView({applicable: nodeClassesOf(this.options.fileClasses, this.#lastValid, this.#labels), invalid: []})
+    this.#setView({applicable: classesForNode(this.options.fileClasses, this.#lastValid.values(), this.#labels).applicable, invalid: []})
     this.#log.warn({classes: this.#view.applicable.map((c) => c.metadata.name), file: this.#file, savedAt: persisted.savedAt}, 'the API server does not answer; using the classes persisted under --state-dir until it does')
     void synced.then(() => {
       this.#log.info({}, 'the API server answers; following the cluster\'s classes')
@@ -221,9 +214,10 @@ export class ClassStore {
 
   /**
    * A class edited (its generation moved): its spec, read once. A class deleted meanwhile is left to its
-   * delete event; a failed read is tried again in 2 s, the previous spec staying in use meanwhile.
+   * delete event; a failed read is tried again after a back-off (2 s doubling to 30 s), the previous spec
+   * staying in use meanwhile.
    */
-  #readSpec(item: ClassItem): void {
+  #readSpec(item: ClassItem, failures = 0): void {
     const {name, uid} = item.metadata
     this.#reading = this.#reading.then(async () => {
       const watched = this.#classes.cache.get(name)
@@ -235,8 +229,9 @@ export class ClassStore {
         this.#refresh()
       } catch (error) {
         if (isStatus(error, 'NotFound') || this.#stopped) return
-        this.#log.warn({class: name, err: errorMessage(error)}, 'cannot read an edited DeviceClass; its previous spec stays in use, trying again')
-        setTimeout(() => this.#readSpec(item), 2000).unref()
+        const waitMs = backoffMs(readRetry, failures + 1)
+        this.#log.warn({class: name, err: errorMessage(error), retryInMs: waitMs}, 'cannot read an edited DeviceClass; its previous spec stays in use, trying again')
+        setTimeout(() => this.#readSpec(item, failures + 1), waitMs).unref()
       }
     })
   }
@@ -305,9 +300,9 @@ export class ClassStore {
       if (state.node !== this.options.nodeName) throw new Error(`it was written for node ${state.node}, not ${this.options.nodeName}`)
       const classes: DeviceClass[] = []
       for (const item of state.classes) {
-        const result = validateDeviceClass(item)
-        if (result.ok) classes.push(result.deviceClass)
-        else this.#log.warn({class: (item as {metadata?: {name?: string}}).metadata?.name, file: this.#file}, 'a persisted DeviceClass is invalid; skipped')
+        const listed = listedClass(item)
+        if (listed.ok) classes.push(listed.deviceClass)
+        else this.#log.warn({class: listed.name, file: this.#file, problem: listed.message}, 'a persisted DeviceClass is invalid; skipped')
       }
       return {...(state as ClassState), classes, nodeLabels: {...state.nodeLabels}}
     } catch (error) {

@@ -1,5 +1,5 @@
 import {deviceClassesPath} from '../devices/cluster-classes.js'
-import type {Device} from '../devices/types.js'
+import {deviceClassApiVersion, type Device} from '../devices/types.js'
 import {isStatus} from '../kube/api-error.js'
 import type {KubeClient} from '../kube/kube-client.js'
 
@@ -63,7 +63,7 @@ export class StatusWriter {
       if (report.condition !== undefined) status.conditions = [this.#conditionOf(name, report.condition, now)]
       try {
         await this.client.request('PATCH', `${deviceClassesPath}/${encodeURIComponent(name)}/status`, {
-          body: {apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', metadata: {name}, status},
+          body: {apiVersion: deviceClassApiVersion, kind: 'DeviceClass', metadata: {name}, status},
           contentType: 'application/apply-patch+yaml',
           query: {fieldManager: `nfdctl-agent-${this.node}`, force: true},
           signal,

@@ -1,4 +1,5 @@
 import {AbortedError, errorMessage} from '../errors.js'
+import {EventBatcher} from '../event-batcher.js'
 import {MetadataInformer} from '../kube/informer.js'
 import {returnIdleMemory} from '../memory.js'
 import type {KubeClient} from '../kube/kube-client.js'
@@ -9,7 +10,7 @@ import type {GcKind} from './kinds.js'
 import type {GcMetrics} from './metrics.js'
 import {staleWithExistingNode} from './live-nodes.js'
 import {findObjectsNamedAfterNodes, findObjectsOfNodes} from './node-objects.js'
-import {batchDeadlineMs, forgetStale, observeStale, recheckAtMs, type StaleSightings} from './stale-tracker.js'
+import {forgetStale, observeStale, recheckAtMs, type StaleSightings} from './stale-tracker.js'
 import {readAndPlan} from './sweep.js'
 import {type ObservedObject, type PlanOptions, type StaleObject} from './sweep-planner.js'
 
@@ -53,8 +54,8 @@ export class Collector {
   #stopping?: Promise<void>
   #intervalTimer?: NodeJS.Timeout
   #recheckTimer?: NodeJS.Timeout
-  #batch?: {names: Set<string>; firstAt: number; lastAt: number}
-  #batchTimer?: NodeJS.Timeout
+  /** Node deletions: a burst (a scale-down) waits for a pause, so that it is judged whole. */
+  readonly #deletions: EventBatcher<string>
 
   constructor(readonly options: CollectorOptions) {
     if (!(options.intervalMs > 0)) throw new RangeError(`Expected intervalMs to be > 0, got ${options.intervalMs}`)
@@ -66,6 +67,12 @@ export class Collector {
       onDeleted: (node) => this.#nodeDeleted(node.name),
       pageSize: options.listSize,
       resource: nodesResource,
+    })
+    this.#deletions = new EventBatcher<string>({
+      maxWaitMs: options.batchMaxWaitMs ?? 1000,
+      onError: (error) => this.#log.error({err: errorMessage(error)}, 'reacting to deleted nodes failed; the next sweep catches up'),
+      process: (names) => this.#nodesDeleted(names),
+      quietMs: options.batchQuietMs ?? 100,
     })
   }
 
@@ -97,37 +104,28 @@ export class Collector {
     this.#stopped = true
     clearTimeout(this.#intervalTimer)
     clearTimeout(this.#recheckTimer)
-    clearTimeout(this.#batchTimer)
+    // A batch running waits for the queue, which the abort below ends.
+    const deletions = this.#deletions.stop()
     this.#controller.abort(new Error('collector stopped'))
     await this.#informer.stop()
+    await deletions
     await this.#queue
   }
 
   #nodeDeleted(name: string): void {
-    if (this.#stopped) return
-    const now = Date.now()
-    const batch = (this.#batch ??= {firstAt: now, lastAt: now, names: new Set<string>()})
-    batch.names.add(name)
-    batch.lastAt = now
-    // One timer, re-armed per event for the batch deadline: no polling.
-    clearTimeout(this.#batchTimer)
-    const deadline = batchDeadlineMs(batch.firstAt, batch.lastAt, this.options.batchQuietMs ?? 100, this.options.batchMaxWaitMs ?? 1000)
-    this.#batchTimer = setTimeout(() => this.#flushBatch(), Math.max(0, deadline - now))
+    if (!this.#stopped) this.#deletions.add(name)
   }
 
-  #flushBatch(): void {
-    const names = [...(this.#batch?.names ?? [])]
-    this.#batch = undefined
-    if (names.length === 0) return
+  #nodesDeleted(deleted: string[]): Promise<void> {
+    const names = [...new Set(deleted)]
     // Large bursts, and bursts large for this cluster (all nodes of a small edge cluster, say), go through
     // a full sweep: it applies --max-delete-ratio and the empty-node guard that per-node lookups cannot.
     const relative = names.length > this.options.plan.maxDeleteRatio * (this.#informer.cache.size + names.length)
     if (names.length > (this.options.massDeletionThreshold ?? 20) || relative || this.#informer.cache.size === 0) {
       this.#log.info({nodes: names.length, remaining: this.#informer.cache.size}, 'many nodes deleted at once; one sweep instead of per-node lookups')
-      void this.#enqueue({type: 'sweep', why: 'mass node deletion'})
-    } else {
-      void this.#enqueue({names, type: 'nodes'})
+      return this.#enqueue({type: 'sweep', why: 'mass node deletion'})
     }
+    return this.#enqueue({names, type: 'nodes'})
   }
 
   #enqueue(job: Job): Promise<void> {

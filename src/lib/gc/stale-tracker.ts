@@ -55,8 +55,3 @@ export function recheckAtMs(sightings: StaleSightings, nowMs: number, graceMs: n
   }
   return next
 }
-
-/** When a batch of events should be processed: after `quietMs` without events, at most `maxWaitMs` after the first. */
-export function batchDeadlineMs(firstAtMs: number, lastAtMs: number, quietMs: number, maxWaitMs: number): number {
-  return Math.min(lastAtMs + quietMs, firstAtMs + maxWaitMs)
-}

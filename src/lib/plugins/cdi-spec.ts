@@ -54,3 +54,22 @@ export async function writeCdiSpec(cdiDir: string, spec: CdiSpec): Promise<void>
   await mkdir(cdiDir, {recursive: true})
   await writeFileAtomic(file, JSON.stringify(spec, null, 2) + '\n')
 }
+
+/** Writes each class's spec in the order asked (an older spec never lands after a newer one); a failure is reported, not thrown. */
+export class CdiSpecWriter {
+  readonly #writes = new Map<string, Promise<void>>()
+
+  constructor(
+    readonly cdiDir: string,
+    private readonly onError: (className: string, error: unknown) => void,
+  ) {}
+
+  write(className: string, spec: CdiSpec): void {
+    this.#writes.set(className, this.written(className).then(() => writeCdiSpec(this.cdiDir, spec)).catch((error: unknown) => this.onError(className, error)))
+  }
+
+  /** When the class's writes asked for so far are done. */
+  written(className: string): Promise<void> {
+    return this.#writes.get(className) ?? Promise.resolve()
+  }
+}

@@ -1,15 +1,12 @@
 import {expect} from 'chai'
 
 import {containerRequests, criLabels, diffAccess, requestOfContainer, wantedAccess, type ContainerRequest, type DeviceAccess} from '../../../src/lib/agent/container-access.js'
-import type {Device, DeviceClass} from '../../../src/lib/devices/types.js'
+import type {Device} from '../../../src/lib/devices/types.js'
 import {stableDeviceId} from '../../../src/lib/plugins/class-allocation.js'
+import {deviceClass} from '../../support/device-class.js'
 
 function loop(minor: number): Device {
   return {devName: `loop${minor}`, devNode: `/dev/loop${minor}`, devPath: `/devices/virtual/block/loop${minor}`, id: `b7:${minor}`, kernelName: `loop${minor}`, major: 7, minor, properties: {}, subsystem: 'block', type: 'block'}
-}
-
-function deviceClass(name: string, allocation: 'Class' | 'Device', permissions = 'rw'): DeviceClass {
-  return {apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', metadata: {name}, spec: {allocation, capacity: 1, match: [], permissions}}
 }
 
 describe('containerRequests', function () {
@@ -47,7 +44,7 @@ describe('containerRequests: the annotation is hostile input', function () {
 })
 
 describe('wantedAccess', function () {
-  const classes = new Map([['c', deviceClass('c', 'Class', 'r')], ['d', deviceClass('d', 'Device', 'w')]])
+  const classes = new Map([['c', deviceClass('c', {permissions: 'r'})], ['d', deviceClass('d', {allocation: 'Device', permissions: 'w'})]])
   const members = new Map([['c', [loop(1), loop(2)]], ['d', [loop(2), loop(3), loop(4)]]])
 
   it('Class allocation: every device present; Device allocation by limit: only what kubelet allocated; a device in two classes gets both permissions', function () {

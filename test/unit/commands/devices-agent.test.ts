@@ -5,7 +5,7 @@ import {nfdctl} from '../../support/run-cli.js'
 // Flags are checked before anything starts (no cluster, no containerd, no socket): one line, exit 2.
 describe('devices agent: bad input', function () {
   const cases: Array<[string, string[], RegExp]> = [
-    ['a malformed --batch-quiet', ['--batch-quiet', 'fast'], /^--batch-quiet must be a positive duration such as 200ms or 1s, got "fast"$/],
+    ['a malformed --batch-quiet', ['--batch-quiet', 'fast'], /^--batch-quiet must be a duration such as 0s \(off\), 50ms or 1s, got "fast"$/],
     ['--batch-max-wait under --batch-quiet', ['--batch-quiet', '2s', '--batch-max-wait', '1s'], /^--batch-max-wait \(1s\) must be at least --batch-quiet \(2s\)$/],
     ['too many --workers', ['--workers', '100'], /^--workers must be a whole number from 1 to 64, got 100$/],
     ['an unknown --cgroup-mode', ['--cgroup-mode', 'v3'], /^Expected --cgroup-mode=v3 to be one of: auto, v1, v2/],

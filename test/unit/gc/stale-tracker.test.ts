@@ -1,7 +1,7 @@
 import {expect} from 'chai'
 
 import {gcKinds, nodeNameLabel, type GcKind} from '../../../src/lib/gc/kinds.js'
-import {batchDeadlineMs, forgetStale, observeStale, type StaleSightings, recheckAtMs} from '../../../src/lib/gc/stale-tracker.js'
+import {forgetStale, observeStale, type StaleSightings, recheckAtMs} from '../../../src/lib/gc/stale-tracker.js'
 import type {StaleObject} from '../../../src/lib/gc/sweep-planner.js'
 
 function kindNamed(name: string): GcKind {
@@ -221,23 +221,6 @@ describe('stale tracker', () => {
       forgetStale(sightings, ['a', 'b', 'c'])
       expect(sightings.size).to.equal(3)
     })
-  })
-
-  describe('batchDeadlineMs', () => {
-    const cases: Array<[title: string, firstAt: number, lastAt: number, quiet: number, maxWait: number, deadline: number]> = [
-      ['single event: after the quiet time', 1000, 1000, 100, 1000, 1100],
-      ['events keep coming, quiet wins', 1000, 1500, 100, 1000, 1600],
-      ['quiet and max wait meet', 1000, 1900, 100, 1000, 2000],
-      ['events never stop, max wait wins', 1000, 1950, 100, 1000, 2000],
-      ['last event long after the first: max wait', 0, 10_000, 100, 1000, 1000],
-      ['quiet longer than max wait: max wait', 0, 0, 5000, 1000, 1000],
-      ['zero quiet: at the last event', 500, 700, 0, 1000, 700],
-    ]
-    for (const [title, firstAt, lastAt, quiet, maxWait, deadline] of cases) {
-      it(`${title} → ${deadline}`, () => {
-        expect(batchDeadlineMs(firstAt, lastAt, quiet, maxWait)).to.equal(deadline)
-      })
-    }
   })
 })
 

@@ -12,27 +12,24 @@ export const realTimers: Timers = {
 }
 
 export interface EventBatcherOptions<E> {
-  /** A batch is processed once this long passes with no new event (--batch-quiet, default 200 ms). */
-  readonly quietMs: number
-  /** …or this long after its first event, however busy it stays (--batch-max-wait, default 1 s). */
-  readonly maxWaitMs: number
-  /**
-   * Whether an event after a quiet spell is processed at once (default true). Off, every event waits for
-   * the quiet window, as a trailing-edge batcher does (--no-batch-leading-edge).
-   */
-  readonly leadingEdge?: boolean
   /** Processes one batch; batches never overlap. A rejection is the caller's to log (onError). */
   readonly process: (events: E[]) => Promise<void>
+  /**
+   * An optional minimum delay: a batch waits until events pause this long (0, the default: it does not
+   * wait). For callers that would rather see a burst whole than act on its first event.
+   */
+  readonly quietMs?: number
+  /** With quietMs: a batch waits at most this long after its first event, however busy it stays. */
+  readonly maxWaitMs?: number
   readonly onError?: (error: unknown) => void
   readonly timers?: Timers
 }
 
 /**
- * Coalesces events into batches on timers, never by polling. An event that arrives after a quiet spell
- * is processed at once (leading edge: a lone device plug-in is not delayed); events that follow within
- * --batch-quiet gather into the next batch, which goes when they pause for --batch-quiet or, in a steady
- * stream, --batch-max-wait after its first event. Events that arrive while a batch is processed wait for
- * the next one.
+ * Group commit: an event that finds no batch running is processed at once (with the others of the same
+ * tick), so a lone hot-plug never waits for a window; events that arrive while a batch runs are coalesced
+ * into the next batch, which starts as soon as the running one ends. A burst of any size is so a handful
+ * of batches, each as large as the work it waited behind. No polling: timers only with a quiet window.
  */
 export class EventBatcher<E> {
   readonly #timers: Timers
@@ -40,11 +37,8 @@ export class EventBatcher<E> {
   #firstAt = 0
   #lastAt = 0
   #timer: unknown
-  /** Until when a new event counts as part of a burst: the quiet window after the last event or batch. */
-  #burstUntil = Number.NEGATIVE_INFINITY
+  #startQueued = false
   #running: Promise<void> | undefined
-  /** A lone event arrived while an unrelated batch ran: it goes as soon as that batch is done. */
-  #loneWaiting = false
   #stopped = false
 
   constructor(readonly options: EventBatcherOptions<E>) {
@@ -59,14 +53,10 @@ export class EventBatcher<E> {
   add(event: E): void {
     if (this.#stopped) return
     const now = this.#timers.now()
-    const lone = this.options.leadingEdge !== false && this.#pending.length === 0 && now >= this.#burstUntil
     if (this.#pending.length === 0) this.#firstAt = now
     this.#lastAt = now
-    this.#burstUntil = now + this.options.quietMs
     this.#pending.push(event)
-    if (lone && this.#running === undefined) this.#start()
-    else if (lone) this.#loneWaiting = true
-    else this.#schedule()
+    if (this.#running === undefined) this.#next()
   }
 
   /** Processes what is pending now and waits for it (shutdown, tests). */
@@ -85,15 +75,23 @@ export class EventBatcher<E> {
     await this.#running
   }
 
-  /** When the pending batch is due: quiet after its last event, or max-wait after its first. */
-  #dueAt(): number {
-    return Math.min(this.#lastAt + this.options.quietMs, this.#firstAt + this.options.maxWaitMs)
-  }
-
-  #schedule(): void {
+  /** Starts the next batch: after this tick's events without a quiet window, else once events pause. */
+  #next(): void {
     this.#timers.clear(this.#timer)
-    if (this.#running !== undefined || this.#pending.length === 0) return // rescheduled when the batch ends
-    this.#timer = this.#timers.set(() => this.#start(), Math.max(0, this.#dueAt() - this.#timers.now()))
+    if (this.#pending.length === 0) return
+    const quietMs = this.options.quietMs ?? 0
+    if (quietMs <= 0) {
+      if (this.#startQueued) return
+      this.#startQueued = true
+      queueMicrotask(() => {
+        this.#startQueued = false
+        this.#start()
+      })
+      return
+    }
+    const waitMs = Math.min(this.#lastAt + quietMs, this.#firstAt + (this.options.maxWaitMs ?? Number.POSITIVE_INFINITY)) - this.#timers.now()
+    if (waitMs <= 0) this.#start()
+    else this.#timer = this.#timers.set(() => this.#start(), waitMs)
   }
 
   #start(): void {
@@ -103,10 +101,7 @@ export class EventBatcher<E> {
     this.#pending = []
     this.#running = this.options.process(batch).catch((error: unknown) => this.options.onError?.(error)).finally(() => {
       this.#running = undefined
-      const lone = this.#loneWaiting && this.#pending.length === 1
-      this.#loneWaiting = false
-      if (this.#pending.length > 0 && (lone || this.#timers.now() >= this.#dueAt())) this.#start()
-      else this.#schedule()
+      if (!this.#stopped) this.#next()
     })
   }
 }

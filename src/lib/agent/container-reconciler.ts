@@ -1,0 +1,147 @@
+import {errorMessage} from '../errors.js'
+import type {Logger} from '../observe/logger.js'
+import {ContainerGoneError, ContainerHandle} from '../runtime/container-handle.js'
+import {hasDevicePrograms} from '../runtime/device-bpf.js'
+import type {CgroupMode} from '../runtime/device-cgroup.js'
+import {applyAccess, currentAccess, UnsupportedProgramError, type HeldAccess} from './access-applier.js'
+import type {AgentMetrics} from './agent-metrics.js'
+import {diffAccess} from './container-access.js'
+import {grantsAfter, grantsBefore, type GrantRecord} from './grant-record.js'
+import {planContainer, programAfter, type ContainerPlanInput, type ContainerWork} from './reconcile-plan.js'
+
+export interface ContainerReconcilerOptions {
+  /** Which device control to change: auto decides per container (v2 when its cgroup2 directory has a device program). */
+  readonly cgroupMode: CgroupMode
+  /** What the agent granted each container, written before a grant is made. */
+  readonly grants: GrantRecord
+  readonly logger: Logger
+  readonly metrics: AgentMetrics
+}
+
+/** What a batch knows of the node's classes and devices, the same for every container. */
+export type NodeView = Pick<ContainerPlanInput, 'classes' | 'members' | 'known'>
+
+/**
+ * Applies one container's plan through a handle that pins it while it changes (its init process by pidfd,
+ * its root fd, its device cgroup checked against its OCI spec). A container whose process went away, or
+ * whose PID is no longer its, is skipped (told once) and looked at again in the next batch: nothing is
+ * written through it. Grants are recorded before they are made: an agent that stops in between still knows
+ * them as its own.
+ */
+export class ContainerReconciler {
+  readonly #log: Logger
+  /** Containers whose device program cannot be read: told once. */
+  readonly #unsupported = new Set<string>()
+  /** Containers whose process was gone (or not theirs) when looked at: told once. */
+  readonly #gone = new Set<string>()
+  /** The grant record failed to write (said once until it works again). */
+  #recordFailing = false
+
+  constructor(readonly options: ContainerReconcilerOptions) {
+    this.#log = options.logger
+  }
+
+  /** Forgets containers that are no longer listed, in the record too. */
+  async retain(listed: ReadonlySet<string>): Promise<void> {
+    await this.#record(() => this.options.grants.retain(listed))
+    for (const id of this.#unsupported) if (!listed.has(id)) this.#unsupported.delete(id)
+    for (const id of this.#gone) if (!listed.has(id)) this.#gone.delete(id)
+  }
+
+  /** Gives the container exactly its wanted class devices; true when it may hold any of the agent's afterwards. */
+  async reconcile(work: ContainerWork, node: NodeView, allocated: ContainerPlanInput['allocated']): Promise<boolean> {
+    const {container, request} = work
+    try {
+      const handle = await ContainerHandle.open(container, work.pid, {hasDeviceProgram, mode: this.options.cgroupMode})
+      try {
+        const holds = await this.#reconcileHandle(handle, work, {...node, allocated})
+        this.#gone.delete(container.id)
+        return holds
+      } finally {
+        handle.close()
+      }
+    } catch (error) {
+      if (!(error instanceof ContainerGoneError)) throw error
+      if (!this.#gone.has(container.id)) {
+        this.#gone.add(container.id)
+        this.#log.warn({container: container.id, err: error.message, pod: `${request.namespace}/${request.pod}`}, 'container skipped: its process is gone or not its own; the next batch looks again')
+      }
+      return true
+    }
+  }
+
+  async #reconcileHandle(handle: ContainerHandle, {asked, container, request}: ContainerWork, node: NodeView & Pick<ContainerPlanInput, 'allocated'>): Promise<boolean> {
+    const {grants, metrics} = this.options
+    const recorded = grants.grants(container.id)
+    const plan = planContainer({...node, asked, ociDevices: container.spec?.linux?.resources?.devices, recorded, request})
+    let held: HeldAccess
+    try {
+      held = await currentAccess(handle.control, plan.managed)
+    } catch (error) {
+      if (!(error instanceof UnsupportedProgramError)) throw error
+      // A container that asks for nothing and was given nothing is not the agent's business, whatever program it has.
+      if ((asked || recorded.length > 0) && !this.#unsupported.has(container.id)) {
+        this.#unsupported.add(container.id)
+        metrics.errors.inc({kind: 'unsupported-cgroup'})
+        this.#log.warn({container: container.id, err: error.message}, 'cannot change the container\'s device program; its devices are left as they are')
+      }
+      return false
+    }
+    let change = diffAccess(held.devices, plan.wanted, plan.base)
+    if (change.grant.length === 0 && change.revoke.length === 0) {
+      const kept = grantsAfter(recorded, held.devices, change)
+      await this.#record(() => grants.set(container.id, kept))
+      return plan.wanted.size > 0 || kept.length > 0
+    }
+    let granting = plan.wanted
+    if (change.grant.length > 0 && !(await this.#record(() => grants.set(container.id, grantsBefore(recorded, change))))) {
+      const notRecorded = new Set(change.grant.map((a) => a.device.id))
+      granting = new Map([...plan.wanted].filter(([id]) => !notRecorded.has(id)))
+      change = {grant: [], revoke: change.revoke}
+    }
+    try {
+      await applyAccess(handle, change, programAfter(held, granting, plan.base))
+    } catch (error) {
+      // A container gone meanwhile is told as such (reconcile), not as a cgroup error.
+      if (!(error instanceof ContainerGoneError)) metrics.errors.inc({kind: 'cgroup'})
+      throw error
+    } finally {
+      metrics.ruleChanges.inc({action: 'grant'}, change.grant.length)
+      metrics.ruleChanges.inc({action: 'revoke'}, change.revoke.length)
+    }
+    const after = grantsAfter(grants.grants(container.id), held.devices, change)
+    await this.#record(() => grants.set(container.id, after))
+    this.#log.info({
+      cgroup: handle.control.mode, container: container.id.slice(0, 12), granted: change.grant.map((a) => `${a.device.devNode} ${a.access}`), pod: `${request.namespace}/${request.pod}`,
+      revoked: change.revoke.map((a) => a.device.devNode), workload: request.container,
+    }, 'devices updated')
+    return granting.size > 0 || after.length > 0
+  }
+
+  /**
+   * Writes the grant record; false when it cannot be written (told once until it can again). The record
+   * in memory stays right: the next write that succeeds has it.
+   */
+  async #record(write: () => Promise<void>): Promise<boolean> {
+    try {
+      await write()
+      if (this.#recordFailing) this.#log.info({file: this.options.grants.file}, 'the record of granted devices is written again')
+      this.#recordFailing = false
+      return true
+    } catch (error) {
+      this.options.metrics.errors.inc({kind: 'state'})
+      if (!this.#recordFailing) this.#log.error({err: errorMessage(error), file: this.options.grants.file}, 'cannot write the record of granted devices; no device is granted until it can be')
+      this.#recordFailing = true
+      return false
+    }
+  }
+}
+
+/** For --cgroup-mode auto; a host where bpf(2) is refused has no program the agent could replace anyway. */
+function hasDeviceProgram(dir: string): boolean {
+  try {
+    return hasDevicePrograms(dir)
+  } catch {
+    return false
+  }
+}

@@ -1,0 +1,121 @@
+import pLimit from 'p-limit'
+
+import type {ClassMembers} from '../devices/class-members.js'
+import {errorMessage} from '../errors.js'
+import type {Logger} from '../observe/logger.js'
+import {resourceNameOf} from '../plugins/class-allocation.js'
+import type {PodResources} from '../plugins/kubelet-api.js'
+import {allocatedDevices, listPodResources} from '../plugins/pod-resources.js'
+import type {ContainerdClient, RuntimeContainer} from '../runtime/containerd-client.js'
+import {decideAccess, limitHoldersOf} from './access-policy.js'
+import type {AgentMetrics} from './agent-metrics.js'
+import type {ClassView} from './class-store.js'
+import {containerRequests, criLabels, requestKey, type ContainerRequest, type NodePod} from './container-access.js'
+import type {ContainerReconciler} from './container-reconciler.js'
+import {containersToReconcile} from './reconcile-plan.js'
+import type {RefusalNotices} from './refusal-notices.js'
+import type {Holder, StatusReporter} from './status-reporter.js'
+
+export interface NodeReconcilerOptions {
+  readonly nodeName: string
+  readonly containerd: ContainerdClient
+  readonly podResourcesSocket: string
+  /** Containers changed at the same time. */
+  readonly workers: number
+  /** The node's classes now, valid and invalid. */
+  readonly classes: () => ClassView
+  readonly members: ClassMembers
+  /** The node's pods now (the informer's cache). */
+  readonly pods: () => Iterable<NodePod>
+  /** A namespace's labels; undefined when it is not known (yet). */
+  readonly namespaceLabels: (name: string) => Readonly<Record<string, string>> | undefined
+  readonly containers: ContainerReconciler
+  readonly notices: RefusalNotices
+  readonly status: StatusReporter
+  readonly logger: Logger
+  readonly metrics: AgentMetrics
+}
+
+/**
+ * One batch across the node: every running container of a pod that asks for classes (and every one that may
+ * still hold some) gets exactly the access the policy admits, then the node reports. The access policy
+ * needs what the last batch admitted, so that state lives here between batches.
+ */
+export class NodeReconciler {
+  /** The annotation grants the access policy admitted in the last batch (holderKey). */
+  #annotationHolders: ReadonlySet<string> = new Set()
+  /**
+   * Containers that may hold class devices the agent gave: reconciled even when they no longer ask. Undefined
+   * until the first batch, which looks at every container: one that stopped asking while the agent was away
+   * is found there.
+   */
+  #mayHold: Set<string> | undefined
+
+  constructor(readonly options: NodeReconcilerOptions) {}
+
+  async reconcile(): Promise<void> {
+    const {containers: reconciler, logger, members, nodeName} = this.options
+    const view = this.options.classes()
+    const classes = new Map(view.applicable.map((c) => [c.metadata.name, c]))
+    const pods = [...this.options.pods()].map((pod) => ({phase: pod.status?.phase, requests: containerRequests(pod), uid: pod.metadata.uid}))
+    const requests = new Map<string, ContainerRequest>()
+    for (const pod of pods) for (const r of pod.requests) requests.set(requestKey(r), r)
+    const {containers, running} = await this.#listContainers()
+    const work = containersToReconcile({containers, mayHold: this.#mayHold, requests, running})
+    // A class asked for by limit: whether kubelet allocated it (and with allocation Device, which devices) is PodResources'.
+    const byLimit = (r: ContainerRequest): boolean => [...r.classes].some(([name, via]) => via === 'limit' && classes.has(name))
+    const allocations = work.some((w) => byLimit(w.request)) ? await this.#podResources() : []
+    const decision = decideAccess({
+      classes, holders: this.#annotationHolders,
+      // Skipped below when PodResources is away: true keeps their units counted meanwhile.
+      limitAllocated: (r, name) => allocations === undefined || allocatedDevices(allocations, {name: r.pod, namespace: r.namespace}, r.container, resourceNameOf(name)).length > 0,
+      limitHolders: limitHoldersOf(pods), namespaceLabels: this.options.namespaceLabels, nodeName,
+      requests: work.map((w) => w.request).filter((r) => r.classes.size > 0 || r.annotationProblem !== undefined),
+    })
+    this.options.notices.tell(work.map((w) => w.request), decision, this.#annotationHolders, new Set(pods.map((p) => p.uid)))
+    this.#annotationHolders = decision.holders
+    const admitted = work.map((w) => ({...w, request: decision.admitted.get(requestKey(w.request)) ?? w.request}))
+    const mayHold = new Set(admitted.filter((w) => w.request.classes.size > 0).map((w) => w.container.id))
+    this.#mayHold = mayHold
+    await reconciler.retain(new Set(containers.map((c) => c.id)))
+    const holding = new Map<string, Holder[]>()
+    const node = {classes, known: (id: string) => members.known(id), members: members.all()}
+    const limit = pLimit(Math.max(1, this.options.workers))
+    await Promise.all(admitted.map((w) => limit(async () => {
+      const {container, request} = w
+      for (const name of request.classes.keys()) holding.set(name, [...(holding.get(name) ?? []), {container: request.container, namespace: request.namespace, pod: request.pod}])
+      if (allocations === undefined && byLimit(request)) return
+      const allocated = new Map([...request.classes.keys()].map((name) => [name, allocatedDevices(allocations ?? [], {name: request.pod, namespace: request.namespace}, request.container, resourceNameOf(name))]))
+      try {
+        // Still holding class devices (a revoke that failed): looked at again in the next batch.
+        if (await reconciler.reconcile(w, node, allocated)) mayHold.add(container.id)
+      } catch (error) {
+        mayHold.add(container.id)
+        logger.warn({container: container.id, err: errorMessage(error), pod: `${request.namespace}/${request.pod}`}, 'could not update a container\'s devices')
+      }
+    })))
+    await this.options.status.report({classes, holding, invalid: view.invalid, members: node.members})
+  }
+
+  /** Workload containers only (the pods' sandboxes are half of the list and never hold devices), and the running tasks' PIDs. */
+  async #listContainers(): Promise<{containers: RuntimeContainer[]; running: Map<string, number>}> {
+    const {containerd, metrics} = this.options
+    try {
+      const containers = await containerd.listContainers([`labels."${criLabels.kind}"==container`])
+      const running = new Map((await containerd.listTasks()).filter((t) => t.status === 'RUNNING').map((t) => [t.containerId, t.pid]))
+      return {containers, running}
+    } catch (error) {
+      metrics.errors.inc({kind: 'containerd'})
+      throw new Error(`cannot list containerd's containers: ${errorMessage(error)}`, {cause: error})
+    }
+  }
+
+  /** kubelet's allocations; undefined when it does not answer (containers asking by limit keep their access meanwhile). */
+  async #podResources(): Promise<PodResources[] | undefined> {
+    return listPodResources(this.options.podResourcesSocket).catch((error: unknown) => {
+      this.options.metrics.errors.inc({kind: 'pod-resources'})
+      this.options.logger.warn({err: errorMessage(error)}, 'cannot read kubelet\'s PodResources; containers that ask by resource limit keep their access for now')
+      return undefined
+    })
+  }
+}

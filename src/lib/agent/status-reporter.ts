@@ -1,0 +1,92 @@
+import {Backoff} from '../backoff.js'
+import type {Device, DeviceClass} from '../devices/types.js'
+import {errorMessage} from '../errors.js'
+import type {KubeClient} from '../kube/kube-client.js'
+import type {Logger} from '../observe/logger.js'
+import type {AgentMetrics} from './agent-metrics.js'
+import type {ClassProblem} from './class-store.js'
+import {nodeClassStatus, StatusWriter, type ClassReport, type NodeClassStatus} from './status-writer.js'
+
+export type Holder = NodeClassStatus['containers'][number]
+
+/** What one batch saw of the node's classes. */
+export interface NodeClassesSeen {
+  readonly classes: ReadonlyMap<string, DeviceClass>
+  readonly invalid: readonly ClassProblem[]
+  /** The devices of each class present now. */
+  readonly members: ReadonlyMap<string, readonly Device[]>
+  /** The containers holding each class. */
+  readonly holding: ReadonlyMap<string, readonly Holder[]>
+}
+
+/**
+ * Pure. Per class: the node's entry when the class applies here, and whether its spec is valid. A class
+ * whose new spec is invalid keeps its entry at the generation still in use, and says so.
+ */
+export function classReports(nodeName: string, seen: NodeClassesSeen): Map<string, ClassReport> {
+  const reports = new Map<string, ClassReport>()
+  for (const [name, deviceClass] of seen.classes) {
+    const generation = deviceClass.metadata.generation
+    reports.set(name, {
+      condition: {generation, message: `the spec is valid and in use on node ${nodeName}`, valid: true},
+      entry: nodeClassStatus(nodeName, seen.members.get(name) ?? [], seen.holding.get(name) ?? [], generation),
+    })
+  }
+  for (const problem of seen.invalid) {
+    const using = problem.using === undefined ? 'the class is not served' : `generation ${problem.using}, the last valid one, stays in use`
+    reports.set(problem.name, {...reports.get(problem.name), condition: {generation: problem.generation, message: `invalid spec: ${problem.message}; ${using}`, valid: false}})
+  }
+  return reports
+}
+
+export interface StatusReporterOptions {
+  readonly client: KubeClient
+  readonly nodeName: string
+  readonly logger: Logger
+  readonly metrics: AgentMetrics
+  /** Asks for another report later (the agent queues a batch); called after a failed write. */
+  readonly retry: () => void
+}
+
+/**
+ * What the node reports after each batch: the DeviceClasses' status (StatusWriter) and the per-class gauges.
+ * A failed write is logged once per change and retried with back-off (1 s doubling to 30 s: the API server
+ * may be away for long); any batch meanwhile tries as well.
+ */
+export class StatusReporter {
+  readonly #writer: StatusWriter
+  readonly #backoff = new Backoff({baseMs: 1000, maxMs: 30_000})
+  #ok = true
+  #retry: NodeJS.Timeout | undefined
+
+  constructor(readonly options: StatusReporterOptions) {
+    this.#writer = new StatusWriter(options.client, options.nodeName)
+  }
+
+  async report(seen: NodeClassesSeen): Promise<void> {
+    const {logger, metrics} = this.options
+    metrics.classContainers.reset()
+    metrics.classDevices.reset()
+    for (const name of seen.classes.keys()) {
+      metrics.classContainers.set({class: name}, seen.holding.get(name)?.length ?? 0)
+      metrics.classDevices.set({class: name}, seen.members.get(name)?.length ?? 0)
+    }
+    try {
+      await this.#writer.write(classReports(this.options.nodeName, seen))
+      if (!this.#ok) logger.info({}, 'DeviceClass status written again')
+      this.#ok = true
+      this.#backoff.reset()
+    } catch (error) {
+      metrics.errors.inc({kind: 'status'})
+      if (this.#ok) logger.warn({err: errorMessage(error)}, 'cannot write DeviceClass status; retrying with back-off')
+      this.#ok = false
+      this.#writer.reset()
+      clearTimeout(this.#retry)
+      this.#retry = setTimeout(this.options.retry, this.#backoff.next()).unref()
+    }
+  }
+
+  stop(): void {
+    clearTimeout(this.#retry)
+  }
+}

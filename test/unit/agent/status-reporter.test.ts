@@ -1,0 +1,30 @@
+import {expect} from 'chai'
+
+import {classReports} from '../../../src/lib/agent/status-reporter.js'
+import type {Device, DeviceClass} from '../../../src/lib/devices/types.js'
+
+const loop3: Device = {devName: 'loop3', devNode: '/dev/loop3', devPath: '', id: 'b7:3', kernelName: 'loop3', major: 7, minor: 3, properties: {}, subsystem: 'block', type: 'block'}
+const loopClass: DeviceClass = {apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', metadata: {generation: 4, name: 'loop'}, spec: {allocation: 'Class', capacity: 1, match: [], permissions: 'rw'}}
+
+describe('classReports', function () {
+  it('reports the node\'s devices and holders of each class in use, with a Valid condition', function () {
+    const reports = classReports('worker-1', {
+      classes: new Map([['loop', loopClass]]), holding: new Map([['loop', [{container: 'app', namespace: 'ns', pod: 'p'}]]]), invalid: [], members: new Map([['loop', [loop3]]]),
+    })
+    expect(reports.get('loop')).to.deep.equal({
+      condition: {generation: 4, message: 'the spec is valid and in use on node worker-1', valid: true},
+      entry: {containers: [{container: 'app', namespace: 'ns', pod: 'p'}], devices: [{devName: 'loop3', id: 'b7:3', major: 7, minor: 3}], node: 'worker-1', observedGeneration: 4},
+    })
+  })
+
+  it('an invalid new spec keeps the entry of the generation still in use and says so; one never valid is not served', function () {
+    const reports = classReports('worker-1', {
+      classes: new Map([['loop', loopClass]]), holding: new Map(),
+      invalid: [{generation: 5, message: 'spec.capacity: must be at least 1', name: 'loop', using: 4}, {generation: 1, message: 'spec.match: required', name: 'broken'}],
+      members: new Map(),
+    })
+    expect(reports.get('loop')?.entry?.observedGeneration).to.equal(4)
+    expect(reports.get('loop')?.condition).to.deep.equal({generation: 5, message: 'invalid spec: spec.capacity: must be at least 1; generation 4, the last valid one, stays in use', valid: false})
+    expect(reports.get('broken')).to.deep.equal({condition: {generation: 1, message: 'invalid spec: spec.match: required; the class is not served', valid: false}})
+  })
+})

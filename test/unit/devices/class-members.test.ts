@@ -1,0 +1,44 @@
+import {expect} from 'chai'
+
+import {ClassMembers} from '../../../src/lib/devices/class-members.js'
+import type {Device, DeviceClass} from '../../../src/lib/devices/types.js'
+
+function loop(minor: number): Device {
+  return {devName: `loop${minor}`, devNode: `/dev/loop${minor}`, devPath: `/devices/virtual/block/loop${minor}`, id: `b7:${minor}`, kernelName: `loop${minor}`, major: 7, minor, properties: {}, subsystem: 'block', type: 'block'}
+}
+
+const classOf = (name: string, devName: string): DeviceClass => ({
+  apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', metadata: {name}, spec: {allocation: 'Class', capacity: 1, match: [{devName, subsystem: 'block'}], permissions: 'rw'},
+})
+const noAttributes = (): undefined => undefined
+
+describe('ClassMembers', function () {
+  it('places each device in the classes it matches, and says which classes an event touched', function () {
+    const members = new ClassMembers(noAttributes, [classOf('low', 'loop[0-4]'), classOf('all', 'loop*')])
+    expect([...members.deviceEvent('add', loop(1))]).to.deep.equal(['low', 'all'])
+    expect([...members.deviceEvent('add', loop(7))]).to.deep.equal(['all'])
+    expect(members.of('low').map((d) => d.id)).to.deep.equal(['b7:1'])
+    expect([...members.all()].map(([name, devices]) => [name, devices.length])).to.deep.equal([['low', 1], ['all', 2]])
+  })
+
+  it('a removed device leaves the classes it was in, and stays known as a class device', function () {
+    const members = new ClassMembers(noAttributes, [classOf('low', 'loop[0-4]')])
+    members.deviceEvent('add', loop(1))
+    expect([...members.deviceEvent('remove', loop(1))]).to.deep.equal(['low'])
+    expect(members.of('low')).to.deep.equal([])
+    expect(members.known('b7:1')?.devNode).to.equal('/dev/loop1')
+    expect([...members.deviceEvent('add', loop(9))]).to.deep.equal([])
+    expect(members.known('b7:9')).to.equal(undefined)
+  })
+
+  it('new classes place every present device again, those in no class before included', function () {
+    const members = new ClassMembers(noAttributes, [classOf('low', 'loop[0-4]')])
+    members.deviceEvent('add', loop(1))
+    members.deviceEvent('add', loop(8))
+    members.setClasses([classOf('high', 'loop[5-9]')])
+    expect(members.classNames).to.deep.equal(['high'])
+    expect(members.of('high').map((d) => d.id)).to.deep.equal(['b7:8'])
+    expect(members.of('low')).to.deep.equal([])
+    expect(members.known('b7:8')?.devName).to.equal('loop8')
+  })
+})
