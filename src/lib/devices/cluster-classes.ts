@@ -1,10 +1,26 @@
 import {errorMessage} from '../errors.js'
 import {isStatus} from '../kube/api-error.js'
 import type {KubeClient} from '../kube/kube-client.js'
-import type {DeviceClass} from './types.js'
+import {collectionPath, type ResourceRef} from '../kube/resource.js'
+import {deviceClassApiVersion, deviceClassGroup, deviceClassVersion, type DeviceClass} from './types.js'
 import {validateDeviceClass} from './validate-device-class.js'
 
-export const deviceClassesPath = '/apis/devices.nfdctl.io/v1alpha1/deviceclasses'
+export const deviceClassesResource: ResourceRef = {group: deviceClassGroup, namespaced: false, plural: 'deviceclasses', version: deviceClassVersion}
+export const deviceClassesPath = collectionPath(deviceClassesResource)
+
+/** A DeviceClass object from the API server, checked: the class with its defaults, or why it cannot be used. */
+export type ListedClass =
+  | {readonly ok: true; readonly deviceClass: DeviceClass}
+  | {readonly ok: false; readonly name: string; readonly generation?: number; readonly message: string}
+
+/** Checks a DeviceClass object from the API server (or the agent's copy of one) with the same rules as class files. */
+export function listedClass(item: unknown): ListedClass {
+  // Lists omit apiVersion/kind on items.
+  const result = validateDeviceClass({apiVersion: deviceClassApiVersion, kind: 'DeviceClass', ...(item as object)})
+  if (result.ok) return result
+  const metadata = (item as {metadata?: {name?: string; generation?: number}} | null)?.metadata
+  return {generation: metadata?.generation, message: result.issues.map((i) => `${i.path}: ${i.message}`).join('; '), name: metadata?.name ?? '<unnamed>', ok: false}
+}
 
 export interface ClusterClasses {
   readonly classes: DeviceClass[]
@@ -26,13 +42,9 @@ export async function fetchDeviceClasses(client: KubeClient, signal?: AbortSigna
   const classes: DeviceClass[] = []
   const problems: string[] = []
   for (const item of list.items ?? []) {
-    // Lists omit apiVersion/kind on items.
-    const result = validateDeviceClass({apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', ...(item as object)})
-    if (result.ok) classes.push(result.deviceClass)
-    else {
-      const name = (item as {metadata?: {name?: string}}).metadata?.name ?? '<unnamed>'
-      problems.push(`DeviceClass ${name} is invalid and ignored: ${result.issues.map((i) => `${i.path}: ${i.message}`).join('; ')}`)
-    }
+    const listed = listedClass(item)
+    if (listed.ok) classes.push(listed.deviceClass)
+    else problems.push(`DeviceClass ${listed.name} is invalid and ignored: ${listed.message}`)
   }
   return {classes, problems}
 }

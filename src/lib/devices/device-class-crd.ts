@@ -5,7 +5,8 @@
  */
 import {Document, isScalar, visit} from 'yaml'
 
-import {type CelRule, deviceClassGroup, deviceClassSchema, deviceClassVersion, type SchemaNode} from './device-class-schema.js'
+import {type CelRule, deviceClassSchema, type SchemaNode} from './device-class-schema.js'
+import {deviceClassGroup, deviceClassVersion} from './types.js'
 
 /** Where the CRD lives, relative to the repository root. */
 export const deviceClassCrdPath = `deploy/crds/deviceclasses.${deviceClassGroup}.yaml`

@@ -79,9 +79,6 @@ export interface SchemaNode {
   readonly 'x-nfdctl-checks'?: readonly LocalRule[]
 }
 
-export const deviceClassGroup = 'devices.nfdctl.io'
-export const deviceClassVersion = 'v1alpha1'
-export const deviceClassApiVersion = `${deviceClassGroup}/${deviceClassVersion}`
 export const labelSelectorOperators = ['In', 'NotIn', 'Exists', 'DoesNotExist'] as const
 // Consumers treat a missing capacity as 1; the CRD has no default for it (see capacity below).
 export const deviceClassDefaults = {allocation: 'Class', capacity: 1, permissions: 'rw'} as const

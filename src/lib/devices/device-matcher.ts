@@ -1,5 +1,4 @@
 import {compileGlob} from './glob.js'
-import {matchesLabelSelector} from './label-selector.js'
 import type {AttributeReader, Device, DeviceClass, MatchRule} from './types.js'
 
 type Test = (value: string) => boolean
@@ -55,11 +54,6 @@ function matchesRule(rule: CompiledRule, device: Device, readAttribute: Attribut
     if (value === undefined || !test(value)) return false
   }
   return true
-}
-
-/** The classes whose nodeSelector selects a node with these labels. */
-export function classesForNode(classes: readonly DeviceClass[], nodeLabels: Readonly<Record<string, string>>): DeviceClass[] {
-  return classes.filter((c) => matchesLabelSelector(c.spec.nodeSelector, nodeLabels))
 }
 
 /**

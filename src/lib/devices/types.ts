@@ -24,9 +24,13 @@ export interface Device {
 /** Reads a sysfs attribute of the device, or of its nearest parent that has it; undefined when none has. */
 export type AttributeReader = (device: Device, name: string) => string | undefined
 
+export const deviceClassGroup = 'devices.nfdctl.io'
+export const deviceClassVersion = 'v1alpha1'
+export const deviceClassApiVersion = `${deviceClassGroup}/${deviceClassVersion}` as const
+
 /** DeviceClass (devices.nfdctl.io/v1alpha1): which devices form the class, on which nodes. */
 export interface DeviceClass {
-  readonly apiVersion: 'devices.nfdctl.io/v1alpha1'
+  readonly apiVersion: typeof deviceClassApiVersion
   readonly kind: 'DeviceClass'
   readonly metadata: {readonly name: string; readonly generation?: number; readonly uid?: string}
   readonly spec: DeviceClassSpec

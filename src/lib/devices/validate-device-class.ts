@@ -1,6 +1,6 @@
-import {deviceClassApiVersion, deviceClassDefaults, deviceClassSchema, type SchemaKeyword, type SchemaNode} from './device-class-schema.js'
+import {deviceClassDefaults, deviceClassSchema, type SchemaKeyword, type SchemaNode} from './device-class-schema.js'
 import {dnsSubdomainPattern} from './label-selector.js'
-import type {DeviceClass, DeviceClassSpec, ValidationIssue} from './types.js'
+import {deviceClassApiVersion, type DeviceClass, type DeviceClassSpec, type ValidationIssue} from './types.js'
 
 /** The class with its defaults applied, or every issue found, each at its field path. */
 export type DeviceClassValidation = {ok: true; deviceClass: DeviceClass} | {ok: false; issues: ValidationIssue[]}

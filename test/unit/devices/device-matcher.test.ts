@@ -1,6 +1,6 @@
 import {expect} from 'chai'
 
-import {ClassMemory, classesForNode, DeviceMatcher} from '../../../src/lib/devices/device-matcher.js'
+import {ClassMemory, DeviceMatcher} from '../../../src/lib/devices/device-matcher.js'
 import type {AttributeReader, Device, DeviceClass, MatchRule} from '../../../src/lib/devices/types.js'
 
 function device(overrides: Partial<Device> & {devName: string}): Device {
@@ -74,25 +74,6 @@ describe('DeviceMatcher', () => {
     }
     new DeviceMatcher([deviceClass('c', [{attributes: {idVendor: '*'}, subsystem: 'block'}])]).classesOf(usbSerial, reader)
     expect(asked).to.deep.equal([])
-  })
-})
-
-describe('classesForNode', () => {
-  const classes = [
-    deviceClass('everywhere', [{subsystem: 'tty'}]),
-    deviceClass('edge-only', [{subsystem: 'tty'}], {matchLabels: {'node-role.kubernetes.io/edge': ''}}),
-    deviceClass('not-gpu', [{subsystem: 'tty'}], {matchExpressions: [{key: 'gpu', operator: 'DoesNotExist'}]}),
-    deviceClass('zones', [{subsystem: 'tty'}], {matchExpressions: [{key: 'zone', operator: 'In', values: ['a', 'b']}]}),
-  ]
-  const names = (labels: Record<string, string>): string[] => classesForNode(classes, labels).map((c) => c.metadata.name)
-
-  it('a class without nodeSelector applies to every node', () => {
-    expect(names({})).to.include('everywhere')
-  })
-
-  it('matchLabels and matchExpressions select nodes', () => {
-    expect(names({'node-role.kubernetes.io/edge': '', zone: 'b'})).to.deep.equal(['everywhere', 'edge-only', 'not-gpu', 'zones'])
-    expect(names({gpu: 'true', zone: 'c'})).to.deep.equal(['everywhere'])
   })
 })
 
