@@ -4,10 +4,10 @@
 // --heap-growing-percent: in a mass cleanup every in-flight request's objects outlive the young generation;
 // V8 would let that garbage grow the old generation to about twice what is live before collecting it.
 // --no-opt: no TurboFan. Its compiler and code were 10-40 MB of peak RSS (gc run's peak at the 100 MB budget
-// without it); the price is about twice the CPU per request once warm, 2-6 % of gc once's time (README,
-// Benchmarks). Ignition and Sparkplug still run everything.
+// without it); the price is about twice the CPU per request once warm, 2-6 % of gc once's time (docs/benchmarks.md).
+// Ignition and Sparkplug still run everything.
 // --expose-gc: gc run collects after each sweep, so an idle daemon does not keep a sweep's garbage resident.
-// (README, Benchmarks: where the memory goes.)
+// (docs/benchmarks.md: where the memory goes.)
 import {execute} from '@oclif/core/execute'
 
 await execute({dir: import.meta.url})

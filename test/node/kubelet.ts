@@ -21,7 +21,7 @@ export interface KubeletOptions {
 }
 
 /**
- * A real kubelet for a real Node, with the settings this machine kind needs (notes/real-kubelet.md):
+ * A real kubelet for a real Node, with the settings a test machine without systemd or a full cgroup tree needs:
  * cgroup v1 allowed, cgroupfs, anonymous + AlwaysAllow (kube-apiserver has no kubelet client
  * certificate here), status every second so that allocatable follows plugins quickly.
  */

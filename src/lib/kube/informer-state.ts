@@ -1,6 +1,6 @@
 /**
- * The informer's life as one state value instead of loose flags (see STYLE.md). Pure transitions: the
- * informer loop asks what to do next, and time, randomness and I/O stay outside.
+ * The informer's life as one state value instead of loose flags, so no two flags can contradict each
+ * other. Pure transitions: the informer loop asks what to do next, and time, randomness and I/O stay outside.
  */
 export type InformerState =
   | {readonly phase: 'listing'; readonly failures: number}
