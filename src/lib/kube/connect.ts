@@ -1,5 +1,5 @@
-import {createAgent} from './agent.js'
 import {Credentials, type CredentialsOptions} from './credentials.js'
+import {createHttpAgent} from './http-agent.js'
 import {KubeClient, type KubeClientOptions} from './kube-client.js'
 import {resolveKubeConfig, type KubeConfigSource} from './kubeconfig.js'
 import {proxyFor} from './proxy.js'
@@ -20,7 +20,7 @@ export async function openCluster(source: KubeConfigSource, options: KubeClientO
   const server = new URL(resolved.server)
   const proxy = proxyFor(server, {env, proxyUrl: resolved.cluster.proxyUrl})
   const credentials = await Credentials.load(resolved, {env, ...credentialOptions})
-  const agent = options.agent ?? (await createAgent(server, credentials.tls, {maxSockets: options.maxConnections ?? 64, proxy}))
+  const agent = options.agent ?? (await createHttpAgent(server, credentials.tls, {maxSockets: options.maxConnections ?? 64, proxy}))
   const client = new KubeClient(resolved.server, credentials, {...options, agent})
   return {client, namespace: resolved.namespace, origin: proxy ? `${resolved.origin} via proxy ${proxy.origin}` : resolved.origin, proxy}
 }

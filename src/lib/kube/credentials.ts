@@ -2,17 +2,10 @@ import {readFile} from 'node:fs/promises'
 
 import {ConfigError, errorMessage} from '../errors.js'
 import {processIo, runExecPlugin, type ExecIo, type ExecStatus} from './exec-plugin.js'
+import type {TlsMaterial} from './http-agent.js'
 import {writeAuthProviderConfig} from './kubeconfig-writer.js'
 import type {Impersonation, ResolvedKubeConfig} from './kubeconfig.js'
 import {refreshOidcTokens, usableUntil} from './oidc.js'
-
-export interface TlsMaterial {
-  ca?: Buffer
-  cert?: Buffer
-  key?: Buffer
-  rejectUnauthorized?: boolean
-  servername?: string
-}
 
 /** Request headers; Impersonate-Group and Impersonate-Extra-* repeat, one line per value. */
 export type AuthHeaders = Record<string, string | string[]>

@@ -6,8 +6,8 @@ import {setTimeout as sleep} from 'node:timers/promises'
 
 import {AbortFanout} from '../abort.js'
 import {AbortedError, ApiUnavailableError, errorMessage} from '../errors.js'
-import {directAgent} from './agent.js'
 import {KubeApiError} from './api-error.js'
+import {directHttpAgent} from './http-agent.js'
 import {protobufContentType} from './protobuf-metadata.js'
 import type {Credentials} from './credentials.js'
 import {ConcurrencyWindow, type WindowStats} from './concurrency-window.js'
@@ -26,7 +26,7 @@ export interface KubeClientOptions {
   readonly requestTimeoutMs?: number
   readonly retry?: RetryPolicy
   readonly random?: () => number
-  /** The connection agent (proxies: see createAgent); default a direct keep-alive agent with the credentials' TLS. */
+  /** The connection agent (proxies: see createHttpAgent); default a direct keep-alive agent with the credentials' TLS. */
   readonly agent?: http.Agent
 }
 
@@ -87,7 +87,7 @@ export class KubeClient {
     this.#retry = options.retry ?? defaultRetryPolicy
     this.#random = options.random ?? Math.random
     this.#timeoutMs = options.requestTimeoutMs ?? 60_000
-    this.#agent = options.agent ?? directAgent(this.server, credentials.tls, options.maxConnections ?? 64)
+    this.#agent = options.agent ?? directHttpAgent(this.server, credentials.tls, options.maxConnections ?? 64)
     this.#transport = this.server.protocol === 'https:' ? https : http
     const {auth, hostname, port, protocol} = urlToHttpOptions(this.server)
     this.#endpoint = {auth, hostname, port, protocol}

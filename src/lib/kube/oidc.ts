@@ -3,7 +3,7 @@ import http from 'node:http'
 import https from 'node:https'
 
 import {ConfigError, errorMessage} from '../errors.js'
-import {createAgent} from './agent.js'
+import {createHttpAgent} from './http-agent.js'
 import {proxyFromEnvironment} from './proxy.js'
 
 // auth-provider: oidc, as client-go's plugin/pkg/client/auth/oidc: the id-token is used while it is valid
@@ -51,7 +51,7 @@ export async function refreshOidcTokens(config: Readonly<Record<string, string>>
       ? await readFile(config['idp-certificate-authority'])
       : undefined
   const send = async (url: URL, body?: string, headers: Record<string, string> = {}): Promise<{status: number; type: string; text: string}> => {
-    const agent = await createAgent(url, {ca}, {maxSockets: 1, proxy: proxyFromEnvironment(url, env)})
+    const agent = await createHttpAgent(url, {ca}, {maxSockets: 1, proxy: proxyFromEnvironment(url, env)})
     try {
       return await exchange(url, agent, body, headers)
     } finally {

@@ -4,9 +4,16 @@ import {createSecureContext} from 'node:tls'
 
 import type {AgentConnectOpts} from 'agent-base'
 
-import type {TlsMaterial} from './credentials.js'
+/** What a connection to the API server (or an OIDC issuer) proves and checks; from the kubeconfig's cluster and user. */
+export interface TlsMaterial {
+  ca?: Buffer
+  cert?: Buffer
+  key?: Buffer
+  rejectUnauthorized?: boolean
+  servername?: string
+}
 
-export interface AgentOptions {
+export interface HttpAgentOptions {
   /** The proxy to go through (see proxyFor); undefined connects directly. */
   readonly proxy?: URL
   readonly maxSockets: number
@@ -17,9 +24,9 @@ export interface AgentOptions {
  * absolute-URI requests for http ones, as Go) or through SOCKS5. The proxy libraries are imported only when
  * a proxy is configured, so a direct `gc run` does not pay for them.
  */
-export async function createAgent(server: URL, tls: TlsMaterial, options: AgentOptions): Promise<http.Agent> {
+export async function createHttpAgent(server: URL, tls: TlsMaterial, options: HttpAgentOptions): Promise<http.Agent> {
   const {proxy} = options
-  if (!proxy) return directAgent(server, tls, options.maxSockets)
+  if (!proxy) return directHttpAgent(server, tls, options.maxSockets)
   const agent = await proxyAgent(server, proxy, {keepAlive: true, maxSockets: options.maxSockets, ...setOnly(tls)})
   // agent-base guesses its protocol from the call stack; http(s).request checks it, so say it.
   agent.protocol = server.protocol
@@ -32,7 +39,7 @@ export async function createAgent(server: URL, tls: TlsMaterial, options: AgentO
  * kilobytes per request: a tenth of all a mass cleanup allocated) and tls.connect parses them again for
  * each new connection.
  */
-export function directAgent(server: URL, tls: TlsMaterial, maxSockets: number): http.Agent {
+export function directHttpAgent(server: URL, tls: TlsMaterial, maxSockets: number): http.Agent {
   if (server.protocol !== 'https:') return new http.Agent({keepAlive: true, maxSockets})
   const {ca, cert, key, rejectUnauthorized, servername} = tls
   return new https.Agent({keepAlive: true, maxSockets, secureContext: createSecureContext(setOnly({ca, cert, key})), ...setOnly({rejectUnauthorized, servername})})
