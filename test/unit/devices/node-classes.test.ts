@@ -2,10 +2,9 @@ import {expect} from 'chai'
 
 import {classesForNode} from '../../../src/lib/devices/node-classes.js'
 import type {DeviceClass} from '../../../src/lib/devices/types.js'
+import {deviceClass as anyClass} from '../../support/device-class.js'
 
-function deviceClass(name: string, nodeSelector?: DeviceClass['spec']['nodeSelector'], devName = 'tty*'): DeviceClass {
-  return {apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', metadata: {name}, spec: {allocation: 'Class', capacity: 1, match: [{devName, subsystem: 'tty'}], nodeSelector, permissions: 'rw'}}
-}
+const deviceClass = (name: string, nodeSelector?: DeviceClass['spec']['nodeSelector'], devName = 'tty*'): DeviceClass => anyClass(name, {match: [{devName, subsystem: 'tty'}], nodeSelector})
 
 const names = (classes: readonly DeviceClass[]): string[] => classes.map((c) => c.metadata.name)
 
