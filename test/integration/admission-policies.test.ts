@@ -9,6 +9,7 @@ import {openCluster} from '../../src/lib/kube/connect.js'
 import type {KubeClient} from '../../src/lib/kube/kube-client.js'
 import type {ControlPlane} from '../controlplane/control-plane.js'
 import {startControlPlane} from '../support/cluster.js'
+import {deviceClassManifest} from '../support/device-class.js'
 import {placeManifest, readManifests} from '../support/manifests.js'
 import {waitFor} from '../support/wait.js'
 
@@ -41,12 +42,9 @@ function pod(name: string, options: PodOptions = {}): Json {
   }
 }
 
-function deviceClass(name: string, namespaceSelector?: LabelSelector): Json {
-  return {
-    apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', metadata: {name},
-    spec: {match: [{subsystem: 'tty'}], ...(namespaceSelector === undefined ? {} : {annotationAccess: {namespaceSelector}})},
-  }
-}
+/** A class taken by annotation in the namespaces `namespaceSelector` selects (none without it). */
+const deviceClass = (name: string, namespaceSelector?: LabelSelector): Json =>
+  deviceClassManifest(name, namespaceSelector === undefined ? {} : {annotationAccess: {namespaceSelector}})
 
 /** The API server's refusal of `action`; fails the test when it is accepted. */
 async function refusal(action: () => Promise<unknown>): Promise<KubeApiError> {

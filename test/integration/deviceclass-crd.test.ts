@@ -5,6 +5,7 @@ import {isStatus, KubeApiError} from '../../src/lib/kube/api-error.js'
 import type {KubeClient} from '../../src/lib/kube/kube-client.js'
 import {badClasses, caseName, goodClasses, type Json} from '../fixtures/classes/cases.js'
 import {adminClient} from '../support/cluster.js'
+import {deviceClassManifest} from '../support/device-class.js'
 
 // The CRD (deploy/crds/deviceclasses.devices.nfdctl.io.yaml) and validateDeviceClass come from one schema
 // (src/lib/devices/device-class-schema.ts) and must agree on every case of the shared fixture: what the API
@@ -22,9 +23,8 @@ interface StoredClass {
   status?: {nodes?: Array<{node: string; devices?: Json[]}>}
 }
 
-function deviceClass(name: string, spec: Json = {}, metadata: Json = {}): Json {
-  return {apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', metadata: {name: `${prefix}${name}`, ...metadata}, spec: {match: [{subsystem: 'tty'}], ...spec}}
-}
+/** A class of ours on the shared control plane. */
+const deviceClass = (name: string, spec: Json = {}): Json => deviceClassManifest(`${prefix}${name}`, spec)
 
 /** The fixture's class under a name of its own (cases about the name keep theirs, all starting crd-test-). */
 function named(value: unknown, name: string): Json {

@@ -3,10 +3,10 @@ import {expect} from 'chai'
 import {decideAccess, holderKey, limitHoldersOf, type PolicyInput} from '../../../src/lib/agent/access-policy.js'
 import {containerRequests, type ContainerRequest, type RequestedVia} from '../../../src/lib/agent/container-access.js'
 import type {DeviceClass, DeviceClassSpec} from '../../../src/lib/devices/types.js'
+import {deviceClass} from '../../support/device-class.js'
 
-function deviceClass(name: string, spec: Partial<DeviceClassSpec> = {}): DeviceClass {
-  return {apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', metadata: {name}, spec: {allocation: 'Class', capacity: 10, match: [], permissions: 'rw', ...spec}}
-}
+/** Room for every request, unless the test is about capacity. */
+const roomyClass = (name: string, spec: Partial<DeviceClassSpec> = {}): DeviceClass => deviceClass(name, {capacity: 10, ...spec})
 
 let pods = 0
 function request(namespace: string, classes: Record<string, RequestedVia>, createdAt = `2026-12-05T10:00:${String(pods).padStart(2, '0')}Z`): ContainerRequest {
@@ -42,15 +42,15 @@ const reasons = (decision: ReturnType<typeof decideAccess>, r: ContainerRequest)
 describe('decideAccess: who may hold a DeviceClass (devices.nfdctl.io)', function () {
   it('refuses the annotation for a class without annotationAccess (the default), and says how to ask instead', function () {
     const r = request('lab', {serial: 'annotation'})
-    const decision = decide([deviceClass('serial')], [r])
+    const decision = decide([roomyClass('serial')], [r])
     expect(admittedClasses(decision, r)).to.deep.equal([])
     expect(reasons(decision, r)).to.deep.equal(['serial:annotation-access-off'])
     expect(decision.refused.get(`${r.podUid}/main`)![0].message).to.match(/no spec\.annotationAccess.*resource limit devices\.nfdctl\.io\/serial: 1/)
   })
 
   it('admits the annotation only in namespaces the namespaceSelector selects; {} selects every namespace', function () {
-    const byName = deviceClass('serial', {annotationAccess: {namespaceSelector: {matchLabels: {'kubernetes.io/metadata.name': 'lab'}}}})
-    const everyone = deviceClass('gpio', {annotationAccess: {namespaceSelector: {}}})
+    const byName = roomyClass('serial', {annotationAccess: {namespaceSelector: {matchLabels: {'kubernetes.io/metadata.name': 'lab'}}}})
+    const everyone = roomyClass('gpio', {annotationAccess: {namespaceSelector: {}}})
     const inLab = request('lab', {gpio: 'annotation', serial: 'annotation'})
     const inProd = request('prod', {gpio: 'annotation', serial: 'annotation'})
     const decision = decide([byName, everyone], [inLab, inProd])
@@ -61,7 +61,7 @@ describe('decideAccess: who may hold a DeviceClass (devices.nfdctl.io)', functio
   })
 
   it('matchExpressions: NotIn admits a namespace without the label; a namespace not known (yet) is never admitted, and pending', function () {
-    const notProd = deviceClass('serial', {annotationAccess: {namespaceSelector: {matchExpressions: [{key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: ['prod']}]}}})
+    const notProd = roomyClass('serial', {annotationAccess: {namespaceSelector: {matchExpressions: [{key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: ['prod']}]}}})
     const lab = request('lab', {serial: 'annotation'})
     const unknown = request('ghost', {serial: 'annotation'})
     const decision = decide([notProd], [lab, unknown])
@@ -71,14 +71,14 @@ describe('decideAccess: who may hold a DeviceClass (devices.nfdctl.io)', functio
   })
 
   it('refuses an annotation on an allocation Device class (kubelet gives those devices one container each), whatever its policy', function () {
-    const devices = deviceClass('disk', {allocation: 'Device', annotationAccess: {namespaceSelector: {}}})
+    const devices = roomyClass('disk', {allocation: 'Device', annotationAccess: {namespaceSelector: {}}})
     const r = request('lab', {disk: 'annotation'})
     expect(reasons(decide([devices], [r]), r)).to.deep.equal(['disk:allocation-device'])
   })
 
   it('refuses an annotation naming a class that does not apply to the node; a limit is always kubelet\'s business', function () {
     const r = request('prod', {nope: 'annotation', serial: 'limit'})
-    const decision = decide([deviceClass('serial')], [r])
+    const decision = decide([roomyClass('serial')], [r])
     expect(admittedClasses(decision, r)).to.deep.equal(['serial'])
     expect(reasons(decision, r)).to.deep.equal(['nope:unknown-class'])
   })
@@ -112,7 +112,7 @@ describe('decideAccess: who may hold a DeviceClass (devices.nfdctl.io)', functio
 
   it('a limit kubelet did not allocate (PodResources lists none) gives nothing', function () {
     const bound = request('prod', {serial: 'limit'})
-    const decision = decide([deviceClass('serial')], [bound], {notAllocated: [bound]})
+    const decision = decide([roomyClass('serial')], [bound], {notAllocated: [bound]})
     expect(admittedClasses(decision, bound)).to.deep.equal([])
     expect(reasons(decision, bound)).to.deep.equal(['serial:not-allocated'])
   })
@@ -140,7 +140,7 @@ describe('decideAccess: who may hold a DeviceClass (devices.nfdctl.io)', functio
   })
 
   it('a bad annotation is refused once for the container, with what was dropped; its valid names are still judged', function () {
-    const serial = deviceClass('serial', {annotationAccess: {namespaceSelector: {}}})
+    const serial = roomyClass('serial', {annotationAccess: {namespaceSelector: {}}})
     const [r] = containerRequests({
       metadata: {annotations: {'devices.nfdctl.io/main': ['serial', ...Array.from({length: 40_000}, (_, i) => `nope-${i}`)].join(',')}, name: 'flood', namespace: 'lab', uid: 'u-flood'},
       spec: {containers: [{name: 'main'}]},

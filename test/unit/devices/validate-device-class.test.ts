@@ -3,13 +3,7 @@ import {expect} from 'chai'
 import type {DeviceClass, ValidationIssue} from '../../../src/lib/devices/types.js'
 import {validateDeviceClass} from '../../../src/lib/devices/validate-device-class.js'
 import {badClasses, goodClasses} from '../../fixtures/classes/cases.js'
-
-type Json = Record<string, unknown>
-
-/** A valid class; each case below changes one thing. */
-function base(spec: Json = {}, rest: Json = {}): Json {
-  return {apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', metadata: {name: 'usb-serial'}, spec: {match: [{subsystem: 'tty'}], ...spec}, ...rest}
-}
+import {deviceClassManifest} from '../../support/device-class.js'
 
 function issuesOf(value: unknown): ValidationIssue[] {
   const result = validateDeviceClass(value)
@@ -25,7 +19,7 @@ function accepted(value: unknown): DeviceClass {
 
 describe('validateDeviceClass', () => {
   it('applies the defaults: permissions rw, allocation Class, capacity 1', () => {
-    expect(accepted(base())).to.deep.equal({
+    expect(accepted(deviceClassManifest('usb-serial'))).to.deep.equal({
       apiVersion: 'devices.nfdctl.io/v1alpha1',
       kind: 'DeviceClass',
       metadata: {name: 'usb-serial'},
@@ -34,7 +28,7 @@ describe('validateDeviceClass', () => {
   })
 
   it('treats a field written with no value (null) as absent, so it gets its default', () => {
-    expect(accepted(base({allocation: null, capacity: null, nodeSelector: null, permissions: null})).spec).to.deep.equal({
+    expect(accepted(deviceClassManifest('usb-serial', {allocation: null, capacity: null, nodeSelector: null, permissions: null})).spec).to.deep.equal({
       allocation: 'Class', capacity: 1, match: [{subsystem: 'tty'}], permissions: 'rw',
     })
   })
@@ -85,7 +79,7 @@ describe('validateDeviceClass', () => {
   })
 
   it('returns copies, not the objects it was given', () => {
-    const input = base({match: [{properties: {A: '1'}}], nodeSelector: {matchLabels: {a: 'b'}}})
+    const input = deviceClassManifest('usb-serial', {match: [{properties: {A: '1'}}], nodeSelector: {matchLabels: {a: 'b'}}})
     const spec = accepted(input).spec
     expect(spec.match[0]).to.not.equal((input.spec as {match: unknown[]}).match[0])
     expect(spec.nodeSelector?.matchLabels).to.not.equal((input.spec as {nodeSelector: {matchLabels: unknown}}).nodeSelector.matchLabels)
@@ -138,6 +132,6 @@ describe('validateDeviceClass', () => {
   })
 
   it('checks the spec even when the name is wrong, and the name even when the spec is missing', () => {
-    expect(issuesOf(base({}, {metadata: {}, spec: undefined})).map((i) => i.path)).to.deep.equal(['metadata.name', 'spec'])
+    expect(issuesOf(deviceClassManifest('usb-serial', {}, {metadata: {}, spec: undefined})).map((i) => i.path)).to.deep.equal(['metadata.name', 'spec'])
   })
 })

@@ -1,7 +1,8 @@
 import {expect} from 'chai'
 
-import type {Device, DeviceClass} from '../../../src/lib/devices/types.js'
+import type {Device} from '../../../src/lib/devices/types.js'
 import {ClassAllocation, envNameOf, stableDeviceId} from '../../../src/lib/plugins/class-allocation.js'
+import {deviceClass} from '../../support/device-class.js'
 
 function loop(minor: number, properties: Record<string, string> = {}): Device {
   return {
@@ -17,9 +18,7 @@ function serial(devName: string, minor: number, serialNumber: string, iface = '0
   }
 }
 
-function deviceClass(allocation: 'Class' | 'Device', capacity = 1): DeviceClass {
-  return {apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', metadata: {name: 'usb-serial'}, spec: {allocation, capacity, match: [{subsystem: 'tty'}], permissions: 'rw'}}
-}
+const ttys = [{subsystem: 'tty'}]
 
 describe('stableDeviceId', function () {
   it('follows the udev serial, not the kernel name: an adapter re-plugged as ttyUSB1 keeps its ID', function () {
@@ -44,7 +43,7 @@ describe('stableDeviceId', function () {
 
 describe('ClassAllocation', function () {
   it('Class allocation: capacity slots, Healthy with or without devices, and a container gets every device present', function () {
-    const allocation = new ClassAllocation(deviceClass('Class', 3), false)
+    const allocation = new ClassAllocation(deviceClass('usb-serial', {capacity: 3, match: ttys}), false)
     expect(allocation.listAndWatch()).to.deep.equal([0, 1, 2].map((i) => ({health: 'Healthy', ID: `slot-${i}`})))
     expect(allocation.setDevices([serial('ttyUSB0', 0, 'A'), serial('ttyUSB1', 1, 'B')])).to.equal(false) // the slots did not change
     const answer = allocation.allocate(['slot-1'])
@@ -60,7 +59,7 @@ describe('ClassAllocation', function () {
   })
 
   it('Device allocation: one ID per device; a gone device stays Unhealthy until it returns; allocating it is refused', function () {
-    const allocation = new ClassAllocation(deviceClass('Device'), true)
+    const allocation = new ClassAllocation(deviceClass('usb-serial', {allocation: 'Device', match: ttys}), true)
     const a = serial('ttyUSB0', 0, 'A')
     const b = serial('ttyUSB1', 1, 'B')
     expect(allocation.setDevices([a, b])).to.equal(true)
@@ -79,7 +78,7 @@ describe('ClassAllocation', function () {
   })
 
   it('prefers the devices kubelet must include, then the others in ID order (numeric: slot-2 before slot-10)', function () {
-    const allocation = new ClassAllocation(deviceClass('Class', 12), false)
+    const allocation = new ClassAllocation(deviceClass('usb-serial', {capacity: 12, match: ttys}), false)
     const request = {container_requests: [
       {allocation_size: 2, available_deviceIDs: ['slot-10', 'slot-2', 'slot-3'], must_include_deviceIDs: []},
       {allocation_size: 2, available_deviceIDs: ['slot-10', 'slot-2', 'slot-3'], must_include_deviceIDs: ['slot-10']},
