@@ -2,6 +2,7 @@ import {expect} from 'chai'
 
 import {classView} from '../../../src/lib/agent/class-store.js'
 import type {DeviceClass} from '../../../src/lib/devices/types.js'
+import {deviceClass} from '../../support/device-class.js'
 
 const item = (name: string, generation: number, spec: object): object => ({metadata: {generation, name, uid: `uid-${name}`}, spec})
 const valid = (name: string, generation = 1, extra: object = {}): object => item(name, generation, {match: [{devName: `${name}*`, subsystem: 'block'}], ...extra})
@@ -47,10 +48,7 @@ describe('classView: the classes a node uses', function () {
   })
 
   it('puts class files first, and a cluster class of the same name in the place of the file\'s', function () {
-    const fromFile = (name: string, devName: string): DeviceClass => ({
-      apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', metadata: {name},
-      spec: {allocation: 'Class', capacity: 1, match: [{devName, subsystem: 'block'}], permissions: 'rw'},
-    }) as DeviceClass
+    const fromFile = (name: string, devName: string): DeviceClass => deviceClass(name, {match: [{devName, subsystem: 'block'}]})
     const {view} = classView({clusterItems: [valid('shared')], fileClasses: [fromFile('own', 'own*'), fromFile('shared', 'file*')], lastValid: new Map(), nodeLabels: {}})
     expect(names(view.applicable)).to.deep.equal(['own', 'shared'])
     expect(view.applicable[1].spec.match[0].devName).to.equal('shared*')

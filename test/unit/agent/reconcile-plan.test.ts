@@ -3,16 +3,17 @@ import {expect} from 'chai'
 import type {HeldAccess} from '../../../src/lib/agent/access-applier.js'
 import {criLabels, type ContainerRequest} from '../../../src/lib/agent/container-access.js'
 import {containersToReconcile, planContainer, programAfter} from '../../../src/lib/agent/reconcile-plan.js'
-import type {Device, DeviceClass} from '../../../src/lib/devices/types.js'
+import type {Device} from '../../../src/lib/devices/types.js'
 import {stableDeviceId} from '../../../src/lib/plugins/class-allocation.js'
 import type {RuntimeContainer} from '../../../src/lib/runtime/containerd-client.js'
 import type {EmulatedRules} from '../../../src/lib/runtime/device-program.js'
+import {deviceClass} from '../../support/device-class.js'
 
 function loop(minor: number): Device {
   return {devName: `loop${minor}`, devNode: `/dev/loop${minor}`, devPath: `/devices/virtual/block/loop${minor}`, id: `b7:${minor}`, kernelName: `loop${minor}`, major: 7, minor, properties: {}, subsystem: 'block', type: 'block'}
 }
 
-const loopClass: DeviceClass = {apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', metadata: {name: 'loop'}, spec: {allocation: 'Class', capacity: 1, match: [], permissions: 'rw'}}
+const loopClass = deviceClass('loop')
 
 function container(id: string, podUid: string, name = 'app', kind = 'container'): RuntimeContainer {
   return {id, labels: {[criLabels.container]: name, [criLabels.kind]: kind, [criLabels.namespace]: 'ns', [criLabels.pod]: `pod-${podUid}`, [criLabels.podUid]: podUid}} as RuntimeContainer

@@ -1,10 +1,11 @@
 import {expect} from 'chai'
 
 import {classReports} from '../../../src/lib/agent/status-reporter.js'
-import type {Device, DeviceClass} from '../../../src/lib/devices/types.js'
+import type {Device} from '../../../src/lib/devices/types.js'
+import {deviceClass} from '../../support/device-class.js'
 
 const loop3: Device = {devName: 'loop3', devNode: '/dev/loop3', devPath: '', id: 'b7:3', kernelName: 'loop3', major: 7, minor: 3, properties: {}, subsystem: 'block', type: 'block'}
-const loopClass: DeviceClass = {apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', metadata: {generation: 4, name: 'loop'}, spec: {allocation: 'Class', capacity: 1, match: [], permissions: 'rw'}}
+const loopClass = {...deviceClass('loop'), metadata: {generation: 4, name: 'loop'}}
 
 describe('classReports', function () {
   it('reports the node\'s devices and holders of each class in use, with a Valid condition', function () {

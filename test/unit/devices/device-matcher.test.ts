@@ -1,17 +1,14 @@
 import {expect} from 'chai'
 
 import {ClassMemory, DeviceMatcher} from '../../../src/lib/devices/device-matcher.js'
-import type {AttributeReader, Device, DeviceClass, MatchRule} from '../../../src/lib/devices/types.js'
+import type {AttributeReader, Device, MatchRule} from '../../../src/lib/devices/types.js'
+import {deviceClass} from '../../support/device-class.js'
 
 function device(overrides: Partial<Device> & {devName: string}): Device {
   return {
     devNode: `/dev/${overrides.devName}`, devPath: `/devices/x/${overrides.devName}`, id: `c1:${overrides.devName.length}`, kernelName: overrides.devName,
     major: 1, minor: 1, properties: {}, subsystem: 'tty', type: 'char', ...overrides,
   }
-}
-
-function deviceClass(name: string, match: MatchRule[], nodeSelector?: DeviceClass['spec']['nodeSelector']): DeviceClass {
-  return {apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', metadata: {name}, spec: {allocation: 'Class', capacity: 1, match, nodeSelector, permissions: 'rw'}}
 }
 
 // A fake sysfs: attributes by device path, looked up on the device then on each parent directory.
@@ -57,12 +54,12 @@ describe('DeviceMatcher', () => {
   ]
   for (const [name, match, dev, expected] of cases) {
     it(`${name}: ${expected ? 'in' : 'not in'} the class`, () => {
-      expect(new DeviceMatcher([deviceClass('c', match)]).classesOf(dev, sysfs)).to.deep.equal(expected ? ['c'] : [])
+      expect(new DeviceMatcher([deviceClass('c', {match})]).classesOf(dev, sysfs)).to.deep.equal(expected ? ['c'] : [])
     })
   }
 
   it('returns every class a device is in, in class order', () => {
-    const matcher = new DeviceMatcher([deviceClass('serial', [{subsystem: 'tty'}]), deviceClass('disks', [{subsystem: 'block'}]), deviceClass('ftdi', [{attributes: {idVendor: '0403'}}])])
+    const matcher = new DeviceMatcher([deviceClass('serial', {match: [{subsystem: 'tty'}]}), deviceClass('disks', {match: [{subsystem: 'block'}]}), deviceClass('ftdi', {match: [{attributes: {idVendor: '0403'}}]})])
     expect(matcher.classesOf(usbSerial, sysfs)).to.deep.equal(['serial', 'ftdi'])
   })
 
@@ -72,7 +69,7 @@ describe('DeviceMatcher', () => {
       asked.push(name)
       return undefined
     }
-    new DeviceMatcher([deviceClass('c', [{attributes: {idVendor: '*'}, subsystem: 'block'}])]).classesOf(usbSerial, reader)
+    new DeviceMatcher([deviceClass('c', {match: [{attributes: {idVendor: '*'}, subsystem: 'block'}]})]).classesOf(usbSerial, reader)
     expect(asked).to.deep.equal([])
   })
 })
@@ -81,7 +78,7 @@ describe('ClassMemory', () => {
   it('remembers the classes of a removed device, whose attributes are gone', () => {
     let present = true
     const reader: AttributeReader = (_d, name) => (present && name === 'idVendor' ? '0403' : undefined)
-    const memory = new ClassMemory(new DeviceMatcher([deviceClass('ftdi', [{attributes: {idVendor: '0403'}}])]), reader)
+    const memory = new ClassMemory(new DeviceMatcher([deviceClass('ftdi', {match: [{attributes: {idVendor: '0403'}}]})]), reader)
     expect(memory.classesAfter('add', usbSerial)).to.deep.equal(['ftdi'])
     present = false
     expect(memory.classesAfter('remove', usbSerial)).to.deep.equal(['ftdi'])
@@ -102,7 +99,7 @@ describe('DeviceMatcher: glob flavours', () => {
   const reader: AttributeReader = (_d, name) => (name === 'product' ? 'CP2102 USB to UART Bridge / Serial' : undefined)
   for (const [name, rule, expected] of cases) {
     it(name, () => {
-      expect(new DeviceMatcher([deviceClass('c', [rule])]).classesOf(nic, reader)).to.deep.equal(expected ? ['c'] : [])
+      expect(new DeviceMatcher([deviceClass('c', {match: [rule]})]).classesOf(nic, reader)).to.deep.equal(expected ? ['c'] : [])
     })
   }
 })
