@@ -1,7 +1,11 @@
+import {join} from 'node:path'
+
 import {Backoff} from '../backoff.js'
+import type {DeviceClass} from '../devices/types.js'
 import {errorMessage} from '../errors.js'
 import type {Logger} from '../observe/logger.js'
-import type {ClassPluginServer} from './class-plugin-server.js'
+import {ClassAllocation} from './class-allocation.js'
+import {ClassPluginServer} from './class-plugin-server.js'
 import {kubeletSocketIdentity, registerWithKubelet} from './kubelet-registration.js'
 import type {PluginMetrics} from './plugin-metrics.js'
 
@@ -32,12 +36,24 @@ export class PluginRegistration {
   /** Shut down (its class went away or changed, or the set stops): it never serves or registers again. */
   #closed = false
 
+  /** The plugin of a class: `devices.nfdctl.io/<class>` on `<plugin-dir>/nfdctl-<class>.sock`, naming CDI devices with `cdi`. */
+  static ofClass(deviceClass: DeviceClass, options: Omit<PluginRegistrationOptions, 'server'> & {readonly cdi: boolean}): PluginRegistration {
+    const allocation = new ClassAllocation(deviceClass, options.cdi)
+    const socket = join(options.pluginDir, `nfdctl-${deviceClass.metadata.name}.sock`)
+    const server = new ClassPluginServer(allocation, socket, options.metrics, options.logger.child({class: deviceClass.metadata.name}))
+    return new PluginRegistration({...options, server})
+  }
+
   constructor(readonly options: PluginRegistrationOptions) {
     this.#backoff = new Backoff({baseMs: 100, maxMs: options.maxRetryMs ?? 5000})
   }
 
+  get allocation(): ClassAllocation {
+    return this.options.server.allocation
+  }
+
   get name(): string {
-    return this.options.server.allocation.name
+    return this.allocation.name
   }
 
   get state(): PluginState {

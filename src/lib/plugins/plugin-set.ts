@@ -1,14 +1,12 @@
 import {watch, type FSWatcher} from 'node:fs'
 import {mkdir} from 'node:fs/promises'
-import {join} from 'node:path'
 
 import type {ClassMembers} from '../devices/class-members.js'
 import type {DeviceClass} from '../devices/types.js'
 import {errorMessage} from '../errors.js'
 import type {Logger} from '../observe/logger.js'
 import {cdiSpecOf, CdiSpecWriter} from './cdi-spec.js'
-import {ClassAllocation} from './class-allocation.js'
-import {ClassPluginServer} from './class-plugin-server.js'
+import type {ClassAllocation} from './class-allocation.js'
 import {healthy, unhealthy} from './kubelet-api.js'
 import type {PluginMetrics} from './plugin-metrics.js'
 import {PluginRegistration} from './plugin-registration.js'
@@ -26,11 +24,6 @@ export interface PluginSetOptions {
   readonly maxRetryMs?: number
 }
 
-interface ClassPlugin {
-  readonly allocation: ClassAllocation
-  readonly registration: PluginRegistration
-}
-
 /**
  * One kubelet device plugin per DeviceClass: `devices.nfdctl.io/<class>` on `<plugin-dir>/nfdctl-<class>.sock`.
  * Changed device lists go out on ListAndWatch at once. The plugin directory is watched (inotify): when
@@ -38,7 +31,7 @@ interface ClassPlugin {
  * re-registers (PluginRegistration).
  */
 export class PluginSet {
-  readonly #plugins = new Map<string, ClassPlugin>()
+  readonly #plugins = new Map<string, PluginRegistration>()
   /** Plugins of classes that went away, being shut down. */
   readonly #retiring = new Set<Promise<void>>()
   readonly #log: Logger
@@ -65,13 +58,13 @@ export class PluginSet {
     await mkdir(this.options.pluginDir, {recursive: true})
     this.publish(new Set(this.classNames), true)
     this.#watcher = watch(this.options.pluginDir, () => {
-      for (const plugin of this.#plugins.values()) void plugin.registration.check()
+      for (const plugin of this.#plugins.values()) void plugin.check()
     })
     this.#watcher.on('error', (error) => {
       this.#log.error({err: errorMessage(error), pluginDir: this.options.pluginDir}, 'cannot watch the plugin directory; kubelet restarts are noticed on the retry timer only')
     })
     this.#started = true
-    for (const plugin of this.#plugins.values()) await plugin.registration.check()
+    for (const plugin of this.#plugins.values()) await plugin.check()
   }
 
   /**
@@ -87,7 +80,7 @@ export class PluginSet {
       this.#plugins.delete(name)
       this.#retire(plugin)
     }
-    const added: ClassPlugin[] = []
+    const added: PluginRegistration[] = []
     for (const deviceClass of next.values()) {
       if (this.#plugins.has(deviceClass.metadata.name)) continue
       const plugin = this.#pluginOf(deviceClass)
@@ -95,7 +88,7 @@ export class PluginSet {
       added.push(plugin)
     }
     this.publish(new Set(this.classNames), true)
-    if (this.#started && !this.#stopped) for (const plugin of added) void plugin.registration.check()
+    if (this.#started && !this.#stopped) for (const plugin of added) void plugin.check()
   }
 
   /** Sends the lists of these classes that changed to kubelet, and rewrites their CDI specs (every list when told). */
@@ -107,16 +100,16 @@ export class PluginSet {
       const listed = plugin.allocation.listAndWatch()
       this.options.metrics.devices.set({class: name, health: healthy}, listed.filter((d) => d.health === healthy).length)
       this.options.metrics.devices.set({class: name, health: unhealthy}, listed.filter((d) => d.health === unhealthy).length)
-      plugin.registration.options.server.push()
-      this.#writeCdi(plugin)
+      plugin.options.server.push()
+      this.#writeCdi(plugin.allocation)
     }
   }
 
   /** Ready when every class is registered with the running kubelet. */
   status(): {ready: boolean; reason: string} {
-    const waiting = [...this.#plugins.values()].filter((p) => p.registration.state !== 'registered')
+    const waiting = [...this.#plugins.values()].filter((p) => p.state !== 'registered')
     if (waiting.length === 0) return {ready: true, reason: `registered: ${this.classNames.join(', ')}`}
-    return {ready: false, reason: waiting.map((p) => `${p.allocation.name}: ${p.registration.state}`).join('; ')}
+    return {ready: false, reason: waiting.map((p) => `${p.name}: ${p.state}`).join('; ')}
   }
 
   /** Stops the servers and removes their sockets; CDI specs stay for the containers that use them. */
@@ -127,24 +120,20 @@ export class PluginSet {
     await Promise.all(this.#retiring)
   }
 
-  #pluginOf(deviceClass: DeviceClass): ClassPlugin {
-    const {cdiDir, logger, maxRetryMs, metrics, pluginDir} = this.options
-    const allocation = new ClassAllocation(deviceClass, cdiDir !== undefined)
-    const socket = join(pluginDir, `nfdctl-${deviceClass.metadata.name}.sock`)
-    const server = new ClassPluginServer(allocation, socket, metrics, logger.child({class: deviceClass.metadata.name}))
-    return {allocation, registration: new PluginRegistration({logger, maxRetryMs, metrics, pluginDir, server})}
+  #pluginOf(deviceClass: DeviceClass): PluginRegistration {
+    return PluginRegistration.ofClass(deviceClass, {...this.options, cdi: this.options.cdiDir !== undefined})
   }
 
-  async #shutDown(plugin: ClassPlugin): Promise<void> {
-    await plugin.registration.shutDown()
-    await this.#cdi?.written(plugin.allocation.name)
+  async #shutDown(plugin: PluginRegistration): Promise<void> {
+    await plugin.shutDown()
+    await this.#cdi?.written(plugin.name)
     // A class changed has a new plugin under the same name, with its own figures.
-    if (this.#plugins.get(plugin.allocation.name) === plugin) this.options.metrics.registered.set({class: plugin.allocation.name}, 0)
+    if (this.#plugins.get(plugin.name) === plugin) this.options.metrics.registered.set({class: plugin.name}, 0)
   }
 
   /** A class that went away: its plugin stops serving, and its CDI spec goes (no devices left in it). */
-  #retire(plugin: ClassPlugin): void {
-    const name = plugin.allocation.name
+  #retire(plugin: PluginRegistration): void {
+    const {name} = plugin
     this.#log.info({class: name}, `device plugin ${name}: class changed or gone; shutting its plugin down`)
     const done = this.#shutDown(plugin).then(() => {
       if (this.#plugins.has(name)) return
@@ -152,13 +141,13 @@ export class PluginSet {
       metrics.registered.remove({class: name})
       for (const health of [healthy, unhealthy]) metrics.devices.remove({class: name, health})
       plugin.allocation.setDevices([])
-      this.#writeCdi(plugin)
+      this.#writeCdi(plugin.allocation)
       return this.#cdi?.written(name)
     }).finally(() => this.#retiring.delete(done))
     this.#retiring.add(done)
   }
 
-  #writeCdi({allocation}: ClassPlugin): void {
+  #writeCdi(allocation: ClassAllocation): void {
     const {deviceClass} = allocation
     this.#cdi?.write(allocation.name, cdiSpecOf(allocation.name, allocation.presentDevices(), deviceClass.spec.permissions))
   }
