@@ -8,5 +8,6 @@ import type * as YamlModule from 'yaml'
 let loaded: typeof YamlModule | undefined
 
 export function yaml(): typeof YamlModule {
-  return (loaded ??= createRequire(import.meta.url)('yaml') as typeof YamlModule)
+  loaded ??= createRequire(import.meta.url)('yaml') as typeof YamlModule
+  return loaded
 }

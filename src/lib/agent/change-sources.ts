@@ -104,9 +104,9 @@ export class ChangeSources {
   }
 
   #podChanged(pod: NodePod | undefined, previous: NodePod | undefined): void {
-    if (pod === undefined) return this.options.onChange('pods relisted')
     // By UID: a pod re-created under the same name is another pod.
     const asks = (p: NodePod): string => JSON.stringify(containerRequests(p).map((r) => [r.container, [...r.classes], r.annotationProblem]))
-    if (previous?.metadata.uid !== pod.metadata.uid || asks(previous) !== asks(pod)) this.options.onChange(`pod ${pod.metadata.namespace}/${pod.metadata.name}`)
+    if (pod === undefined) this.options.onChange('pods relisted')
+    else if (previous?.metadata.uid !== pod.metadata.uid || asks(previous) !== asks(pod)) this.options.onChange(`pod ${pod.metadata.namespace}/${pod.metadata.name}`)
   }
 }

@@ -86,7 +86,10 @@ export class StatusWriter {
 
   #conditionOf(name: string, condition: ValidCondition, now: string): object {
     let transition = this.#transitions.get(name)
-    if (transition?.valid !== condition.valid) this.#transitions.set(name, (transition = {at: now, valid: condition.valid}))
+    if (transition?.valid !== condition.valid) {
+      transition = {at: now, valid: condition.valid}
+      this.#transitions.set(name, transition)
+    }
     return {
       lastTransitionTime: transition.at, message: condition.message, observedGeneration: condition.generation,
       reason: condition.valid ? 'SpecValid' : 'InvalidSpec', status: condition.valid ? 'True' : 'False', type: 'Valid',

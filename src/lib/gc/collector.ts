@@ -12,7 +12,7 @@ import {staleWithExistingNode} from './live-nodes.js'
 import {findObjectsNamedAfterNodes, findObjectsOfNodes} from './node-objects.js'
 import {forgetStale, observeStale, recheckAtMs, type StaleSightings} from './stale-tracker.js'
 import {readAndPlan} from './sweep.js'
-import {type ObservedObject, type PlanOptions, type StaleObject} from './sweep-planner.js'
+import type {ObservedObject, PlanOptions, StaleObject} from './sweep-planner.js'
 
 export interface CollectorOptions {
   readonly client: KubeClient

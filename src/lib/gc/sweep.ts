@@ -123,7 +123,10 @@ function namespacesByKind(objects: readonly ObservedObject[]): Map<GcKind, Set<s
   for (const {kind, meta} of objects) {
     if (meta.namespace === undefined) continue
     let namespaces = byKind.get(kind)
-    if (namespaces === undefined) byKind.set(kind, (namespaces = new Set()))
+    if (namespaces === undefined) {
+      namespaces = new Set()
+      byKind.set(kind, namespaces)
+    }
     namespaces.add(meta.namespace)
   }
   return byKind

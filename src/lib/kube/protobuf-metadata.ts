@@ -134,7 +134,8 @@ function decodeObjectMeta(reader: protobuf.Reader, end: number): ObjectMeta {
       case objectMetaField.deletionTimestamp: meta.deletionTimestamp = decodeTime(reader, messageEnd(reader)); break
       case objectMetaField.labels: {
         const [key, value] = decodeMapEntry(reader, messageEnd(reader))
-        ;(labels ??= {})[key] = value
+        labels ??= {}
+        labels[key] = value
         break
       }
       default: reader.skipType(lengthDelimited)

@@ -152,7 +152,7 @@ export function compileDeviceProgram(rules: readonly DeviceProgramRule[]): Instr
     if (rule.minor !== '*') checks.push((next) => insn(op.jneImm, 5, 0, next, rule.minor as number))
     // Offsets count from the instruction after the jump to the first one of the next block.
     const length = checks.length + 2
-    checks.forEach((make, i) => program.push(make(length - i - 1)))
+    for (const [i, make] of checks.entries()) program.push(make(length - i - 1))
     program.push(insn(op.mov32Imm, 0, 0, 0, rule.allow ? 1 : 0), insn(op.exit))
   }
   program.push(insn(op.mov32Imm, 0, 0, 0, defaultAllow ? 1 : 0), insn(op.exit))

@@ -150,7 +150,10 @@ export class NetlinkUeventSocket {
       throw new AbortedError(`netlink uevent socket: poll reports POLLERR and reading the error failed: ${errnoText(errno())}; no more uevents`)
     }
     const code = value.readInt32LE(0)
-    if (code === ENOBUFS) return this.handlers.onOverflow()
+    if (code === ENOBUFS) {
+      this.handlers.onOverflow()
+      return
+    }
     throw new AbortedError(`netlink uevent socket failed: poll reports POLLERR (${code === 0 ? 'no pending error' : errnoText(code)}); no more uevents`)
   }
 
