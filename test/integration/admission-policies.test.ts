@@ -11,6 +11,7 @@ import type {ControlPlane} from '../controlplane/control-plane.js'
 import {startControlPlane} from '../support/cluster.js'
 import {deviceClassManifest} from '../support/device-class.js'
 import {placeManifest, readManifests} from '../support/manifests.js'
+import {rejection} from '../support/thrown.js'
 import {waitFor} from '../support/wait.js'
 
 // deploy/agent's ValidatingAdmissionPolicies, and the ResourceQuota recipe for the device-plugin path, on a
@@ -47,15 +48,7 @@ const deviceClass = (name: string, namespaceSelector?: LabelSelector): Json =>
   deviceClassManifest(name, namespaceSelector === undefined ? {} : {annotationAccess: {namespaceSelector}})
 
 /** The API server's refusal of `action`; fails the test when it is accepted. */
-async function refusal(action: () => Promise<unknown>): Promise<KubeApiError> {
-  try {
-    await action()
-  } catch (error) {
-    if (error instanceof KubeApiError) return error
-    throw error
-  }
-  expect.fail('the API server accepted the request')
-}
+const refusal = (action: () => Promise<unknown>): Promise<KubeApiError> => rejection(action(), KubeApiError)
 
 /** Whether `error` is a refusal by the ValidatingAdmissionPolicy `policy`. */
 const refusedBy = (error: unknown, policy: string): error is KubeApiError =>

@@ -2,7 +2,6 @@ import {expect} from 'chai'
 import {mkdir, mkdtemp, readFile, rm, writeFile} from 'node:fs/promises'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
-import {PassThrough} from 'node:stream'
 import {setTimeout as sleep} from 'node:timers/promises'
 
 import {ClassStore, type ClassView} from '../../src/lib/agent/class-store.js'
@@ -11,13 +10,16 @@ import type {KubeClient} from '../../src/lib/kube/kube-client.js'
 import {createLogger} from '../../src/lib/observe/logger.js'
 import type {ControlPlane} from '../controlplane/control-plane.js'
 import {adminClient} from '../support/cluster.js'
+import {deviceClassManifest} from '../support/device-class.js'
 import {DroppingProxy} from '../support/dropping-proxy.js'
 import {freePort} from '../support/free-port.js'
+import {sink, type Sink} from '../support/sink.js'
 import {waitFor} from '../support/wait.js'
 
 const node = 'cs-node'
-const body = (name: string, spec: object): object => ({apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', metadata: {name}, spec})
-const loopRule = (glob: string): object => ({match: [{devName: glob, subsystem: 'block'}]})
+const loopRule = (glob: string): Record<string, unknown> => ({match: [{devName: glob, subsystem: 'block'}]})
+/** The store's log, one record per line. */
+const records = (log: Sink): Array<{msg: string; classes?: string[]}> => log.lines().map((line) => JSON.parse(line))
 
 describe('the agent\'s class store on a real API server', function () {
   let plane: ControlPlane
@@ -27,9 +29,7 @@ describe('the agent\'s class store on a real API server', function () {
   const controllers: AbortController[] = []
   const created: string[] = []
 
-  const storeFor = (storeClient: KubeClient, stateDir: string, lines: Array<{msg: string}> = []): ClassStore => {
-    const out = new PassThrough()
-    out.on('data', (chunk: Buffer) => lines.push(...chunk.toString().split('\n').filter(Boolean).map((l) => JSON.parse(l) as {msg: string})))
+  const storeFor = (storeClient: KubeClient, stateDir: string, out = sink()): ClassStore => {
     const store = new ClassStore({client: storeClient, fileClasses: [], logger: createLogger({format: 'json', level: 'info', out}), nodeName: node, startGraceMs: 1000, stateDir})
     stores.push(store)
     return store
@@ -39,8 +39,8 @@ describe('the agent\'s class store on a real API server', function () {
     controllers.push(controller)
     return store.start(controller.signal)
   }
-  const create = async (name: string, spec: object): Promise<void> => {
-    await client.request('POST', deviceClassesPath, {body: body(name, spec)})
+  const create = async (name: string, spec: Record<string, unknown>): Promise<void> => {
+    await client.request('POST', deviceClassesPath, {body: deviceClassManifest(name, spec)})
     created.push(name)
   }
   const applicable = (view: ClassView): string[] => view.applicable.map((c) => c.metadata.name).filter((n) => n.startsWith('cs-'))
@@ -141,15 +141,15 @@ describe('the agent\'s class store on a real API server', function () {
     const kubeconfig = join(dir, 'kubeconfig-outage')
     await writeFile(kubeconfig, (await readFile(plane.kubeconfig, 'utf8')).replace(plane.server, `https://127.0.0.1:${port}`))
     const away = await plane.client(kubeconfig)
-    const lines: Array<{msg: string; classes?: string[]}> = []
-    const store = storeFor(away, stateDir, lines)
+    const log = sink()
+    const store = storeFor(away, stateDir, log)
     const changed = new Promise<ClassView>((resolve) => store.onChange(resolve))
     const started = performance.now()
     const {source, view} = await start(store)
     expect(source).to.equal('state-dir')
     expect(performance.now() - started, 'start with the API server away (ms)').to.be.below(3000)
     expect(applicable(view)).to.deep.equal(['cs-everywhere', 'cs-gpu'])
-    expect(lines.find((l) => l.msg.startsWith('the API server does not answer; using the classes persisted'))?.classes).to.include.members(['cs-everywhere', 'cs-gpu'])
+    expect(records(log).find((l) => l.msg.startsWith('the API server does not answer; using the classes persisted'))?.classes).to.include.members(['cs-everywhere', 'cs-gpu'])
     expect(store.synced).to.equal(false)
 
     // Meanwhile a class is added; when the server answers, the store catches up.
@@ -177,8 +177,8 @@ describe('the agent\'s class store on a real API server', function () {
     await rm(stateDir, {force: true, recursive: true})
     await mkdir(stateDir, {recursive: true})
     await writeFile(join(stateDir, 'classes.json'), '{"version": 1, "node": "cs-node", "classes": [')
-    const lines: Array<{msg: string}> = []
-    const store = storeFor(away, stateDir, lines)
+    const log = sink()
+    const store = storeFor(away, stateDir, log)
     let done = false
     const starting = start(store).then((result) => {
       done = true
@@ -186,7 +186,7 @@ describe('the agent\'s class store on a real API server', function () {
     })
     await sleep(2000)
     expect(done, 'start() returned without classes').to.equal(false)
-    expect(lines.map((l) => l.msg)).to.include.members(['the persisted DeviceClasses cannot be used; ignored', 'the API server does not answer and no classes are persisted yet; waiting for it'])
+    expect(records(log).map((l) => l.msg)).to.include.members(['the persisted DeviceClasses cannot be used; ignored', 'the API server does not answer and no classes are persisted yet; waiting for it'])
     const proxy = await DroppingProxy.start(new URL(plane.server), port)
     try {
       const {source, view} = await starting

@@ -8,6 +8,7 @@ import type {KubeClient} from '../../src/lib/kube/kube-client.js'
 import type {SweepReport} from '../../src/lib/gc/sweep-report.js'
 import {isStatus} from '../../src/lib/kube/api-error.js'
 import {adminClient} from '../support/cluster.js'
+import {kubeconfigWith, type Kubeconfig} from '../support/kubeconfig.js'
 import {GcProcess} from '../support/gc-process.js'
 import {missingPrerequisite} from '../support/prerequisites.js'
 import {nfdctl} from '../support/run-cli.js'
@@ -15,12 +16,6 @@ import {createNodeFeature, ensureNamespace, resetCluster, seedNodesWithObjects} 
 import {waitFor} from '../support/wait.js'
 
 const v1 = 'client.authentication.k8s.io/v1'
-
-interface Kubeconfig {
-  clusters: Array<{cluster: Record<string, unknown>}>
-  users: Array<{user: Record<string, unknown>}>
-  contexts: Array<{context: Record<string, unknown>}>
-}
 
 // Exec plugins and the context namespace end to end, through the CLI, against the real API server.
 describe('kubeconfig exec plugins and context namespace against a real kube-apiserver', function () {
@@ -56,17 +51,9 @@ process.stdout.write(JSON.stringify({apiVersion: '${v1}', kind: 'ExecCredential'
 
   after(() => client?.close())
 
-  async function kubeconfigWith(name: string, change: (doc: Kubeconfig) => void): Promise<string> {
-    const doc = structuredClone(admin)
-    change(doc)
-    const path = join(plane.options.dir, `kubeconfig-${name}`)
-    await writeFile(path, JSON.stringify(doc), {mode: 0o600})
-    return path
-  }
-
   it("gc once authenticates with the plugin's certificate, shows its stderr and gives it the cluster (provideClusterInfo)", async () => {
     const infoFile = join(plane.options.dir, 'exec-info.json')
-    const kubeconfig = await kubeconfigWith('exec', (doc) => {
+    const kubeconfig = await kubeconfigWith(plane.kubeconfig, 'exec', (doc) => {
       doc.clusters[0].cluster.extensions = [{extension: {audience: 'nfdctl-test'}, name: 'client.authentication.k8s.io/exec'}]
       doc.users[0].user = {
         exec: {
@@ -89,7 +76,7 @@ process.stdout.write(JSON.stringify({apiVersion: '${v1}', kind: 'ExecCredential'
   })
 
   it('gc once shows the installHint when the plugin is not installed (exit 2)', async () => {
-    const kubeconfig = await kubeconfigWith('exec-missing', (doc) => {
+    const kubeconfig = await kubeconfigWith(plane.kubeconfig, 'exec-missing', (doc) => {
       doc.users[0].user = {exec: {apiVersion: v1, command: 'nfdctl-test-no-such-login', installHint: 'Install it: go install example.com/login@latest', interactiveMode: 'Never'}}
     })
     const run = await nfdctl(['gc', 'once', '--dry-run', '--kubeconfig', kubeconfig])
@@ -98,7 +85,7 @@ process.stdout.write(JSON.stringify({apiVersion: '${v1}', kind: 'ExecCredential'
   })
 
   it('gc once refuses interactiveMode Always without a terminal (exit 2)', async () => {
-    const kubeconfig = await kubeconfigWith('exec-always', (doc) => {
+    const kubeconfig = await kubeconfigWith(plane.kubeconfig, 'exec-always', (doc) => {
       doc.users[0].user = {exec: {apiVersion: v1, command: plugin, interactiveMode: 'Always'}}
     })
     const run = await nfdctl(['gc', 'once', '--dry-run', '--kubeconfig', kubeconfig])
@@ -108,7 +95,7 @@ process.stdout.write(JSON.stringify({apiVersion: '${v1}', kind: 'ExecCredential'
 
   it('gc once with an expired oidc id-token whose refresh fails exits 2 with one line saying how to fix it', async () => {
     const expired = `e30.${Buffer.from(JSON.stringify({exp: 1})).toString('base64url')}.c2ln`
-    const kubeconfig = await kubeconfigWith('oidc', (doc) => {
+    const kubeconfig = await kubeconfigWith(plane.kubeconfig, 'oidc', (doc) => {
       doc.users[0].user = {'auth-provider': {config: {'client-id': 'k', 'id-token': expired, 'idp-issuer-url': 'http://127.0.0.1:1/idp', 'refresh-token': 'r'}, name: 'oidc'}}
     })
     const run = await nfdctl(['gc', 'once', '--dry-run', '--kubeconfig', kubeconfig])
@@ -118,7 +105,7 @@ process.stdout.write(JSON.stringify({apiVersion: '${v1}', kind: 'ExecCredential'
 
   it("gc run --leader-elect puts its Lease in the context's namespace outside a pod", async function () {
     if (process.env.POD_NAMESPACE) missingPrerequisite(this, '$POD_NAMESPACE is set, and it wins over the context namespace (as documented)')
-    const kubeconfig = await kubeconfigWith('namespace', (doc) => {
+    const kubeconfig = await kubeconfigWith(plane.kubeconfig, 'namespace', (doc) => {
       doc.contexts[0].context.namespace = 'from-context'
     })
     const gc = await GcProcess.start(['--kubeconfig', kubeconfig, '--interval', '1h', '--leader-elect'])

@@ -1,10 +1,10 @@
 import {expect} from 'chai'
-import {readFile, writeFile} from 'node:fs/promises'
 
 import type {ControlPlane} from '../controlplane/control-plane.js'
 import type {KubeClient} from '../../src/lib/kube/kube-client.js'
 import type {SweepReport} from '../../src/lib/gc/sweep-report.js'
 import {adminClient} from '../support/cluster.js'
+import {kubeconfigWith} from '../support/kubeconfig.js'
 import {bindClusterRole, upsert} from '../support/rbac.js'
 import {nfdctl} from '../support/run-cli.js'
 import {createNodeFeature, ensureNamespace, resetCluster, seedNodesWithObjects} from '../support/seed.js'
@@ -49,18 +49,13 @@ describe('kubeconfig impersonation (as, as-groups, as-uid, as-user-extra) on a r
   after(() => client?.close())
 
   /** The impersonator's kubeconfig with `user` fields added. */
-  async function kubeconfigWith(name: string, fields: Record<string, unknown>): Promise<string> {
-    const doc = JSON.parse(await readFile(impersonatorKubeconfig, 'utf8')) as {users: Array<{user: Record<string, unknown>}>}
-    Object.assign(doc.users[0].user, fields)
-    const path = `${impersonatorKubeconfig}-${name}`
-    await writeFile(path, JSON.stringify(doc), {mode: 0o600})
-    return path
-  }
+  const userWith = (name: string, fields: Record<string, unknown>): Promise<string> =>
+    kubeconfigWith(impersonatorKubeconfig, name, (doc) => Object.assign(doc.users[0].user, fields))
 
   const everything = {as: 'alice', 'as-groups': ['gc-readers'], 'as-uid': 'alice-uid-42', 'as-user-extra': {scopes: ['view', 'audit']}}
 
   it('the API server sees exactly the impersonated user, uid, groups and extra (SelfSubjectReview)', async () => {
-    const impersonating = await plane.client(await kubeconfigWith('review', everything))
+    const impersonating = await plane.client(await userWith('review', everything))
     try {
       const review = await impersonating.request<{status: {userInfo: Record<string, unknown>}}>('POST', '/apis/authentication.k8s.io/v1/selfsubjectreviews', {
         body: {apiVersion: 'authentication.k8s.io/v1', kind: 'SelfSubjectReview'},
@@ -72,13 +67,13 @@ describe('kubeconfig impersonation (as, as-groups, as-uid, as-user-extra) on a r
   })
 
   it('gc once --dry-run works with as-groups granting the access', async () => {
-    const run = await nfdctl<SweepReport>(['gc', 'once', '--dry-run', '--json', '--kubeconfig', await kubeconfigWith('groups', everything)])
+    const run = await nfdctl<SweepReport>(['gc', 'once', '--dry-run', '--json', '--kubeconfig', await userWith('groups', everything)])
     expect(run.exitCode, run.stdout + run.stderr + String(run.error)).to.equal(0)
     expect(run.result?.objects.map((o) => `${o.name}:${o.result}`)).to.deep.equal(['gone-1:would-delete'])
   })
 
   it('gc once --dry-run is forbidden when the same user is impersonated without the group', async () => {
-    const run = await nfdctl(['gc', 'once', '--dry-run', '--kubeconfig', await kubeconfigWith('no-groups', {as: 'alice'})])
+    const run = await nfdctl(['gc', 'once', '--dry-run', '--kubeconfig', await userWith('no-groups', {as: 'alice'})])
     expect(run.exitCode).to.equal(1)
     expect(String(run.error?.message)).to.match(/forbidden|403/i).and.include('"alice"')
   })
@@ -90,7 +85,7 @@ describe('kubeconfig impersonation (as, as-groups, as-uid, as-user-extra) on a r
   })
 
   it('refuses as-groups without as before contacting the API server (exit 2)', async () => {
-    const run = await nfdctl(['gc', 'once', '--dry-run', '--kubeconfig', await kubeconfigWith('groups-only', {'as-groups': ['gc-readers']})])
+    const run = await nfdctl(['gc', 'once', '--dry-run', '--kubeconfig', await userWith('groups-only', {'as-groups': ['gc-readers']})])
     expect(run.exitCode).to.equal(2)
     expect(String(run.error?.message)).to.include('need "as"')
   })

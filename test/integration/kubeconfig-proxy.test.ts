@@ -1,5 +1,4 @@
 import {expect} from 'chai'
-import {readFile, writeFile} from 'node:fs/promises'
 import {createServer as createHttpServer, type Server} from 'node:http'
 import {connect, createServer as createTcpServer, type AddressInfo, type Socket} from 'node:net'
 
@@ -8,8 +7,10 @@ import type {KubeClient} from '../../src/lib/kube/kube-client.js'
 import type {SweepReport} from '../../src/lib/gc/sweep-report.js'
 import {openCluster} from '../../src/lib/kube/connect.js'
 import {adminClient} from '../support/cluster.js'
+import {kubeconfigWith} from '../support/kubeconfig.js'
 import {nfdctl} from '../support/run-cli.js'
 import {createNodeFeature, ensureNamespace, resetCluster, seedNodesWithObjects} from '../support/seed.js'
+import {rejection} from '../support/thrown.js'
 
 /** Every host a proxy is asked for is the API server on 127.0.0.1 (so "kube.test" needs no DNS). */
 function upstream(port: number): {host: string; port: number} {
@@ -104,13 +105,8 @@ describe('kubeconfig proxies (proxy-url, HTTPS_PROXY, NO_PROXY) against a real k
   after(() => client?.close())
 
   /** The admin kubeconfig with `cluster` fields changed. */
-  async function kubeconfigWith(name: string, cluster: Record<string, unknown>): Promise<string> {
-    const doc = JSON.parse(await readFile(plane.kubeconfig, 'utf8')) as {clusters: Array<{cluster: Record<string, unknown>}>}
-    Object.assign(doc.clusters[0].cluster, cluster)
-    const path = `${plane.kubeconfig}-${name}`
-    await writeFile(path, JSON.stringify(doc), {mode: 0o600})
-    return path
-  }
+  const clusterWith = (name: string, fields: Record<string, unknown>): Promise<string> =>
+    kubeconfigWith(plane.kubeconfig, name, (doc) => Object.assign(doc.clusters[0].cluster, fields))
 
   async function listNodes(kubeconfig: string, env: NodeJS.ProcessEnv): Promise<{names: string[]; origin: string}> {
     const opened = await openCluster({env, kubeconfig}, {burst: 10, qps: 10})
@@ -125,7 +121,7 @@ describe('kubeconfig proxies (proxy-url, HTTPS_PROXY, NO_PROXY) against a real k
   it('gc once goes through the cluster proxy-url, even to 127.0.0.1 (as client-go), and tunnels TLS end to end', async () => {
     const proxy = await startConnectProxy()
     try {
-      const run = await nfdctl<SweepReport>(['gc', 'once', '--dry-run', '--json', '--kubeconfig', await kubeconfigWith('proxy-url', {'proxy-url': proxy.url})])
+      const run = await nfdctl<SweepReport>(['gc', 'once', '--dry-run', '--json', '--kubeconfig', await clusterWith('proxy-url', {'proxy-url': proxy.url})])
       expect(run.exitCode, run.stdout + run.stderr + String(run.error)).to.equal(0)
       expect(run.result?.objects.map((o) => o.name)).to.deep.equal(['gone-1'])
       expect(proxy.tunnels.length).to.be.greaterThan(0)
@@ -138,7 +134,7 @@ describe('kubeconfig proxies (proxy-url, HTTPS_PROXY, NO_PROXY) against a real k
   it('proxy-url wins over HTTPS_PROXY and NO_PROXY', async () => {
     const proxy = await startConnectProxy()
     try {
-      const result = await listNodes(await kubeconfigWith('proxy-url-env', {'proxy-url': proxy.url}), {HTTPS_PROXY: 'http://127.0.0.1:1', NO_PROXY: '*'})
+      const result = await listNodes(await clusterWith('proxy-url-env', {'proxy-url': proxy.url}), {HTTPS_PROXY: 'http://127.0.0.1:1', NO_PROXY: '*'})
       expect(result.names).to.deep.equal(['live-1'])
       expect(result.origin).to.include(`via proxy ${proxy.url}`)
       expect(proxy.tunnels).to.have.length.greaterThan(0)
@@ -151,7 +147,7 @@ describe('kubeconfig proxies (proxy-url, HTTPS_PROXY, NO_PROXY) against a real k
     const proxy = await startConnectProxy()
     try {
       // The serving certificate names localhost; tls-server-name checks it under the other host name.
-      const kubeconfig = await kubeconfigWith('env-proxy', {server: `https://kube.test:${apiPort}`, 'tls-server-name': 'localhost'})
+      const kubeconfig = await clusterWith('env-proxy', {server: `https://kube.test:${apiPort}`, 'tls-server-name': 'localhost'})
       const result = await listNodes(kubeconfig, {HTTPS_PROXY: proxy.url})
       expect(result.names).to.deep.equal(['live-1'])
       expect(proxy.tunnels).to.deep.equal([`kube.test:${apiPort}`])
@@ -165,7 +161,7 @@ describe('kubeconfig proxies (proxy-url, HTTPS_PROXY, NO_PROXY) against a real k
     const saved = process.env.HTTPS_PROXY
     process.env.HTTPS_PROXY = proxy.url
     try {
-      const kubeconfig = await kubeconfigWith('env-proxy-cli', {server: `https://kube.test:${apiPort}`, 'tls-server-name': 'localhost'})
+      const kubeconfig = await clusterWith('env-proxy-cli', {server: `https://kube.test:${apiPort}`, 'tls-server-name': 'localhost'})
       const run = await nfdctl<SweepReport>(['gc', 'once', '--dry-run', '--json', '--kubeconfig', kubeconfig])
       expect(run.exitCode, run.stdout + run.stderr + String(run.error)).to.equal(0)
       expect(new Set(proxy.tunnels)).to.deep.equal(new Set([`kube.test:${apiPort}`]))
@@ -180,7 +176,7 @@ describe('kubeconfig proxies (proxy-url, HTTPS_PROXY, NO_PROXY) against a real k
     const proxy = await startConnectProxy()
     try {
       for (const server of [`https://127.0.0.1:${apiPort}`, `https://localhost:${apiPort}`]) {
-        const result = await listNodes(await kubeconfigWith('loopback', {server}), {HTTPS_PROXY: proxy.url})
+        const result = await listNodes(await clusterWith('loopback', {server}), {HTTPS_PROXY: proxy.url})
         expect(result.names, server).to.deep.equal(['live-1'])
         expect(result.origin).to.not.include('via proxy')
       }
@@ -193,10 +189,10 @@ describe('kubeconfig proxies (proxy-url, HTTPS_PROXY, NO_PROXY) against a real k
   it('NO_PROXY keeps a matching server away from HTTPS_PROXY (the direct attempt then fails on DNS)', async () => {
     const proxy = await startConnectProxy()
     try {
-      const kubeconfig = await kubeconfigWith('no-proxy', {server: `https://kube.test:${apiPort}`, 'tls-server-name': 'localhost'})
+      const kubeconfig = await clusterWith('no-proxy', {server: `https://kube.test:${apiPort}`, 'tls-server-name': 'localhost'})
       const opened = await openCluster({env: {HTTPS_PROXY: proxy.url, NO_PROXY: 'example.com,.test'}, kubeconfig}, {burst: 10, qps: 10, retry: {baseDelayMs: 1, maxDelayMs: 1, maxRetries: 0}})
       try {
-        const error = await opened.client.request('GET', '/api/v1/nodes').then(() => expect.fail('resolved'), (e: unknown) => e as Error)
+        const error = await rejection(opened.client.request('GET', '/api/v1/nodes'))
         expect(error.message).to.match(/ENOTFOUND|EAI_AGAIN/)
       } finally {
         opened.client.close()
@@ -210,7 +206,7 @@ describe('kubeconfig proxies (proxy-url, HTTPS_PROXY, NO_PROXY) against a real k
   it('a socks5 proxy-url goes through SOCKS5, handing the host name to the proxy (as Go)', async () => {
     const socks = await startSocks5Proxy()
     try {
-      const kubeconfig = await kubeconfigWith('socks', {'proxy-url': socks.url, server: `https://kube.test:${apiPort}`, 'tls-server-name': 'localhost'})
+      const kubeconfig = await clusterWith('socks', {'proxy-url': socks.url, server: `https://kube.test:${apiPort}`, 'tls-server-name': 'localhost'})
       const run = await nfdctl<SweepReport>(['gc', 'once', '--dry-run', '--json', '--kubeconfig', kubeconfig])
       expect(run.exitCode, run.stdout + run.stderr + String(run.error)).to.equal(0)
       expect(run.result?.objects.map((o) => o.name)).to.deep.equal(['gone-1'])
@@ -221,7 +217,7 @@ describe('kubeconfig proxies (proxy-url, HTTPS_PROXY, NO_PROXY) against a real k
   })
 
   it('refuses a proxy-url scheme kubectl refuses (exit 2, nothing contacted)', async () => {
-    const run = await nfdctl(['gc', 'once', '--dry-run', '--kubeconfig', await kubeconfigWith('bad-scheme', {'proxy-url': 'socks4://127.0.0.1:1080'})])
+    const run = await nfdctl(['gc', 'once', '--dry-run', '--kubeconfig', await clusterWith('bad-scheme', {'proxy-url': 'socks4://127.0.0.1:1080'})])
     expect(run.exitCode).to.equal(2)
     expect(String(run.error?.message)).to.include('unsupported scheme "socks4"; use http, https or socks5')
   })

@@ -3,21 +3,16 @@ import {fileURLToPath} from 'node:url'
 
 import {loadClassFiles, parseClassFile} from '../../../src/lib/devices/class-file.js'
 import {ConfigError, ExitCode} from '../../../src/lib/errors.js'
+import {rejection} from '../../support/thrown.js'
 
 const dir = fileURLToPath(new URL('../../fixtures/classes/', import.meta.url))
 const fixture = (name: string): string => `${dir}${name}`
 
 async function configErrorFrom(paths: string[]): Promise<ConfigError> {
-  try {
-    await loadClassFiles(paths)
-  } catch (error) {
-    expect(error).to.be.instanceOf(ConfigError)
-    const configError = error as ConfigError
-    expect(configError.exitCode).to.equal(ExitCode.usage)
-    expect(configError.message, 'one line').to.not.contain('\n')
-    return configError
-  }
-  expect.fail(`expected a ConfigError loading ${paths.join(', ')}`)
+  const error = await rejection(loadClassFiles(paths), ConfigError)
+  expect(error.exitCode).to.equal(ExitCode.usage)
+  expect(error.message, 'one line').to.not.contain('\n')
+  return error
 }
 
 describe('loadClassFiles', () => {

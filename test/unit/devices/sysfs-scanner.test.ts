@@ -7,6 +7,7 @@ import path from 'node:path'
 import {parseUeventFile, SysfsScanner} from '../../../src/lib/devices/sysfs-scanner.js'
 import type {Device} from '../../../src/lib/devices/types.js'
 import {missingPrerequisite} from '../../support/prerequisites.js'
+import {rejection} from '../../support/thrown.js'
 
 /** Builds a sysfs-shaped tree; links are written relative, as the kernel shows them, so realpath must do the work. */
 class FakeSysfs {
@@ -125,17 +126,6 @@ function buildUdevDb(dataDir: string): void {
     ].join('\n'),
   )
   writeFileSync(path.join(dataDir, 'b8:0'), 'E:ID_TYPE=disk\nE:ID_SERIAL=Samsung_SSD_860_S3Z9NB0K\n')
-}
-
-async function rejection(promise: Promise<unknown>): Promise<Error> {
-  try {
-    await promise
-  } catch (error) {
-    if (error instanceof Error) return error
-    throw new Error(`rejected with a non-Error: ${String(error)}`)
-  }
-
-  throw new Error('expected a rejection')
 }
 
 describe('parseUeventFile', () => {

@@ -4,6 +4,7 @@ import {tmpdir} from 'node:os'
 import path from 'node:path'
 
 import {parseUdevDb, readUdevProperties} from '../../../src/lib/devices/udev-db.js'
+import {rejection} from '../../support/thrown.js'
 
 /** A record as systemd-udevd writes it for an FTDI USB serial adapter. */
 const ftdiRecord = [
@@ -105,29 +106,14 @@ describe('readUdevProperties', () => {
 
   it('rejects ids that are not c<major>:<minor> or b<major>:<minor>', async () => {
     for (const id of ['../../etc/passwd', 'n3', '+usb:1-1', 'c1', 'x1:3', 'c1:3/..', '']) {
-      let caught: unknown
-      try {
-        await readUdevProperties(dataDir, id)
-      } catch (error) {
-        caught = error
-      }
-
-      expect(caught, id).to.be.instanceOf(Error)
-      expect((caught as Error).message).to.include(`"${id}"`)
+      expect((await rejection(readUdevProperties(dataDir, id))).message, id).to.include(`"${id}"`)
     }
   })
 
   it('fails with the file path when the record exists but cannot be read', async () => {
     mkdirSync(path.join(dataDir, 'c4:1'))
-    let caught: unknown
-    try {
-      await readUdevProperties(dataDir, 'c4:1')
-    } catch (error) {
-      caught = error
-    }
-
-    expect(caught).to.be.instanceOf(Error)
-    expect((caught as Error).message).to.include(path.join(dataDir, 'c4:1'))
-    expect((caught as Error).cause).to.have.property('code', 'EISDIR')
+    const error = await rejection(readUdevProperties(dataDir, 'c4:1'))
+    expect(error.message).to.include(path.join(dataDir, 'c4:1'))
+    expect(error.cause).to.have.property('code', 'EISDIR')
   })
 })

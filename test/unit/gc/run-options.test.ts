@@ -1,8 +1,9 @@
 import {expect} from 'chai'
 
-import {ExitCode, UsageError} from '../../../src/lib/errors.js'
+import {ExitCode} from '../../../src/lib/errors.js'
 import {gcKinds} from '../../../src/lib/gc/kinds.js'
 import {runOptionsFrom, type RawRunFlags} from '../../../src/lib/gc/run-options.js'
+import {usageErrorFrom} from '../../support/thrown.js'
 
 /** What oclif hands over for `gc run` with no flags (src/cli/run-flags.ts, sweep-flags.ts and kube-flags.ts). */
 const defaults: RawRunFlags = {
@@ -23,16 +24,6 @@ const defaults: RawRunFlags = {
   'max-delete-ratio': 0.5,
   'metrics-port': 8080,
   qps: 50,
-}
-
-function usageErrorFrom(fn: () => unknown): UsageError {
-  try {
-    fn()
-  } catch (error) {
-    expect(error).to.be.instanceOf(UsageError)
-    return error as UsageError
-  }
-  expect.fail('expected a UsageError, but nothing was thrown')
 }
 
 describe('runOptionsFrom', () => {

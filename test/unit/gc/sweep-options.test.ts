@@ -1,8 +1,8 @@
 import {expect} from 'chai'
 
-import {UsageError} from '../../../src/lib/errors.js'
 import {gcKinds} from '../../../src/lib/gc/kinds.js'
 import {sweepOptionsFrom, type RawSweepFlags} from '../../../src/lib/gc/sweep-options.js'
+import {usageErrorFrom} from '../../support/thrown.js'
 
 /** The defaults oclif hands over for `gc once` with no flags (see src/cli/sweep-flags.ts and kube-flags.ts). */
 const defaults: RawSweepFlags = {
@@ -17,16 +17,6 @@ const defaults: RawSweepFlags = {
   'max-delete-ratio': 0.5,
   qps: 50,
   timeout: '5m',
-}
-
-function usageErrorFrom(fn: () => unknown): UsageError {
-  try {
-    fn()
-  } catch (error) {
-    expect(error).to.be.instanceOf(UsageError)
-    return error as UsageError
-  }
-  expect.fail('expected a UsageError, but nothing was thrown')
 }
 
 describe('sweepOptionsFrom', () => {

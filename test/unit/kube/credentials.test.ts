@@ -2,12 +2,14 @@ import {expect} from 'chai'
 import {chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync} from 'node:fs'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
-import {Readable, Writable} from 'node:stream'
+import {Readable} from 'node:stream'
 
 import {ConfigError} from '../../../src/lib/errors.js'
 import {Credentials} from '../../../src/lib/kube/credentials.js'
 import type {ExecIo} from '../../../src/lib/kube/exec-plugin.js'
 import {resolveKubeConfig, type ResolvedKubeConfig} from '../../../src/lib/kube/kubeconfig.js'
+import {sink, type Sink} from '../../support/sink.js'
+import {rejection} from '../../support/thrown.js'
 
 type Raw = Record<string, unknown>
 
@@ -45,26 +47,11 @@ function parsePluginToken(authorization: string | string[] | undefined): PluginT
 
 const v1 = 'client.authentication.k8s.io/v1'
 
-function collectingStream(): Writable & {text(): string} {
-  const chunks: Buffer[] = []
-  const stream = new Writable({
-    write(chunk: Buffer, _encoding, done) {
-      chunks.push(Buffer.from(chunk))
-      done()
-    },
-  })
-  return Object.assign(stream, {text: () => Buffer.concat(chunks).toString('utf8')})
-}
-
-async function rejection(promise: Promise<unknown>): Promise<ConfigError> {
-  try {
-    await promise
-  } catch (error) {
-    expect(error).to.be.instanceOf(ConfigError)
-    expect((error as ConfigError).exitCode).to.equal(2)
-    return error as ConfigError
-  }
-  expect.fail('expected a ConfigError, but the promise resolved')
+/** A credentials problem is a ConfigError: exit 2. */
+async function configRejection(promise: Promise<unknown>): Promise<ConfigError> {
+  const error = await rejection(promise, ConfigError)
+  expect(error.exitCode).to.equal(2)
+  return error
 }
 
 describe('Credentials', () => {
@@ -86,7 +73,7 @@ describe('Credentials', () => {
 
   beforeEach(() => {
     dir = mkdtempSync(join(root, 'case-'))
-    stderr = collectingStream()
+    stderr = sink()
   })
 
   function write(name: string, content: Buffer | string, mode?: number): string {
@@ -115,7 +102,7 @@ describe('Credentials', () => {
   }
 
   /** What exec plugins wrote to stderr in this test (kubectl shows it to the user). */
-  let stderr: ReturnType<typeof collectingStream>
+  let stderr: Sink
 
   async function load(path: string, io: Partial<ExecIo> = {}): Promise<Credentials> {
     return Credentials.load(resolve(path), {io: {stderr, stdin: Readable.from([]), stdinIsTerminal: false, ...io}})
@@ -211,14 +198,14 @@ describe('Credentials', () => {
 
     it('fails with a ConfigError naming a missing CA file', async () => {
       const missing = join(dir, 'no-such-ca.crt')
-      const error = await rejection(load(kubeconfig({cluster: {'certificate-authority': missing}})))
+      const error = await configRejection(load(kubeconfig({cluster: {'certificate-authority': missing}})))
       expect(error.message).to.include(missing)
       expect(error.message).to.include('certificate authority')
     })
 
     it('fails with a ConfigError naming a missing client key file', async () => {
       const missing = join(dir, 'no-such.key')
-      const error = await rejection(load(kubeconfig({user: {'client-certificate': write('client.crt', someBytes(1)), 'client-key': missing}})))
+      const error = await configRejection(load(kubeconfig({user: {'client-certificate': write('client.crt', someBytes(1)), 'client-key': missing}})))
       expect(error.message).to.include(missing)
       expect(error.message).to.include('client key')
     })
@@ -303,7 +290,7 @@ describe('Credentials', () => {
     it('fails with a ConfigError naming a token file that does not exist', async () => {
       const missing = join(dir, 'no-such-token')
       const credentials = await load(kubeconfig({user: {tokenFile: missing}}))
-      const error = await rejection(credentials.headers())
+      const error = await configRejection(credentials.headers())
       expect(error.message).to.include(missing)
       expect(error.message).to.include('token file')
     })
@@ -419,7 +406,7 @@ describe('Credentials', () => {
 
     it('fails with a ConfigError naming the command when the plugin exits 1', async () => {
       const failing = write('bin/failing.sh', '#!/bin/sh\necho "no credentials for you" >&2\nexit 1\n', 0o755)
-      const error = await rejection(load(kubeconfig({user: {exec: {apiVersion: v1, command: failing, interactiveMode: 'Never'}}})))
+      const error = await configRejection(load(kubeconfig({user: {exec: {apiVersion: v1, command: failing, interactiveMode: 'Never'}}})))
       expect(error.message).to.include(`"${failing}"`)
       expect(error.message).to.include('failed with exit code 1')
       expect(stderr.text()).to.equal('no credentials for you\n')
@@ -427,13 +414,13 @@ describe('Credentials', () => {
 
     it('fails with a ConfigError naming the command when the plugin prints no JSON', async () => {
       const garbage = write('bin/garbage.sh', '#!/bin/sh\necho "this is not json"\n', 0o755)
-      const error = await rejection(load(kubeconfig({user: {exec: {apiVersion: v1, command: garbage, interactiveMode: 'Never'}}})))
+      const error = await configRejection(load(kubeconfig({user: {exec: {apiVersion: v1, command: garbage, interactiveMode: 'Never'}}})))
       expect(error.message).to.include(`"${garbage}"`)
     })
 
     it('fails with a ConfigError naming the command when it does not exist', async () => {
       const missing = join(dir, 'bin/no-such-plugin')
-      const error = await rejection(load(kubeconfig({user: {exec: {apiVersion: v1, command: missing, interactiveMode: 'Never'}}})))
+      const error = await configRejection(load(kubeconfig({user: {exec: {apiVersion: v1, command: missing, interactiveMode: 'Never'}}})))
       expect(error.message).to.include(`"${missing}" not found`)
     })
 
@@ -447,7 +434,7 @@ describe('Credentials', () => {
       const credentials = await load(kubeconfig({user: {exec: {apiVersion: v1, command: flaky, interactiveMode: 'Never'}}}))
       expect((await credentials.headers()).Authorization).to.equal('Bearer ok')
       writeFileSync(flag, 'yes')
-      const error = await rejection(credentials.headers())
+      const error = await configRejection(credentials.headers())
       expect(error.message).to.include(`"${flaky}"`)
     })
 

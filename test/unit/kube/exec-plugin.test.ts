@@ -3,13 +3,15 @@ import {execFile} from 'node:child_process'
 import {chmodSync, mkdtempSync, rmSync, writeFileSync} from 'node:fs'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
-import {Readable, Writable} from 'node:stream'
+import {Readable} from 'node:stream'
 import {fileURLToPath} from 'node:url'
 import {promisify} from 'node:util'
 
 import {ConfigError} from '../../../src/lib/errors.js'
 import {execInfo, isInteractive, runExecPlugin, type ExecIo} from '../../../src/lib/kube/exec-plugin.js'
 import type {ClusterEntry, ExecConfig} from '../../../src/lib/kube/kubeconfig.js'
+import {sink} from '../../support/sink.js'
+import {rejection} from '../../support/thrown.js'
 
 const v1 = 'client.authentication.k8s.io/v1'
 
@@ -23,17 +25,6 @@ line=$(head -n 1 || true)
 info=$(printf '%s' "$KUBERNETES_EXEC_INFO" | base64 | tr -d '\\n')
 printf '{"apiVersion":"${v1}","kind":"ExecCredential","status":{"token":"%s|%s|%s"}}' "$line" "$info" "$FROM_ENV"
 `
-
-function sink(): Writable & {text(): string} {
-  const chunks: Buffer[] = []
-  const stream = new Writable({
-    write(chunk: Buffer, _encoding, done) {
-      chunks.push(Buffer.from(chunk))
-      done()
-    },
-  })
-  return Object.assign(stream, {text: () => Buffer.concat(chunks).toString('utf8')})
-}
 
 describe('exec credential plugins', () => {
   let dir: string
@@ -131,9 +122,9 @@ describe('exec credential plugins', () => {
 
   it('shows the installHint when the command is missing', async () => {
     const missing = join(dir, 'kubectl-login')
-    const error = await runExecPlugin({apiVersion: v1, command: missing, installHint: 'Install it with:\n  brew install kubectl-login', interactiveMode: 'Never'}, {cluster, where: 'kubeconfig k'}, {
+    const error = await rejection(runExecPlugin({apiVersion: v1, command: missing, installHint: 'Install it with:\n  brew install kubectl-login', interactiveMode: 'Never'}, {cluster, where: 'kubeconfig k'}, {
       stderr: sink(), stdin: 'inherit', stdinIsTerminal: false,
-    }).then(() => expect.fail('resolved'), (e: unknown) => e as ConfigError)
+    }))
     expect(error).to.be.instanceOf(ConfigError)
     expect(error.message).to.include(`kubeconfig k: credential plugin "${missing}" not found`)
     expect(error.message).to.include('client-go credential plugin that is not installed')
@@ -160,8 +151,7 @@ describe('exec credential plugins', () => {
       const script = join(dir, `answer-${answers.indexOf(answer)}.sh`)
       writeFileSync(script, `#!/bin/sh\nprintf '%s' '${answer.output}'\n`)
       chmodSync(script, 0o755)
-      const error = await runExecPlugin({apiVersion: v1, command: script, interactiveMode: 'Never'}, {cluster, where: 'w'}, {stderr: sink(), stdin: 'inherit', stdinIsTerminal: false})
-        .then(() => expect.fail('resolved'), (e: unknown) => e as Error)
+      const error = await rejection(runExecPlugin({apiVersion: v1, command: script, interactiveMode: 'Never'}, {cluster, where: 'w'}, {stderr: sink(), stdin: 'inherit', stdinIsTerminal: false}))
       expect(error).to.be.instanceOf(ConfigError)
       expect(error.message).to.match(answer.message)
     })

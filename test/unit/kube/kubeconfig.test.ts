@@ -5,6 +5,7 @@ import {delimiter, join} from 'node:path'
 
 import {ConfigError} from '../../../src/lib/errors.js'
 import {resolveKubeConfig, type KubeConfigSource} from '../../../src/lib/kube/kubeconfig.js'
+import {thrownBy} from '../../support/thrown.js'
 
 interface Ctx {
   readonly name: string
@@ -30,15 +31,11 @@ function kubeconfigYaml(contexts: Ctx[], current?: string): string {
   ].join('\n')
 }
 
+/** A kubeconfig problem is a ConfigError: exit 2. */
 function configErrorFrom(fn: () => unknown): ConfigError {
-  try {
-    fn()
-  } catch (error) {
-    expect(error).to.be.instanceOf(ConfigError)
-    expect((error as ConfigError).exitCode).to.equal(2)
-    return error as ConfigError
-  }
-  expect.fail('expected a ConfigError, but nothing was thrown')
+  const error = thrownBy(fn, ConfigError)
+  expect(error.exitCode).to.equal(2)
+  return error
 }
 
 describe('resolveKubeConfig', () => {

@@ -11,6 +11,7 @@ import {Credentials} from '../../../src/lib/kube/credentials.js'
 import {resolveKubeConfig} from '../../../src/lib/kube/kubeconfig.js'
 import {idTokenExpiryMs, usableUntil} from '../../../src/lib/kube/oidc.js'
 import {missingPrerequisite} from '../../support/prerequisites.js'
+import {rejection} from '../../support/thrown.js'
 
 /** An unsigned JWT expiring `inSeconds` from now (the client only reads exp; the API server verifies). */
 function jwt(inSeconds: number, subject = 'alice'): string {
@@ -228,7 +229,7 @@ describe('auth-provider oidc against a token endpoint on 127.0.0.1', () => {
       tokenAnswer = failure.answer
       const path = kubeconfig({'id-token': jwt(-60), 'refresh-token': 'r1'})
       const before = readFileSync(path, 'utf8')
-      const error = await load(path).then(() => expect.fail('resolved'), (e: unknown) => e as Error)
+      const error = await rejection(load(path))
       expect(error).to.be.instanceOf(ConfigError)
       expect(error.message).to.match(failure.message)
       expect(error.message).to.include('user "alice": the oidc id-token has expired or is missing, and refreshing it failed')
@@ -239,7 +240,7 @@ describe('auth-provider oidc against a token endpoint on 127.0.0.1', () => {
   }
 
   it('says how to fix it when there is no refresh-token', async () => {
-    const error = await load(kubeconfig({'id-token': jwt(-60)})).then(() => expect.fail('resolved'), (e: unknown) => e as Error)
+    const error = await rejection(load(kubeconfig({'id-token': jwt(-60)})))
     expect(error.message).to.include('there is no refresh-token')
     expect(error.message).to.include('log in to')
     expect(seen).to.deep.equal([])
@@ -247,7 +248,7 @@ describe('auth-provider oidc against a token endpoint on 127.0.0.1', () => {
 
   it('says how to fix it when the issuer cannot be reached', async () => {
     const path = kubeconfig({'id-token': jwt(-60), 'idp-issuer-url': 'http://127.0.0.1:1/idp', 'refresh-token': 'r1'})
-    const error = await load(path).then(() => expect.fail('resolved'), (e: unknown) => e as Error)
+    const error = await rejection(load(path))
     expect(error).to.be.instanceOf(ConfigError)
     expect(error.message).to.match(/refreshing it failed: http:\/\/127\.0\.0\.1:1: .*ECONNREFUSED/)
   })

@@ -1,6 +1,7 @@
 import {expect} from 'chai'
 
 import {RateLimiter, reserveToken, type TokenBucketState} from '../../../src/lib/kube/rate-limiter.js'
+import {rejection} from '../../support/thrown.js'
 
 /** Reserves one token per entry of `times`, threading the state; returns each wait. */
 function waits(start: TokenBucketState, times: number[], qps: number, burst: number): {state: TokenBucketState; waits: number[]} {
@@ -92,14 +93,7 @@ describe('RateLimiter', () => {
     await limiter.acquire()
     const controller = new AbortController()
     controller.abort()
-    let rejected: unknown
-    try {
-      await limiter.acquire(controller.signal)
-    } catch (error) {
-      rejected = error
-    }
-    expect(rejected).to.be.instanceOf(Error)
-    expect((rejected as Error).name).to.equal('AbortError')
+    expect((await rejection(limiter.acquire(controller.signal))).name).to.equal('AbortError')
   })
 })
 

@@ -1,22 +1,10 @@
 import {expect} from 'chai'
-import {Writable} from 'node:stream'
 
 import {createLogger, formatTextLine, logLevels} from '../../../src/lib/observe/logger.js'
+import {sink} from '../../support/sink.js'
 
 const t = Date.UTC(2026, 11, 2, 13, 0, 0, 0)
 const iso = '2026-12-02T13:00:00.000Z'
-
-/** A Writable that keeps what was written, split into lines. */
-function memoryOut(): {out: Writable; lines: () => string[]} {
-  const chunks: string[] = []
-  const out = new Writable({
-    write(chunk: Buffer | string, _encoding, callback) {
-      chunks.push(chunk.toString())
-      callback()
-    },
-  })
-  return {lines: () => chunks.join('').split('\n').filter((l) => l.length > 0), out}
-}
 
 describe('formatTextLine', () => {
   const cases: Array<[title: string, record: Record<string, unknown>, line: string]> = [
@@ -62,7 +50,7 @@ describe('createLogger', () => {
   })
 
   it('text at level info: drops debug, writes info, warn and error as text lines', () => {
-    const {lines, out} = memoryOut()
+    const out = sink()
     const logger = createLogger({format: 'text', level: 'info', out})
     const before = Date.now()
     logger.debug({secret: 1}, 'too chatty')
@@ -71,7 +59,7 @@ describe('createLogger', () => {
     logger.error({code: 500}, 'sweep failed')
     const after = Date.now()
 
-    const written = lines()
+    const written = out.lines()
     expect(written).to.have.length(3)
     expect(written.join('\n')).to.not.include('too chatty')
     for (const line of written) {
@@ -95,33 +83,33 @@ describe('createLogger', () => {
     ]
     for (const [level, written] of cases) {
       it(`at ${level}: ${written.map((w) => w.trim()).join(', ')}`, () => {
-        const {lines, out} = memoryOut()
+        const out = sink()
         const logger = createLogger({format: 'text', level, out})
         logger.debug({}, 'd')
         logger.info({}, 'i')
         logger.warn({}, 'w')
         logger.error({}, 'e')
-        expect(lines().map((l) => l.slice(25, 30))).to.deep.equal(written)
+        expect(out.lines().map((l) => l.slice(25, 30))).to.deep.equal(written)
       })
     }
   })
 
   it('text: no pid or hostname by default, base and child bindings become fields', () => {
-    const {lines, out} = memoryOut()
+    const out = sink()
     const logger = createLogger({base: {app: 'nfdctl'}, format: 'text', level: 'info', out})
     logger.child({component: 'collector'}).info({deleted: 1}, 'sweep done')
-    const [line] = lines()
+    const [line] = out.lines()
     expect(line).to.match(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z INFO {2}sweep done /)
     expect(line.replace(/^.* sweep done /, '').split(' ')).to.have.members(['app=nfdctl', 'component=collector', 'deleted=1'])
     expect(line).to.not.match(/pid=|hostname=/)
   })
 
   it('json to a given stream: one JSON object per line with the level label', () => {
-    const {lines, out} = memoryOut()
+    const out = sink()
     const logger = createLogger({format: 'json', level: 'info', out})
     logger.debug({}, 'hidden')
     logger.warn({kind: 'NodeFeature'}, 'watch lost')
-    const written = lines()
+    const written = out.lines()
     expect(written).to.have.length(1)
     const record = JSON.parse(written[0]) as Record<string, unknown>
     expect(record).to.include({kind: 'NodeFeature', level: 'warn', msg: 'watch lost'})

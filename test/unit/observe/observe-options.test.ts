@@ -1,7 +1,7 @@
 import {expect} from 'chai'
 
-import {UsageError} from '../../../src/lib/errors.js'
 import {observeOptionsFrom, type ObserveOptions, type RawObserveFlags} from '../../../src/lib/observe/observe-options.js'
+import {usageErrorFrom} from '../../support/thrown.js'
 
 const base: RawObserveFlags = {'log-format': 'json', 'log-level': 'info'}
 
@@ -47,16 +47,10 @@ describe('observeOptionsFrom: where /metrics, /healthz and /readyz listen', () =
   ]
   for (const [name, flags, message] of bad) {
     it(`refuses ${name} in one line`, () => {
-      let error: unknown
-      try {
-        observeOptionsFrom({...base, ...flags}, false)
-      } catch (caught) {
-        error = caught
-      }
-      expect(error).to.be.instanceOf(UsageError)
-      expect((error as UsageError).message).to.include(message)
-      expect((error as UsageError).message).to.not.include('\n')
-      expect((error as UsageError).exitCode).to.equal(2)
+      const error = usageErrorFrom(() => observeOptionsFrom({...base, ...flags}, false))
+      expect(error.message).to.include(message)
+      expect(error.message).to.not.include('\n')
+      expect(error.exitCode).to.equal(2)
     })
   }
 })

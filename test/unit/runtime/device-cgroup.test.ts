@@ -4,6 +4,7 @@ import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 
 import {CgroupMismatchError, cgroupOfSpec, deviceControlOf, formatRule, isContainerCgroup, parseDeviceRules} from '../../../src/lib/runtime/device-cgroup.js'
+import {rejection} from '../../support/thrown.js'
 
 const hybridMounts = `cgroup /sys/fs/cgroup/devices cgroup rw,nosuid,nodev,noexec,relatime,devices 0 0
 cgroup2 /sys/fs/cgroup/unified cgroup2 rw,nosuid,nodev,noexec,relatime 0 0
@@ -55,12 +56,7 @@ describe('device cgroup of a process', function () {
 
   it('says so when a process has neither', async function () {
     await given('1:name=systemd:/\n', '')
-    try {
-      await deviceControlOf(42, {procRoot: proc})
-      expect.fail('no error')
-    } catch (error) {
-      expect((error as Error).message).to.equal('process 42 has neither a v1 devices cgroup nor a cgroup v2 one')
-    }
+    expect((await rejection(deviceControlOf(42, {procRoot: proc}))).message).to.equal('process 42 has neither a v1 devices cgroup nor a cgroup v2 one')
   })
 
   it('with the container given: returns the cgroup when the process is in it, and refuses a process in another (a reused PID)', async function () {

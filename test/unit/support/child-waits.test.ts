@@ -2,15 +2,12 @@ import {expect} from 'chai'
 
 import {CliProcess} from '../../support/cli-process.js'
 import {GcProcess} from '../../support/gc-process.js'
+import {rejection} from '../../support/thrown.js'
 import {waitFor} from '../../support/wait.js'
 
 /** A node one-liner in place of the CLI (`node -e <script>`). */
 function child(script: string): CliProcess {
   return new CliProcess([script], '-e')
-}
-
-async function rejection(promise: Promise<unknown>): Promise<Error> {
-  return promise.then(() => expect.fail('expected a rejection'), (error: unknown) => error as Error)
 }
 
 describe('waiting on a child process gives up as soon as the child exits', function () {
