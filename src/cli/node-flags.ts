@@ -8,7 +8,7 @@ import {clusterFlags} from './kube-flags.js'
 /** Which node and which cluster: the commands that work on this machine's devices (devices list, devices agent, plugins serve). */
 export const nodeFlags = {
   ...clusterFlags,
-  'node-name': Flags.string({description: 'this node\'s name in the cluster, for nodeSelectors (default: $NODE_NAME, then the hostname)'}),
+  'node-name': Flags.string({description: "this node's name in the cluster, for nodeSelectors (default: $NODE_NAME, then the hostname)"}),
 }
 
 /** nodeFlags as oclif hands them over, with --class-file. */

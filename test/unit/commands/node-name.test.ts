@@ -30,10 +30,17 @@ describe('the device commands name the node alike', function () {
     dir = mkdtempSync(join(tmpdir(), 'nfdctl-node-name-'))
     kubeconfig = join(dir, 'kubeconfig')
     const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
-    writeFileSync(kubeconfig, JSON.stringify({
-      apiVersion: 'v1', clusters: [{cluster: {server: url}, name: 'c'}], contexts: [{context: {cluster: 'c', user: 'u'}, name: 'x'}],
-      'current-context': 'x', kind: 'Config', users: [{name: 'u', user: {token: 't0ken'}}],
-    }))
+    writeFileSync(
+      kubeconfig,
+      JSON.stringify({
+        apiVersion: 'v1',
+        clusters: [{cluster: {server: url}, name: 'c'}],
+        contexts: [{context: {cluster: 'c', user: 'u'}, name: 'x'}],
+        'current-context': 'x',
+        kind: 'Config',
+        users: [{name: 'u', user: {token: 't0ken'}}],
+      }),
+    )
   })
 
   after(async () => {

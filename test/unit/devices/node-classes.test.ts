@@ -26,7 +26,7 @@ describe('classesForNode', () => {
     expect(applicable({gpu: 'true', zone: 'c'})).to.deep.equal(['everywhere'])
   })
 
-  it('puts class files first, and a cluster class of the same name in the place of the file\'s', () => {
+  it("puts class files first, and a cluster class of the same name in the place of the file's", () => {
     const files = [deviceClass('own'), deviceClass('shared', undefined, 'file*')]
     const cluster = [deviceClass('shared', {matchLabels: {site: 'lab'}}, 'cluster*'), deviceClass('remote')]
     const {all, applicable: here} = classesForNode(files, cluster, {site: 'lab'})
