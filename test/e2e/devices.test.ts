@@ -3,6 +3,7 @@ import {chmodSync, mkdtempSync, writeFileSync} from 'node:fs'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 import {randomUUID} from 'node:crypto'
+import {fileURLToPath} from 'node:url'
 
 import type {ListedDevice, WatchedDevice} from '../../src/cli/render-devices.js'
 import {parseUevent, type Uevent} from '../../src/lib/devices/uevent.js'
@@ -53,6 +54,13 @@ describe('devices list on this machine', function () {
     expect(run.result!.every((d) => d.classes.length > 0)).to.equal(true)
     const table = await nfdctl(['devices', 'list', '--class-file', classFile])
     expect(table.stdout).to.match(/\/dev\/null\s+char\s+1:3\s+mem\s+null-device/)
+  })
+
+  it('good files of every shape load together', async function () {
+    const fixture = (name: string): string => fileURLToPath(new URL(`../fixtures/classes/${name}`, import.meta.url))
+    const run = await nfdctl<Array<{classes: string[]}>>(['devices', 'list', '--json', '--class-file', fixture('good.yaml'), '--class-file', fixture('good.json')])
+    expect(run.exitCode, run.stdout).to.equal(0)
+    expect(run.result).to.be.an('array')
   })
 })
 

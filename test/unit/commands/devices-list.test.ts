@@ -25,10 +25,4 @@ describe('devices list: bad input', function () {
       expect(run.stdout).to.not.match(/\/dev\//)
     })
   }
-
-  it('good files of every shape load together', async function () {
-    const run = await nfdctl<Array<{classes: string[]}>>(['devices', 'list', '--json', '--class-file', fixture('good.yaml'), '--class-file', fixture('good.json')])
-    expect(run.exitCode, run.stdout).to.equal(0)
-    expect(run.result).to.be.an('array')
-  })
 })

@@ -2,7 +2,7 @@ import {expect} from 'chai'
 import koffi from 'koffi'
 import {readFileSync} from 'node:fs'
 
-import {releaseFreeNativeMemory} from '../../../src/lib/sys/libc.js'
+import {releaseFreeNativeMemory} from '../../src/lib/sys/libc.js'
 
 const rssBytes = (): number => Number(readFileSync('/proc/self/statm', 'utf8').split(' ')[1]) * 4096
 
