@@ -28,9 +28,10 @@ const podsResource = {group: '', namespaced: true, plural: 'pods', version: 'v1'
 const namespacesResource = {group: '', namespaced: false, plural: 'namespaces', version: 'v1'}
 
 /**
- * What can change a container's access, followed live: kernel uevents, containerd's event stream (re-listed
- * on every reconnect: it has no replay), the node's pods (only when what they ask for changes: kubelet's
- * status updates change nothing here) and the namespaces' labels (annotationAccess selects by them).
+ * What can change a container's access, followed live: kernel uevents of class devices, containerd's event
+ * stream (re-listed on every reconnect: it has no replay), the node's pods (only when what they ask for
+ * changes: kubelet's status updates change nothing here) and the namespaces' labels (annotationAccess
+ * selects by them).
  */
 export class ChangeSources {
   readonly #watcher: DeviceWatcher
@@ -43,8 +44,10 @@ export class ChangeSources {
     this.#watcher = new DeviceWatcher({
       coalesceChanges: true, logger, source: options.devices,
       onEvent: ({action, device}) => {
-        plugins.publish(members.deviceEvent(action, device))
-        onChange(`device ${action} ${device.devName}`)
+        const touched = members.deviceEvent(action, device)
+        plugins.publish(touched)
+        // A device in no class (most of a node's uevents) changes no container's access.
+        if (touched.size > 0) onChange(`device ${action} ${device.devName}`)
       },
     })
     this.#pods = new Informer<NodePod>({
