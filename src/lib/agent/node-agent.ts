@@ -120,7 +120,7 @@ export class NodeAgent {
     await this.#batcher.stop()
     await this.#events.stop()
     this.#trim.stop()
-    this.#status.stop()
+    await this.#status.stop()
     await this.options.plugins.stop()
   }
 

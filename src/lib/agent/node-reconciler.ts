@@ -94,7 +94,7 @@ export class NodeReconciler {
         logger.warn({container: container.id, err: errorMessage(error), pod: `${request.namespace}/${request.pod}`}, 'could not update a container\'s devices')
       }
     })))
-    await this.options.status.report({classes, holding, invalid: view.invalid, members: node.members})
+    this.options.status.report({classes, holding, invalid: view.invalid, members: node.members})
   }
 
   /** Workload containers only (the pods' sandboxes are half of the list and never hold devices), and the running tasks' PIDs. */

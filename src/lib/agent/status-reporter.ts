@@ -49,44 +49,65 @@ export interface StatusReporterOptions {
 }
 
 /**
- * What the node reports after each batch: the DeviceClasses' status (StatusWriter) and the per-class gauges.
- * A failed write is logged once per change and retried with back-off (1 s doubling to 30 s: the API server
- * may be away for long); any batch meanwhile tries as well.
+ * What the node reports after each batch: the per-class gauges at once, and the DeviceClasses' status
+ * (StatusWriter) in the background, so that no batch waits for the API server: a report made while a write
+ * is in flight replaces any waiting one and goes when that write ends. A failed write is logged once per
+ * change and retried with back-off (1 s doubling to 30 s: the API server may be away for long); any report
+ * meanwhile tries as well.
  */
 export class StatusReporter {
   readonly #writer: StatusWriter
   readonly #backoff = new Backoff({baseMs: 1000, maxMs: 30_000})
   #ok = true
   #retry: NodeJS.Timeout | undefined
+  #writing: Promise<void> | undefined
+  #next: Map<string, ClassReport> | undefined
 
   constructor(readonly options: StatusReporterOptions) {
     this.#writer = new StatusWriter(options.client, options.nodeName)
   }
 
-  async report(seen: NodeClassesSeen): Promise<void> {
-    const {logger, metrics} = this.options
+  report(seen: NodeClassesSeen): void {
+    const {metrics} = this.options
     metrics.classContainers.reset()
     metrics.classDevices.reset()
     for (const name of seen.classes.keys()) {
       metrics.classContainers.set({class: name}, seen.holding.get(name)?.length ?? 0)
       metrics.classDevices.set({class: name}, seen.members.get(name)?.length ?? 0)
     }
-    try {
-      await this.#writer.write(classReports(this.options.nodeName, seen))
-      if (!this.#ok) logger.info({}, 'DeviceClass status written again')
-      this.#ok = true
-      this.#backoff.reset()
-    } catch (error) {
-      metrics.errors.inc({kind: 'status'})
-      if (this.#ok) logger.warn({err: errorMessage(error)}, 'cannot write DeviceClass status; retrying with back-off')
-      this.#ok = false
-      this.#writer.reset()
-      clearTimeout(this.#retry)
-      this.#retry = setTimeout(this.options.retry, this.#backoff.next()).unref()
-    }
+    this.#next = classReports(this.options.nodeName, seen)
+    this.#writing ??= this.#writeLatest()
   }
 
-  stop(): void {
+  /** Waits for the writes asked for so far (tests, shutdown). */
+  async settled(): Promise<void> {
+    await this.#writing
+  }
+
+  async stop(): Promise<void> {
     clearTimeout(this.#retry)
+    this.#next = undefined
+    await this.#writing
+  }
+
+  async #writeLatest(): Promise<void> {
+    const {logger, metrics} = this.options
+    for (let reports = this.#next; reports !== undefined; reports = this.#next) {
+      this.#next = undefined
+      try {
+        await this.#writer.write(reports)
+        if (!this.#ok) logger.info({}, 'DeviceClass status written again')
+        this.#ok = true
+        this.#backoff.reset()
+      } catch (error) {
+        metrics.errors.inc({kind: 'status'})
+        if (this.#ok) logger.warn({err: errorMessage(error)}, 'cannot write DeviceClass status; retrying with back-off')
+        this.#ok = false
+        this.#writer.reset()
+        clearTimeout(this.#retry)
+        this.#retry = setTimeout(this.options.retry, this.#backoff.next()).unref()
+      }
+    }
+    this.#writing = undefined
   }
 }

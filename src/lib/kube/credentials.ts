@@ -120,7 +120,7 @@ export class Credentials {
     const until = usableUntil(config['id-token'], Date.now(), where)
     if (until !== undefined) return [{Authorization: `Bearer ${config['id-token']}`}, until]
     const fix = `log in to ${config['idp-issuer-url']} again to get a new id-token and refresh-token (or switch the user to an exec credential plugin such as kubelogin)`
-    let tokens
+    let tokens: Awaited<ReturnType<typeof refreshOidcTokens>>
     try {
       tokens = await refreshOidcTokens(config, this.options.env ?? process.env)
     } catch (error) {

@@ -61,6 +61,7 @@ async function proxyAgent(server: URL, proxy: URL, agentOptions: https.AgentOpti
 }
 
 // A mixin base must take any[] (TS2545).
+// biome-ignore lint/suspicious/noExplicitAny: TypeScript accepts only any[] for a mixin constructor's parameters
 type ConnectingAgent = new (...args: any[]) => http.Agent & {protocol: string; connect(req: http.ClientRequest, opts: AgentConnectOpts): Promise<unknown>}
 
 /**

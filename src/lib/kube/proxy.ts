@@ -63,7 +63,7 @@ function parseEnvProxy(value: string, variable: string): URL {
     url = undefined
   }
   // Go: a value without a scheme ("proxy:3128") means http://.
-  if (!url || !url.host) {
+  if (!url?.host) {
     try {
       url = new URL(`http://${value}`)
     } catch {
