@@ -4,9 +4,9 @@ import {Informer, MetadataInformer} from '../kube/informer.js'
 import type {KubeClient} from '../kube/kube-client.js'
 import type {Logger} from '../observe/logger.js'
 import type {PluginSet} from '../plugins/plugin-set.js'
-import type {ContainerdClient} from '../runtime/containerd-client.js'
+import type {ContainerdClient, RuntimeContainer} from '../runtime/containerd-client.js'
 import type {AgentMetrics} from './agent-metrics.js'
-import {containerRequests, podCodec, type NodePod} from './container-access.js'
+import {containerRequests, criLabels, podCodec, type NodePod} from './container-access.js'
 import {ContainerdFollower} from './containerd-follower.js'
 
 export interface ChangeSourcesOptions {
@@ -74,6 +74,15 @@ export class ChangeSources {
     if (!this.#namespaces.synced) return 'namespaces not listed yet'
     if (!this.#containerd.connected) return 'containerd not connected'
     return undefined
+  }
+
+  /**
+   * The workload containers and the running tasks' PIDs, by container id; undefined while containerd is not
+   * connected (what runs is not known then).
+   */
+  async containers(): Promise<{containers: RuntimeContainer[]; running: ReadonlyMap<string, number>} | undefined> {
+    if (!this.#containerd.connected) return undefined
+    return {containers: await this.#containerd.containers([`labels."${criLabels.kind}"==container`]), running: this.#containerd.running}
   }
 
   pods(): Iterable<NodePod> {

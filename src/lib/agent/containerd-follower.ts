@@ -1,18 +1,16 @@
 import {setTimeout as sleep} from 'node:timers/promises'
 
 import {Backoff} from '../backoff.js'
+import {errorMessage} from '../errors.js'
 import type {Logger} from '../observe/logger.js'
-import type {ContainerdClient, RuntimeEvent} from '../runtime/containerd-client.js'
+import type {ContainerdClient, RuntimeContainer, RuntimeEvent} from '../runtime/containerd-client.js'
 import type {AgentMetrics} from './agent-metrics.js'
 
 export interface ContainerdFollowerOptions {
   readonly containerd: ContainerdClient
   readonly logger: Logger
   readonly metrics: AgentMetrics
-  /**
-   * A container or task changed, or the stream (re)connected: the stream has no replay, so a connect means
-   * "list everything again".
-   */
+  /** A container or task changed, or the stream (re)connected and the running tasks were listed again. */
   readonly onChange: (what: string) => void
 }
 
@@ -22,9 +20,20 @@ export function changesContainers(event: Pick<RuntimeEvent, 'topic' | 'payload'>
   return !execExit && /^\/(tasks\/(start|exit|delete)|containers\/(create|update|delete))$/.test(event.topic)
 }
 
+/** Pure: the running init processes after an event (by container id). */
+export function runningAfter(running: Map<string, number>, event: Pick<RuntimeEvent, 'topic' | 'payload'>): void {
+  const id = event.payload?.container_id
+  if (typeof id !== 'string' || !changesContainers(event)) return
+  if (event.topic === '/tasks/start' && typeof event.payload?.pid === 'number') running.set(id, event.payload.pid)
+  else if (event.topic === '/tasks/exit' || event.topic === '/tasks/delete') running.delete(id)
+}
+
 /**
- * containerd's event stream, subscribed again with back-off (0.2 s doubling to 5 s) whenever it ends. Its
- * connection state is the agent's readiness; a lost or regained connection is logged once.
+ * containerd's event stream, subscribed again with back-off (0.2 s doubling to 5 s) whenever it ends. The
+ * running tasks are listed once per connection and then followed from the events: listing them asks every
+ * task's shim for its state, which takes long while shims start and stop pods, and a hot-plug must not wait
+ * for that. The container list is kept per `generation` (any container or task event starts a new one).
+ * The connection state is the agent's readiness; a lost or regained connection is logged once.
  */
 export class ContainerdFollower {
   #connected: boolean | undefined
@@ -32,11 +41,31 @@ export class ContainerdFollower {
   #endSubscription: (() => void) | undefined
   #stopped = false
   #loop: Promise<void> | undefined
+  /** Events that came while the running tasks were listed: applied to the list's answer. */
+  #pending: RuntimeEvent[] | undefined
+  #running = new Map<string, number>()
+  #generation = 0
+  #containers: {generation: number; list: Promise<RuntimeContainer[]>} | undefined
 
   constructor(readonly options: ContainerdFollowerOptions) {}
 
   get connected(): boolean {
     return this.#connected === true
+  }
+
+  /** The running init processes' PIDs by container id, as of the last event. */
+  get running(): ReadonlyMap<string, number> {
+    return this.#running
+  }
+
+  /** Workload containers (labelled so by the CRI; sandboxes never hold devices), listed again only after an event. */
+  containers(filters: readonly string[]): Promise<RuntimeContainer[]> {
+    if (this.#containers?.generation !== this.#generation) {
+      const list = this.options.containerd.listContainers([...filters])
+      this.#containers = {generation: this.#generation, list}
+      list.catch(() => (this.#containers = undefined))
+    }
+    return this.#containers.list
   }
 
   start(signal: AbortSignal): void {
@@ -51,15 +80,21 @@ export class ContainerdFollower {
     await this.#loop
   }
 
+  #event(event: RuntimeEvent): void {
+    if (!changesContainers(event)) return
+    this.#generation++
+    if (this.#pending !== undefined) this.#pending.push(event)
+    else runningAfter(this.#running, event)
+    this.options.onChange(event.topic)
+  }
+
   async #follow(signal: AbortSignal): Promise<void> {
     const backoff = new Backoff({baseMs: 200, maxMs: 5000})
-    const {containerd, onChange} = this.options
+    const {containerd} = this.options
     while (!signal.aborted && !this.#stopped) {
       const error = await new Promise<Error>((resolve) => {
         this.#endSubscription = () => resolve(new Error('agent stopped'))
-        containerd.subscribe((event) => {
-          if (changesContainers(event)) onChange(event.topic)
-        }, resolve).then((unsubscribe) => {
+        containerd.subscribe((event) => this.#event(event), resolve).then(async (unsubscribe) => {
           // Stopped while subscribing: an open stream would keep the process alive.
           if (this.#stopped) {
             unsubscribe()
@@ -67,9 +102,23 @@ export class ContainerdFollower {
             return
           }
           this.#unsubscribe = unsubscribe
+          // No replay: list what runs now (events meanwhile are applied after), then follow the events.
+          this.#pending = []
+          try {
+            const tasks = await containerd.listTasks()
+            this.#running = new Map(tasks.filter((t) => t.status === 'RUNNING').map((t) => [t.containerId, t.pid]))
+            for (const event of this.#pending) runningAfter(this.#running, event)
+          } catch (listError) {
+            unsubscribe()
+            resolve(new Error(`cannot list containerd's tasks: ${errorMessage(listError)}`))
+            return
+          } finally {
+            this.#pending = undefined
+          }
+          this.#generation++
           backoff.reset()
           this.#setConnected(true)
-          onChange('containerd connected')
+          this.options.onChange('containerd connected')
         }, resolve)
       })
       if (signal.aborted || this.#stopped) return

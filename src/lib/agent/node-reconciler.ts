@@ -6,11 +6,11 @@ import type {Logger} from '../observe/logger.js'
 import {resourceNameOf} from '../plugins/class-allocation.js'
 import type {PodResources} from '../plugins/kubelet-api.js'
 import {allocatedDevices, listPodResources} from '../plugins/pod-resources.js'
-import type {ContainerdClient, RuntimeContainer} from '../runtime/containerd-client.js'
+import type {RuntimeContainer} from '../runtime/containerd-client.js'
 import {decideAccess, limitHoldersOf} from './access-policy.js'
 import type {AgentMetrics} from './agent-metrics.js'
 import type {ClassView} from './class-store.js'
-import {containerRequests, criLabels, requestKey, type ContainerRequest, type NodePod} from './container-access.js'
+import {containerRequests, requestKey, type ContainerRequest, type NodePod} from './container-access.js'
 import type {ContainerReconciler} from './container-reconciler.js'
 import {containersToReconcile} from './reconcile-plan.js'
 import type {RefusalNotices} from './refusal-notices.js'
@@ -18,7 +18,8 @@ import type {Holder, StatusReporter} from './status-reporter.js'
 
 export interface NodeReconcilerOptions {
   readonly nodeName: string
-  readonly containerd: ContainerdClient
+  /** The workload containers and running tasks (ChangeSources.containers); undefined while containerd is away. */
+  readonly containers: () => Promise<{containers: RuntimeContainer[]; running: ReadonlyMap<string, number>} | undefined>
   readonly podResourcesSocket: string
   /** Containers changed at the same time. */
   readonly workers: number
@@ -29,7 +30,7 @@ export interface NodeReconcilerOptions {
   readonly pods: () => Iterable<NodePod>
   /** A namespace's labels; undefined when it is not known (yet). */
   readonly namespaceLabels: (name: string) => Readonly<Record<string, string>> | undefined
-  readonly containers: ContainerReconciler
+  readonly reconciler: ContainerReconciler
   readonly notices: RefusalNotices
   readonly status: StatusReporter
   readonly logger: Logger
@@ -54,13 +55,22 @@ export class NodeReconciler {
   constructor(readonly options: NodeReconcilerOptions) {}
 
   async reconcile(): Promise<void> {
-    const {containers: reconciler, logger, members, nodeName} = this.options
+    const {logger, members, metrics, nodeName, reconciler} = this.options
     const view = this.options.classes()
     const classes = new Map(view.applicable.map((c) => [c.metadata.name, c]))
     const pods = [...this.options.pods()].map((pod) => ({phase: pod.status?.phase, requests: containerRequests(pod), uid: pod.metadata.uid}))
     const requests = new Map<string, ContainerRequest>()
     for (const pod of pods) for (const r of pod.requests) requests.set(requestKey(r), r)
-    const {containers, running} = await this.#listContainers()
+    let listed: Awaited<ReturnType<NodeReconcilerOptions['containers']>>
+    try {
+      listed = await this.options.containers()
+    } catch (error) {
+      metrics.errors.inc({kind: 'containerd'})
+      throw new Error(`cannot list containerd's containers: ${errorMessage(error)}`, {cause: error})
+    }
+    // containerd away: what runs is not known; its reconnect starts a batch.
+    if (listed === undefined) return
+    const {containers, running} = listed
     const work = containersToReconcile({containers, mayHold: this.#mayHold, requests, running})
     // A class asked for by limit: whether kubelet allocated it (and with allocation Device, which devices) is PodResources'.
     const byLimit = (r: ContainerRequest): boolean => [...r.classes].some(([name, via]) => via === 'limit' && classes.has(name))
@@ -95,19 +105,6 @@ export class NodeReconciler {
       }
     })))
     this.options.status.report({classes, holding, invalid: view.invalid, members: node.members})
-  }
-
-  /** Workload containers only (the pods' sandboxes are half of the list and never hold devices), and the running tasks' PIDs. */
-  async #listContainers(): Promise<{containers: RuntimeContainer[]; running: Map<string, number>}> {
-    const {containerd, metrics} = this.options
-    try {
-      const containers = await containerd.listContainers([`labels."${criLabels.kind}"==container`])
-      const running = new Map((await containerd.listTasks()).filter((t) => t.status === 'RUNNING').map((t) => [t.containerId, t.pid]))
-      return {containers, running}
-    } catch (error) {
-      metrics.errors.inc({kind: 'containerd'})
-      throw new Error(`cannot list containerd's containers: ${errorMessage(error)}`, {cause: error})
-    }
   }
 
   /** kubelet's allocations; undefined when it does not answer (containers asking by limit keep their access meanwhile). */

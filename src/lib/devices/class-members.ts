@@ -40,7 +40,10 @@ export class ClassMembers {
     for (const device of this.#present.values()) this.#place('add', device)
   }
 
-  /** A device event (or the initial scan's `add`s); returns the classes it touched (the device is in them now, or left them). */
+  /**
+   * A device event (or the initial scan's `add`s); returns the classes it changed: the device joined or left
+   * them, or is in them with other details. A `change` that leaves everything as it was changes none.
+   */
   deviceEvent(action: string, device: Device): ReadonlySet<string> {
     if (action === 'remove') this.#present.delete(device.id)
     else this.#present.set(device.id, device)
@@ -66,9 +69,11 @@ export class ClassMembers {
     const inClasses = new Set(this.#memory.classesAfter(action, device))
     const touched = new Set<string>()
     for (const [name, members] of this.#members) {
-      const belongs = action !== 'remove' && inClasses.has(name)
-      if (belongs) members.set(device.id, device)
-      if (belongs || members.delete(device.id)) touched.add(name)
+      const before = members.get(device.id)
+      if (action !== 'remove' && inClasses.has(name)) {
+        members.set(device.id, device)
+        if (before === undefined || JSON.stringify(before) !== JSON.stringify(device)) touched.add(name)
+      } else if (members.delete(device.id)) touched.add(name)
     }
     if (touched.size > 0) this.#known.set(device.id, device)
     return touched

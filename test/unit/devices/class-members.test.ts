@@ -20,6 +20,14 @@ describe('ClassMembers', function () {
     expect([...members.all()].map(([name, devices]) => [name, devices.length])).to.deep.equal([['low', 1], ['all', 2]])
   })
 
+  it('a change that leaves the device as it was changes no class; one that changes it changes its classes', function () {
+    const members = new ClassMembers(noAttributes, [classOf('low', 'loop[0-4]')])
+    members.deviceEvent('add', loop(1))
+    expect([...members.deviceEvent('change', loop(1))]).to.deep.equal([])
+    expect([...members.deviceEvent('change', {...loop(1), properties: {ID_SERIAL: 'new'}})]).to.deep.equal(['low'])
+    expect(members.of('low')[0].properties).to.deep.equal({ID_SERIAL: 'new'})
+  })
+
   it('a removed device leaves the classes it was in, and stays known as a class device', function () {
     const members = new ClassMembers(noAttributes, [classOf('low', 'loop[0-4]')])
     members.deviceEvent('add', loop(1))
