@@ -17,5 +17,6 @@ export function sink(): Sink {
     },
   })
   const text = (): string => Buffer.concat(chunks).toString('utf8')
-  return Object.assign(stream, {lines: () => text().split('\n').filter((line) => line.length > 0), text})
+  const lines = (): string[] => text().match(/[^\n]+/g) ?? []
+  return Object.assign(stream, {lines, text})
 }

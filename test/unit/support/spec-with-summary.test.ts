@@ -2,13 +2,23 @@ import {expect} from 'chai'
 import {execFile} from 'node:child_process'
 import {fileURLToPath} from 'node:url'
 
+import {startedEarly} from '../../support/started-early.js'
+
 const root = fileURLToPath(new URL('../../..', import.meta.url))
 
-/** The reporter fixture in its own mocha, as `npm test` runs it; CI as given (undefined = unset). */
-async function runFixture(ci: string | undefined): Promise<{code: number; stdout: string}> {
+interface FixtureRun {
+  readonly code: number
+  readonly stdout: string
+}
+
+/**
+ * The reporter fixture in its own mocha, with the reporter and the TypeScript loader `npm test` uses (given
+ * to node itself, so mocha needs no second process for it); CI as given (undefined = unset).
+ */
+async function runFixture(ci: string | undefined): Promise<FixtureRun> {
   const env = {...process.env, CI: ci}
   if (ci === undefined) delete env.CI
-  const args = ['node_modules/mocha/bin/mocha.js', '--no-config', '--node-option', 'import=tsx', '--no-color', '--reporter', './test/support/spec-with-summary.cjs', 'test/fixtures/reporter/skips.spec.ts']
+  const args = ['--import', 'tsx', 'node_modules/mocha/bin/mocha.js', '--no-config', '--no-color', '--reporter', './test/support/spec-with-summary.cjs', 'test/fixtures/reporter/skips.spec.ts']
   return new Promise((resolve) => {
     execFile(process.execPath, args, {cwd: root, env}, (error, stdout) => resolve({code: error ? Number(error.code) : 0, stdout}))
   })
@@ -16,9 +26,11 @@ async function runFixture(ci: string | undefined): Promise<{code: number; stdout
 
 describe('test reporter (spec-with-summary.cjs) and missingPrerequisite', function () {
   this.timeout(30_000)
+  const outsideCi = startedEarly(() => runFixture(undefined))
+  const underCi = startedEarly(() => runFixture('true'))
 
   it('outside CI shows each skip\'s reason under the test and, grouped with counts, above the summary line', async () => {
-    const {code, stdout} = await runFixture(undefined)
+    const {code, stdout} = await outsideCi
     expect(code, stdout).to.equal(0)
     const lines = stdout.trimEnd().split('\n')
     expect(lines.at(-1)).to.equal('2 passed, 0 failed, 5 skipped')
@@ -36,7 +48,7 @@ describe('test reporter (spec-with-summary.cjs) and missingPrerequisite', functi
   })
 
   it('under CI=true a missing prerequisite fails instead, naming it', async () => {
-    const {code, stdout} = await runFixture('true')
+    const {code, stdout} = await underCi
     expect(code, stdout).to.equal(3)
     expect(stdout).to.include('prerequisite missing under CI=true: needs root')
     expect(stdout).to.include('prerequisite missing under CI=true: needs /dev/loop-control')
