@@ -12,6 +12,7 @@ import {unary} from '../../src/lib/grpc-unary.js'
 import {kubeletApi, type AllocateResponse} from '../../src/lib/plugins/kubelet-api.js'
 import {allocatedDevices, listPodResources} from '../../src/lib/plugins/pod-resources.js'
 import {CliProcess} from '../support/cli-process.js'
+import {deviceClassManifest} from '../support/device-class.js'
 import {freePort} from '../support/free-port.js'
 import {addLoopDevice, canUseLoopControl, removeLoopDevice} from '../support/loop-devices.js'
 import {missingPrerequisite} from '../support/prerequisites.js'
@@ -281,10 +282,8 @@ describe('plugins serve on a real node (kubelet + containerd)', function () {
     await bindClusterRole(env.client, 'nfdctl-plugins-test', 'nfdctl-plugins-test', rbac.find((d) => d.kind === 'ClusterRole')!.rules!)
     const kubeconfig = await env.plane.kubeconfigFor('nfdctl-plugins-test')
     const collection = '/apis/devices.nfdctl.io/v1alpha1/deviceclasses'
-    const deviceClass = (name: string, nodeSelector?: object): object => ({
-      apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', metadata: {name},
-      spec: {allocation: 'Device', match: [{devName: 'loop37[0-9]', subsystem: 'block'}], nodeSelector},
-    })
+    const deviceClass = (name: string, nodeSelector?: object): object =>
+      deviceClassManifest(name, {allocation: 'Device', match: [{devName: 'loop37[0-9]', subsystem: 'block'}], nodeSelector})
     await env.client.request('POST', collection, {body: deviceClass('loopk')})
     await env.client.request('POST', collection, {body: deviceClass('elsewhere', {matchLabels: {'nfdctl.io/test': 'no-such-node'}})})
     try {
