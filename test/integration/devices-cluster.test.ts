@@ -6,6 +6,7 @@ import {isStatus} from '../../src/lib/kube/api-error.js'
 import type {KubeClient} from '../../src/lib/kube/kube-client.js'
 import type {ControlPlane} from '../controlplane/control-plane.js'
 import {adminClient} from '../support/cluster.js'
+import {deviceClassManifest} from '../support/device-class.js'
 import {nfdctl} from '../support/run-cli.js'
 
 const nullRule = [{devName: 'null', subsystem: 'mem'}]
@@ -24,7 +25,7 @@ describe('devices list with DeviceClasses from the cluster', function () {
   before(async function () {
     ;({client, plane} = await adminClient(this))
     for (const c of classes) {
-      await client.request('POST', deviceClassesPath, {body: {apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', metadata: {name: c.name}, spec: c.spec}})
+      await client.request('POST', deviceClassesPath, {body: deviceClassManifest(c.name, c.spec)})
     }
     await client.request('POST', '/api/v1/nodes', {body: {apiVersion: 'v1', kind: 'Node', metadata: {labels: {'dl-usb': 'true'}, name: 'dl-node'}}})
   })
