@@ -13,6 +13,7 @@ import {agentProgramName, devicePrograms} from '../../src/lib/runtime/device-bpf
 import {deviceControlOf, formatRule, readDeviceRules, type DeviceControl} from '../../src/lib/runtime/device-cgroup.js'
 import {emulateRules} from '../../src/lib/runtime/device-program.js'
 import {CliProcess} from '../support/cli-process.js'
+import {deviceClassManifest} from '../support/device-class.js'
 import {attachProgram, attachRuntimeProgram, runcDeviceRules} from '../support/device-programs.js'
 import {DroppingProxy} from '../support/dropping-proxy.js'
 import {freePort} from '../support/free-port.js'
@@ -223,10 +224,10 @@ describe('devices agent on a real node: devices follow containers', function () 
       await env.client.request('POST', `/api/v1/namespaces/${name}/serviceaccounts`, {body: {metadata: {name: 'default'}}})
     }
     const policyClasses = [
-      {metadata: {name: 'polc'}, spec: {annotationAccess: {namespaceSelector: {matchLabels: {'nfdctl-test/devices': 'allowed'}}}, capacity: 1, match: [{devName: 'loop38[67]', subsystem: 'block'}]}},
-      {metadata: {name: 'pold'}, spec: {match: [{devName: 'loop388', subsystem: 'block'}]}}, // no annotationAccess: the default
+      deviceClassManifest('polc', {annotationAccess: {namespaceSelector: {matchLabels: {'nfdctl-test/devices': 'allowed'}}}, capacity: 1, match: [{devName: 'loop38[67]', subsystem: 'block'}]}),
+      deviceClassManifest('pold', {match: [{devName: 'loop388', subsystem: 'block'}]}), // no annotationAccess: the default
     ]
-    for (const c of policyClasses) await env.client.request('POST', classesPath, {body: {apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', ...c}})
+    for (const body of policyClasses) await env.client.request('POST', classesPath, {body})
     /** The agent's Events on a pod. */
     const events = async (pod: {namespace: string; uid: string}): Promise<Array<{reason: string; message: string; type: string}>> =>
       (await env.client.request<{items: Array<{reason: string; message: string; type: string}>}>('GET', `/api/v1/namespaces/${pod.namespace}/events`, {query: {fieldSelector: `involvedObject.uid=${pod.uid}`}})).items
@@ -282,12 +283,12 @@ describe('devices agent on a real node: devices follow containers', function () 
       expect(revoked.message).to.include(`namespace ${admitted} is not selected`)
       await expectNoDevice(second.containerId, 386)
     } finally {
-      for (const c of policyClasses) await env.client.request('DELETE', `${classesPath}/${c.metadata.name}`).catch(() => {})
+      for (const name of ['polc', 'pold']) await env.client.request('DELETE', `${classesPath}/${name}`).catch(() => {})
     }
   })
 
   it('access policy: a grant the agent has no record of (a lost grant record, or one made before the policy) is taken back once the class no longer admits the container', async function () {
-    const revocable = {apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', metadata: {name: 'polr'}, spec: {annotationAccess: {namespaceSelector: {}}, match: [{devName: 'loop386', subsystem: 'block'}]}}
+    const revocable = deviceClassManifest('polr', {annotationAccess: {namespaceSelector: {}}, match: [{devName: 'loop386', subsystem: 'block'}]})
     await env.client.request('POST', classesPath, {body: revocable})
     const stateDir = join(dir, 'state-unrecorded')
     try {
@@ -424,7 +425,7 @@ describe('devices agent on a real node: devices follow containers', function () 
   })
 
   it('Device allocation by limit: a container gets only the device kubelet allocated (PodResources), and gets it back after an unplug and replug', async function () {
-    const deviceClass = {apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', metadata: {name: 'hotd'}, spec: {allocation: 'Device', match: [{devName: 'loop39[6-9]', subsystem: 'block'}]}}
+    const deviceClass = deviceClassManifest('hotd', {allocation: 'Device', match: [{devName: 'loop39[6-9]', subsystem: 'block'}]})
     await env.client.request('POST', classesPath, {body: deviceClass}).catch(() => {})
     await createClass()
     await addLoop(396)
@@ -453,9 +454,7 @@ describe('devices agent on a real node: devices follow containers', function () 
   })
 
   it('follows its classes live: a new class is served and hot-plugged, a malformed one gets Valid=False and disturbs nothing, a broken edit keeps the last valid spec, a deleted class is withdrawn', async function () {
-    const loopClass = (name: string, devName: string): object => ({
-      apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', metadata: {name}, spec: {annotationAccess: {namespaceSelector: {}}, match: [{devName, subsystem: 'block'}]},
-    })
+    const loopClass = (name: string, devName: string): object => deviceClassManifest(name, {annotationAccess: {namespaceSelector: {}}, match: [{devName, subsystem: 'block'}]})
     await createClass()
     await addLoop(398)
     try {
