@@ -1,6 +1,6 @@
 import {errorMessage} from '../errors.js'
 import type {Logger} from '../observe/logger.js'
-import {ContainerGoneError, ContainerHandle} from '../runtime/container-handle.js'
+import {ContainerGoneError, ContainerHandle, type ContainerHandleOptions} from '../runtime/container-handle.js'
 import {hasDevicePrograms} from '../runtime/device-bpf.js'
 import type {CgroupMode} from '../runtime/device-cgroup.js'
 import {applyAccess, currentAccess, UnsupportedProgramError, type HeldAccess} from './access-applier.js'
@@ -36,6 +36,11 @@ export class ContainerReconciler {
   readonly #gone = new Set<string>()
   /** The grant record failed to write (said once until it works again). */
   #recordFailing = false
+  /**
+   * Each container's /dev as judged (its own, or a volume): judging reads the host's mount table, which
+   * waits for every mount and unmount on the node, so it is done once per container process.
+   */
+  readonly #devVerdicts = new Map<string, {readonly pid: number; readonly verdict: NonNullable<ContainerHandleOptions['devVerdict']>}>()
 
   constructor(readonly options: ContainerReconcilerOptions) {
     this.#log = options.logger
@@ -46,18 +51,22 @@ export class ContainerReconciler {
     await this.#record(() => this.options.grants.retain(listed))
     for (const id of this.#unsupported) if (!listed.has(id)) this.#unsupported.delete(id)
     for (const id of this.#gone) if (!listed.has(id)) this.#gone.delete(id)
+    for (const id of this.#devVerdicts.keys()) if (!listed.has(id)) this.#devVerdicts.delete(id)
   }
 
   /** Gives the container exactly its wanted class devices; true when it may hold any of the agent's afterwards. */
   async reconcile(work: ContainerWork, node: NodeView, allocated: ContainerPlanInput['allocated']): Promise<boolean> {
     const {container, request} = work
     try {
-      const handle = await ContainerHandle.open(container, work.pid, {hasDeviceProgram, mode: this.options.cgroupMode})
+      const known = this.#devVerdicts.get(container.id)
+      const handle = await ContainerHandle.open(container, work.pid, {devVerdict: known?.pid === work.pid ? known.verdict : undefined, hasDeviceProgram, mode: this.options.cgroupMode})
       try {
         const holds = await this.#reconcileHandle(handle, work, {...node, allocated})
         this.#gone.delete(container.id)
         return holds
       } finally {
+        const verdict = handle.root.devVerdict
+        if (verdict !== undefined) this.#devVerdicts.set(container.id, {pid: work.pid, verdict})
         handle.close()
       }
     } catch (error) {

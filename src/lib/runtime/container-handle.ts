@@ -23,6 +23,8 @@ export interface ContainerHandleOptions extends Omit<DeviceControlOptions, 'cont
   readonly openat2?: boolean
   /** false: as on a kernel without pidfd_open (tests). */
   readonly pidfd?: boolean
+  /** What an earlier handle of the same process found of its /dev (judged again if its /dev is another mount). */
+  readonly devVerdict?: RootDir['devVerdict']
 }
 
 /**
@@ -61,6 +63,7 @@ export class ContainerHandle {
       const cgroup = cgroupsPath === undefined || cgroupsPath === '' ? undefined : cgroupOfSpec(cgroupsPath)
       const control = await deviceControlOf(pid, {...options, container: {cgroup, id: container.id}})
       root = openRoot(`/proc/${pid}/root`, {openat2: options.openat2})
+      root.devVerdict = options.devVerdict
       if (!pinned.isRunning()) throw new ContainerGoneError(container.id, pid, 'exited while its cgroup and root were looked up')
       return new ContainerHandle(container.id, root, control, pinned)
     } catch (error) {

@@ -78,20 +78,15 @@ export function isContainerCgroup(path: string, container: {readonly id: string;
 /** The device cgroups of a process, from /proc/<pid>/cgroup and the mounted hierarchies, and which one decides. */
 export async function deviceControlOf(pid: number, options: DeviceControlOptions = {}): Promise<DeviceControl> {
   const procRoot = options.procRoot ?? '/proc'
-  const [cgroups, mounts] = await Promise.all([readFile(join(procRoot, String(pid), 'cgroup'), 'utf8'), readFile(join(procRoot, 'self', 'mounts'), 'utf8')])
-  const mountOf = (predicate: (type: string, options: string[]) => boolean): string | undefined =>
-    mounts.split('\n').map((l) => l.split(' ')).find((f) => f.length > 3 && predicate(f[2], f[3].split(',')))?.[1]
+  const [cgroups, roots] = await Promise.all([readFile(join(procRoot, String(pid), 'cgroup'), 'utf8'), cgroupMounts(procRoot)])
   let v1Dir: string | undefined
   let v1Path: string | undefined
   for (const line of cgroups.split('\n')) {
     const [, controllers, path] = /^\d+:([^:]*):(.*)$/.exec(line) ?? []
-    if (controllers?.split(',').includes('devices')) {
-      const root = mountOf((type, mountOptions) => type === 'cgroup' && mountOptions.includes('devices'))
-      if (root !== undefined) [v1Dir, v1Path] = [join(root, path), path]
-    }
+    if (controllers?.split(',').includes('devices') && roots.v1Devices !== undefined) [v1Dir, v1Path] = [join(roots.v1Devices, path), path]
   }
   const unified = /^0::(.*)$/m.exec(cgroups)?.[1]
-  const unifiedRoot = mountOf((type) => type === 'cgroup2')
+  const unifiedRoot = roots.unified
   const unifiedDir = unified === undefined || unifiedRoot === undefined ? undefined : join(unifiedRoot, unified)
   const control = chooseControl(pid, v1Dir, unifiedDir, options)
   const {container} = options
@@ -104,6 +99,31 @@ export async function deviceControlOf(pid: number, options: DeviceControlOptions
     }
   }
   return control
+}
+
+interface CgroupMounts {
+  readonly v1Devices?: string
+  readonly unified?: string
+}
+
+/** The host's, read once: reading a mount table waits for every mount and unmount (runc makes many while pods start). */
+let hostCgroupMounts: Promise<CgroupMounts> | undefined
+
+/** Where the v1 devices hierarchy and the cgroup2 hierarchy are mounted. */
+function cgroupMounts(procRoot: string): Promise<CgroupMounts> {
+  const read = async (): Promise<CgroupMounts> => {
+    const mounts = (await readFile(join(procRoot, 'self', 'mounts'), 'utf8')).split('\n').map((l) => l.split(' ')).filter((f) => f.length > 3)
+    return {
+      unified: mounts.find((f) => f[2] === 'cgroup2')?.[1],
+      v1Devices: mounts.find((f) => f[2] === 'cgroup' && f[3].split(',').includes('devices'))?.[1],
+    }
+  }
+  if (procRoot !== '/proc') return read()
+  hostCgroupMounts ??= read().catch((error: unknown) => {
+    hostCgroupMounts = undefined
+    throw error
+  })
+  return hostCgroupMounts
 }
 
 function chooseControl(pid: number, v1Dir: string | undefined, unifiedDir: string | undefined, options: DeviceControlOptions): DeviceControl {
