@@ -24,6 +24,13 @@ export interface ChangeSourcesOptions {
   readonly onChange: (what: string) => void
 }
 
+/** What runs, as of one containerd generation (any container or task event makes a new one). */
+export interface ListedContainers {
+  readonly containers: RuntimeContainer[]
+  readonly running: ReadonlyMap<string, number>
+  readonly generation: number
+}
+
 const podsResource = {group: '', namespaced: true, plural: 'pods', version: 'v1'}
 const namespacesResource = {group: '', namespaced: false, plural: 'namespaces', version: 'v1'}
 
@@ -80,9 +87,10 @@ export class ChangeSources {
    * The workload containers and the running tasks' PIDs, by container id; undefined while containerd is not
    * connected (what runs is not known then).
    */
-  async containers(): Promise<{containers: RuntimeContainer[]; running: ReadonlyMap<string, number>} | undefined> {
+  async containers(): Promise<ListedContainers | undefined> {
     if (!this.#containerd.connected) return undefined
-    return {containers: await this.#containerd.containers([`labels."${criLabels.kind}"==container`]), running: this.#containerd.running}
+    const {generation, running} = this.#containerd
+    return {containers: await this.#containerd.containers([`labels."${criLabels.kind}"==container`]), generation, running}
   }
 
   pods(): Iterable<NodePod> {

@@ -6,8 +6,8 @@ import type {CgroupMode} from '../runtime/device-cgroup.js'
 import {applyAccess, currentAccess, UnsupportedProgramError, type HeldAccess} from './access-applier.js'
 import type {AgentMetrics} from './agent-metrics.js'
 import {diffAccess} from './container-access.js'
-import {grantsAfter, grantsBefore, type GrantRecord} from './grant-record.js'
-import {planContainer, programAfter, type ContainerPlanInput, type ContainerWork} from './reconcile-plan.js'
+import {grantsAfter, grantsBefore, type GrantRecord, type RecordedGrant} from './grant-record.js'
+import {planContainer, programAfter, type ContainerPlan, type ContainerPlanInput, type ContainerWork} from './reconcile-plan.js'
 
 export interface ContainerReconcilerOptions {
   /** Which device control to change: auto decides per container (v2 when its cgroup2 directory has a device program). */
@@ -19,7 +19,10 @@ export interface ContainerReconcilerOptions {
 }
 
 /** What a batch knows of the node's classes and devices, the same for every container. */
-export type NodeView = Pick<ContainerPlanInput, 'classes' | 'members' | 'known'>
+export type NodeView = Pick<ContainerPlanInput, 'classes' | 'members' | 'known'> & {
+  /** containerd's generation the batch listed: any container or task event since makes a new one. */
+  readonly generation: number
+}
 
 /**
  * Applies one container's plan through a handle that pins it while it changes (its init process by pidfd,
@@ -41,6 +44,13 @@ export class ContainerReconciler {
    * waits for every mount and unmount on the node, so it is done once per container process.
    */
   readonly #devVerdicts = new Map<string, {readonly pid: number; readonly verdict: NonNullable<ContainerHandleOptions['devVerdict']>}>()
+  /**
+   * Containers found exactly as planned, and what that plan was made of (settledKey): one whose plan is the
+   * same again, with no containerd event since, is not looked at. Its cgroup and /proc files take the
+   * kernel's cgroup lock, which pods starting and stopping hold often; a batch about another class's device
+   * must not wait for it. An event of containerd (an update of the container's resources, say) looks again.
+   */
+  readonly #settled = new Map<string, {readonly key: string; readonly holds: boolean}>()
 
   constructor(readonly options: ContainerReconcilerOptions) {
     this.#log = options.logger
@@ -52,17 +62,25 @@ export class ContainerReconciler {
     for (const id of this.#unsupported) if (!listed.has(id)) this.#unsupported.delete(id)
     for (const id of this.#gone) if (!listed.has(id)) this.#gone.delete(id)
     for (const id of this.#devVerdicts.keys()) if (!listed.has(id)) this.#devVerdicts.delete(id)
+    for (const id of this.#settled.keys()) if (!listed.has(id)) this.#settled.delete(id)
   }
 
   /** Gives the container exactly its wanted class devices; true when it may hold any of the agent's afterwards. */
   async reconcile(work: ContainerWork, node: NodeView, allocated: ContainerPlanInput['allocated']): Promise<boolean> {
     const {container, request} = work
+    const plan = planContainer({
+      ...node, allocated, asked: work.asked, ociDevices: container.spec?.linux?.resources?.devices, recorded: this.options.grants.grants(container.id), request,
+    })
+    const settled = this.#settled.get(container.id)
+    if (settled !== undefined && settled.key === settledKey(work, node.generation, plan.wanted, this.options.grants.grants(container.id))) return settled.holds
+    this.#settled.delete(container.id)
     try {
       const known = this.#devVerdicts.get(container.id)
       const handle = await ContainerHandle.open(container, work.pid, {devVerdict: known?.pid === work.pid ? known.verdict : undefined, hasDeviceProgram, mode: this.options.cgroupMode})
       try {
-        const holds = await this.#reconcileHandle(handle, work, {...node, allocated})
+        const {asPlanned, holds} = await this.#reconcileHandle(handle, work, plan)
         this.#gone.delete(container.id)
+        if (asPlanned) this.#settled.set(container.id, {holds, key: settledKey(work, node.generation, plan.wanted, this.options.grants.grants(container.id))})
         return holds
       } finally {
         const verdict = handle.root.devVerdict
@@ -79,10 +97,10 @@ export class ContainerReconciler {
     }
   }
 
-  async #reconcileHandle(handle: ContainerHandle, {asked, container, request}: ContainerWork, node: NodeView & Pick<ContainerPlanInput, 'allocated'>): Promise<boolean> {
+  /** `asPlanned`: the container has exactly the plan's devices now, and the record says so. */
+  async #reconcileHandle(handle: ContainerHandle, {asked, container, request}: ContainerWork, plan: ContainerPlan): Promise<{holds: boolean; asPlanned: boolean}> {
     const {grants, metrics} = this.options
     const recorded = grants.grants(container.id)
-    const plan = planContainer({...node, asked, ociDevices: container.spec?.linux?.resources?.devices, recorded, request})
     let held: HeldAccess
     try {
       held = await currentAccess(handle.control, plan.managed)
@@ -94,13 +112,13 @@ export class ContainerReconciler {
         metrics.errors.inc({kind: 'unsupported-cgroup'})
         this.#log.warn({container: container.id, err: error.message}, 'cannot change the container\'s device program; its devices are left as they are')
       }
-      return false
+      return {asPlanned: false, holds: false}
     }
     let change = diffAccess(held.devices, plan.wanted, plan.base)
     if (change.grant.length === 0 && change.revoke.length === 0) {
       const kept = grantsAfter(recorded, held.devices, change)
-      await this.#record(() => grants.set(container.id, kept))
-      return plan.wanted.size > 0 || kept.length > 0
+      const written = await this.#record(() => grants.set(container.id, kept))
+      return {asPlanned: written, holds: plan.wanted.size > 0 || kept.length > 0}
     }
     let granting = plan.wanted
     if (change.grant.length > 0 && !(await this.#record(() => grants.set(container.id, grantsBefore(recorded, change))))) {
@@ -119,12 +137,12 @@ export class ContainerReconciler {
       metrics.ruleChanges.inc({action: 'revoke'}, change.revoke.length)
     }
     const after = grantsAfter(grants.grants(container.id), held.devices, change)
-    await this.#record(() => grants.set(container.id, after))
+    const written = await this.#record(() => grants.set(container.id, after))
     this.#log.info({
       cgroup: handle.control.mode, container: container.id.slice(0, 12), granted: change.grant.map((a) => `${a.device.devNode} ${a.access}`), pod: `${request.namespace}/${request.pod}`,
       revoked: change.revoke.map((a) => a.device.devNode), workload: request.container,
     }, 'devices updated')
-    return granting.size > 0 || after.length > 0
+    return {asPlanned: written && granting === plan.wanted, holds: granting.size > 0 || after.length > 0}
   }
 
   /**
@@ -144,6 +162,11 @@ export class ContainerReconciler {
       return false
     }
   }
+}
+
+/** What a container's plan is made of: the same again, with no containerd event between, needs no look. */
+function settledKey(work: ContainerWork, generation: number, wanted: ContainerPlan['wanted'], recorded: readonly RecordedGrant[]): string {
+  return JSON.stringify([work.pid, work.asked, generation, [...wanted].map(([id, a]) => [id, a.access, a.device.devNode]), recorded])
 }
 
 /** For --cgroup-mode auto; a host where bpf(2) is refused has no program the agent could replace anyway. */

@@ -53,6 +53,11 @@ export class ContainerdFollower {
     return this.#connected === true
   }
 
+  /** Changes with every container or task event and every connection: what runs may have changed. */
+  get generation(): number {
+    return this.#generation
+  }
+
   /** The running init processes' PIDs by container id, as of the last event. */
   get running(): ReadonlyMap<string, number> {
     return this.#running

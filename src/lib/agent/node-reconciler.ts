@@ -6,9 +6,9 @@ import type {Logger} from '../observe/logger.js'
 import {resourceNameOf} from '../plugins/class-allocation.js'
 import type {PodResources} from '../plugins/kubelet-api.js'
 import {allocatedDevices, listPodResources} from '../plugins/pod-resources.js'
-import type {RuntimeContainer} from '../runtime/containerd-client.js'
 import {decideAccess, limitHoldersOf} from './access-policy.js'
 import type {AgentMetrics} from './agent-metrics.js'
+import type {ListedContainers} from './change-sources.js'
 import type {ClassView} from './class-store.js'
 import {containerRequests, requestKey, type ContainerRequest, type NodePod} from './container-access.js'
 import type {ContainerReconciler} from './container-reconciler.js'
@@ -19,7 +19,7 @@ import type {Holder, StatusReporter} from './status-reporter.js'
 export interface NodeReconcilerOptions {
   readonly nodeName: string
   /** The workload containers and running tasks (ChangeSources.containers); undefined while containerd is away. */
-  readonly containers: () => Promise<{containers: RuntimeContainer[]; running: ReadonlyMap<string, number>} | undefined>
+  readonly containers: () => Promise<ListedContainers | undefined>
   readonly podResourcesSocket: string
   /** Containers changed at the same time. */
   readonly workers: number
@@ -71,7 +71,7 @@ export class NodeReconciler {
     }
     // containerd away: what runs is not known; its reconnect starts a batch.
     if (listed === undefined) return
-    const {containers, running} = listed
+    const {containers, generation, running} = listed
     const listedAt = performance.now()
     const work = containersToReconcile({containers, mayHold: this.#mayHold, requests, running})
     // A class asked for by limit: whether kubelet allocated it (and with allocation Device, which devices) is PodResources'.
@@ -92,7 +92,7 @@ export class NodeReconciler {
     await reconciler.retain(new Set(containers.map((c) => c.id)))
     const decidedAt = performance.now()
     const holding = new Map<string, Holder[]>()
-    const node = {classes, known: (id: string) => members.known(id), members: members.all()}
+    const node = {classes, generation, known: (id: string) => members.known(id), members: members.all()}
     const limit = pLimit(Math.max(1, this.options.workers))
     await Promise.all(admitted.map((w) => limit(async () => {
       const {container, request} = w

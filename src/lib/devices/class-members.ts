@@ -72,10 +72,18 @@ export class ClassMembers {
       const before = members.get(device.id)
       if (action !== 'remove' && inClasses.has(name)) {
         members.set(device.id, device)
-        if (before === undefined || JSON.stringify(before) !== JSON.stringify(device)) touched.add(name)
+        if (before === undefined || !sameDevice(before, device)) touched.add(name)
       } else if (members.delete(device.id)) touched.add(name)
     }
     if (touched.size > 0) this.#known.set(device.id, device)
     return touched
   }
+}
+
+/** Whether two readings of a device say the same (a storm of `change` uevents compares thousands). */
+function sameDevice(a: Device, b: Device): boolean {
+  if (a.devName !== b.devName || a.devNode !== b.devNode || a.devPath !== b.devPath || a.kernelName !== b.kernelName || a.subsystem !== b.subsystem) return false
+  if (a.type !== b.type || a.major !== b.major || a.minor !== b.minor || a.devType !== b.devType) return false
+  const keys = Object.keys(a.properties)
+  return keys.length === Object.keys(b.properties).length && keys.every((k) => a.properties[k] === b.properties[k])
 }
