@@ -6,6 +6,7 @@ import type {KubeClient} from '../../src/lib/kube/kube-client.js'
 import {ControlPlane} from '../controlplane/control-plane.js'
 import {ensureBinaries} from '../controlplane/paths.js'
 import {missingPrerequisite} from './prerequisites.js'
+import {stopAtRunEnd} from './run-end.js'
 
 const log = (line: string): void => {
   process.stderr.write(`      ${line}\n`)
@@ -53,3 +54,5 @@ export async function stopAllControlPlanes(): Promise<void> {
     await rm(dir, {force: true, recursive: true})
   }
 }
+
+stopAtRunEnd(stopAllControlPlanes)

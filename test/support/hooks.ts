@@ -1,8 +1,7 @@
-// Loaded by mocha (.mocharc.cjs "require"): stops the test node and every control plane the run started.
-import {stopAllControlPlanes} from './cluster.js'
-import {stopTestNode} from './test-node.js'
+// Loaded by mocha (.mocharc.cjs "require"): at the end of the run, stops what the run started (the test node,
+// then every control plane), each registered by the support module that started it (run-end.ts).
+import {stopRegistered} from './run-end.js'
 
 export async function mochaGlobalTeardown(): Promise<void> {
-  // The node first: kubelet must not outlive its control plane, and the host must be put back.
-  await stopTestNode().finally(stopAllControlPlanes)
+  await stopRegistered()
 }

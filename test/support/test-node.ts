@@ -11,6 +11,7 @@ import {outsideTestNetns} from '../node/netns.js'
 import {TestNode} from '../node/node.js'
 import {startControlPlane} from './cluster.js'
 import {missingPrerequisite} from './prerequisites.js'
+import {stopAtRunEnd} from './run-end.js'
 import {waitFor} from './wait.js'
 
 export interface NodeEnv {
@@ -61,6 +62,8 @@ export async function stopTestNode(): Promise<void> {
   if (dir !== undefined) await rm(dir, {force: true, recursive: true})
   if (left.length > 0) throw new Error(`the test node left things on the host: ${left.join('; ')}`)
 }
+
+stopAtRunEnd(stopTestNode)
 
 export interface PodSpec {
   readonly name: string

@@ -1,0 +1,24 @@
+const stops: Array<() => Promise<void>> = []
+
+/**
+ * Has `stop` run when the test run ends (test/support/hooks.ts). A support module that starts something for the
+ * run registers its stop as it is loaded, so a run that never loads it (the unit tests) loads none of it. The
+ * last registered stops first: a module registers after the modules it imports, so the test node stops before
+ * the control plane it needs.
+ */
+export function stopAtRunEnd(stop: () => Promise<void>): void {
+  stops.push(stop)
+}
+
+/** Runs every registered stop, the last registered first; each one runs even after another failed, and the first failure is thrown. */
+export async function stopRegistered(): Promise<void> {
+  let failure: unknown
+  for (const stop of stops.splice(0).reverse()) {
+    try {
+      await stop()
+    } catch (error) {
+      failure ??= error
+    }
+  }
+  if (failure !== undefined) throw failure
+}
