@@ -38,7 +38,9 @@ if (!canUseLoopControl()) {
   process.exit(2)
 }
 const log = (line: string): void => void process.stderr.write(`${line}\n`)
-log(`bench:agent: 2 x ${cycles} hot-plug cycles, a 10,000-uevent storm, 65 s idle, ${podCount} pods with ${classCount} classes; about ${Math.ceil(cycles * 1.8 / 60 + podCount * 0.6 / 60) + 4} minutes`)
+log(
+  `bench:agent: 2 x ${cycles} hot-plug cycles, a 10,000-uevent storm, 65 s idle, ${podCount} pods with ${classCount} classes; about ${Math.ceil((cycles * 1.8) / 60 + (podCount * 0.6) / 60) + 4} minutes`,
+)
 
 const loopIndex = 410
 /** The loop device of the background load and the storm: in class bench-busy, which no pod asks for. */
@@ -49,7 +51,14 @@ const classNames = ['bench-hot', ...Array.from({length: classCount - 1}, (_, i) 
 for (const [i, name] of [...classNames, 'bench-busy'].entries()) {
   // bench-busy has the busy device; the others match nothing: they cost what classes cost.
   const devName = i === 0 ? `loop${loopIndex}` : name === 'bench-busy' ? `loop${busyLoop}` : `nfdctl-bench-none-${i}`
-  await env.client.request('POST', classesPath, {body: {apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', metadata: {name}, spec: {allocation: 'Class', annotationAccess: {namespaceSelector: {}}, capacity: 100, match: [{devName, subsystem: 'block'}]}}})
+  await env.client.request('POST', classesPath, {
+    body: {
+      apiVersion: 'devices.nfdctl.io/v1alpha1',
+      kind: 'DeviceClass',
+      metadata: {name},
+      spec: {allocation: 'Class', annotationAccess: {namespaceSelector: {}}, capacity: 100, match: [{devName, subsystem: 'block'}]},
+    },
+  })
 }
 /** Plugs the busy device in or out: a real uevent that changes a class. */
 const toggleBusy = async (plugged: boolean): Promise<void> => {
@@ -57,10 +66,29 @@ const toggleBusy = async (plugged: boolean): Promise<void> => {
 }
 const metricsPort = await freePort()
 const startAgent = async (): Promise<CliProcess> => {
-  const cli = new CliProcess([
-    'devices', 'agent', '--kubeconfig', env.plane.kubeconfig, '--node-name', env.node.name, '--containerd-address', env.node.containerd.socket,
-    '--pod-resources-socket', env.node.kubelet.podResourcesSocket, '--state-dir', join(env.dir, 'agent-state'), '--metrics-port', String(metricsPort), '--log-format', 'json',
-  ], env.bin, undefined, 'shebang')
+  const cli = new CliProcess(
+    [
+      'devices',
+      'agent',
+      '--kubeconfig',
+      env.plane.kubeconfig,
+      '--node-name',
+      env.node.name,
+      '--containerd-address',
+      env.node.containerd.socket,
+      '--pod-resources-socket',
+      env.node.kubelet.podResourcesSocket,
+      '--state-dir',
+      join(env.dir, 'agent-state'),
+      '--metrics-port',
+      String(metricsPort),
+      '--log-format',
+      'json',
+    ],
+    env.bin,
+    undefined,
+    'shebang',
+  )
   await cli.waitForLine<{class?: string; state?: string}>('the classes registered', (l) => l.class === 'bench-hot' && l.state === 'registered', 30_000)
   return cli
 }
@@ -116,21 +144,25 @@ try {
       const applied = cli.json<{msg: string; time: number; granted?: string[]}>().find((l) => l.msg === 'devices updated' && l.granted?.length && l.time >= added.at - 1)
       if (applied !== undefined) appliedMs.push(applied.time - added.at)
       if ((await loopControlAsync('remove', loopIndex)) < 0) throw new Error('loop remove failed')
-      await waitFor('the node gone from the container', async () => {
-        try {
-          await env.node.exec(hotPod, ['ls', `/dev/loop${loopIndex}`])
-          return false
-        } catch {
-          return true
-        }
-      }, {timeoutMs: 10_000})
+      await waitFor(
+        'the node gone from the container',
+        async () => {
+          try {
+            await env.node.exec(hotPod, ['ls', `/dev/loop${loopIndex}`])
+            return false
+          } catch {
+            return true
+          }
+        },
+        {timeoutMs: 10_000},
+      )
     }
     return {appliedMs, usable}
   }
 
   const lone = await hotPlugCycles(agent, cycles, 'lone')
 
-  log('the same under background load: another class\'s device plugged in or out 20 times a second, a pod starting every second')
+  log("the same under background load: another class's device plugged in or out 20 times a second, a pod starting every second")
   const batchesBeforeLoad = await batchCount()
   const batchSecondsBeforeLoad = await batchSeconds()
   let loading = true
@@ -201,10 +233,14 @@ try {
 
   log(`starting ${podCount} pods`)
   for (let i = 0; i < podCount; i++) await env.client.request('POST', '/api/v1/namespaces/default/pods', {body: podBody(`bench-pod-${i}`, classNames[i % classNames.length])})
-  await waitFor(`${podCount} pods running`, async () => {
-    const list = await env.client.request<{items: Array<{status?: {phase?: string}}>}>('GET', '/api/v1/namespaces/default/pods')
-    return list.items.filter((p) => p.status?.phase === 'Running').length >= podCount + 1
-  }, {intervalMs: 1000, timeoutMs: 15 * 60_000})
+  await waitFor(
+    `${podCount} pods running`,
+    async () => {
+      const list = await env.client.request<{items: Array<{status?: {phase?: string}}>}>('GET', '/api/v1/namespaces/default/pods')
+      return list.items.filter((p) => p.status?.phase === 'Running').length >= podCount + 1
+    },
+    {intervalMs: 1000, timeoutMs: 15 * 60_000},
+  )
   // Steady state: their batches are done and V8's memory reducer, which runs some 20 s after a burst, has
   // given the burst's heap back (peak is reported beside it).
   await sleep(35_000)
@@ -213,20 +249,34 @@ try {
   const p95 = percentile(lone.usable, 95)
   const loadedP95 = percentile(loaded.usable, 95)
   const slowestHealthz = Math.max(...healthz)
-  process.stdout.write([
-    `devices agent (installed CLI) on a real kubelet v1.37.2: ${cycles} hot-plug cycles alone and ${cycles} under load; ${podCount} pods, ${classCount} classes`,
-    row('uevent → usable in the container, p50 / p95', `${percentile(lone.usable, 50).toFixed(1)} / ${p95.toFixed(1)} ms`, `budget p95 <= 50 ms: ${verdict(p95 <= 50)}`),
-    row('  of which: uevent → the agent\'s "devices updated" line', `${percentile(lone.appliedMs, 50).toFixed(1)} / ${percentile(lone.appliedMs, 95).toFixed(1)} ms`, '(where the time goes; no budget)'),
-    row('the same under load (20 uevents/s, a pod a second), p50 / p95', `${percentile(loaded.usable, 50).toFixed(1)} / ${loadedP95.toFixed(1)} ms`, `budget p95 <= 20 ms: ${verdict(loadedP95 <= 20)}; max ${Math.max(...loaded.usable).toFixed(1)} ms`),
-    row('  of which: uevent → the agent\'s "devices updated" line', `${percentile(loaded.appliedMs, 50).toFixed(1)} / ${percentile(loaded.appliedMs, 95).toFixed(1)} ms`, '(where the time goes; no budget)'),
-    row('  batches during the load', `${loadBatches} in ${loadSeconds.toFixed(0)} s`, `(group commit; ${loadBatchMs.toFixed(1)} ms a batch on average)`),
-    row('10,000 change uevents of a class device', `${stormBatches} batches`, `(made in ${stormSeconds.toFixed(1)} s; a change that changes nothing starts no batch; no budget)`),
-    row('  /healthz during the storm, slowest', `${slowestHealthz.toFixed(0)} ms`, `budget < 1000 ms: ${verdict(slowestHealthz < 1000)}`),
-    row('idle CPU over 30 s (35-65 s after the last event)', `${(100 * idleCpu).toFixed(2)} % of a core`, `budget <= 0.5 %: ${verdict(idleCpu <= 0.005)}`),
-    row('  the 30 s before (5-35 s after; memory reducer)', `${(100 * afterBurstCpu).toFixed(2)} % of a core`, '(once after each burst; no budget)'),
-    row(`RSS with ${podCount} pods, ${classCount} classes`, `${memory.rssMb.toFixed(0)} MB`, `budget <= 90 MB: ${verdict(memory.rssMb <= 90)} (peak ${memory.peakMb.toFixed(0)} MB)`),
-    row('the Go agent', '200 ms quiet', 'window plus 10 ms polling: ≥ 200 ms per hot-plug'),
-  ].join('\n') + '\n')
+  process.stdout.write(
+    [
+      `devices agent (installed CLI) on a real kubelet v1.37.2: ${cycles} hot-plug cycles alone and ${cycles} under load; ${podCount} pods, ${classCount} classes`,
+      row('uevent → usable in the container, p50 / p95', `${percentile(lone.usable, 50).toFixed(1)} / ${p95.toFixed(1)} ms`, `budget p95 <= 50 ms: ${verdict(p95 <= 50)}`),
+      row(
+        '  of which: uevent → the agent\'s "devices updated" line',
+        `${percentile(lone.appliedMs, 50).toFixed(1)} / ${percentile(lone.appliedMs, 95).toFixed(1)} ms`,
+        '(where the time goes; no budget)',
+      ),
+      row(
+        'the same under load (20 uevents/s, a pod a second), p50 / p95',
+        `${percentile(loaded.usable, 50).toFixed(1)} / ${loadedP95.toFixed(1)} ms`,
+        `budget p95 <= 20 ms: ${verdict(loadedP95 <= 20)}; max ${Math.max(...loaded.usable).toFixed(1)} ms`,
+      ),
+      row(
+        '  of which: uevent → the agent\'s "devices updated" line',
+        `${percentile(loaded.appliedMs, 50).toFixed(1)} / ${percentile(loaded.appliedMs, 95).toFixed(1)} ms`,
+        '(where the time goes; no budget)',
+      ),
+      row('  batches during the load', `${loadBatches} in ${loadSeconds.toFixed(0)} s`, `(group commit; ${loadBatchMs.toFixed(1)} ms a batch on average)`),
+      row('10,000 change uevents of a class device', `${stormBatches} batches`, `(made in ${stormSeconds.toFixed(1)} s; a change that changes nothing starts no batch; no budget)`),
+      row('  /healthz during the storm, slowest', `${slowestHealthz.toFixed(0)} ms`, `budget < 1000 ms: ${verdict(slowestHealthz < 1000)}`),
+      row('idle CPU over 30 s (35-65 s after the last event)', `${(100 * idleCpu).toFixed(2)} % of a core`, `budget <= 0.5 %: ${verdict(idleCpu <= 0.005)}`),
+      row('  the 30 s before (5-35 s after; memory reducer)', `${(100 * afterBurstCpu).toFixed(2)} % of a core`, '(once after each burst; no budget)'),
+      row(`RSS with ${podCount} pods, ${classCount} classes`, `${memory.rssMb.toFixed(0)} MB`, `budget <= 90 MB: ${verdict(memory.rssMb <= 90)} (peak ${memory.peakMb.toFixed(0)} MB)`),
+      row('the Go agent', '200 ms quiet', 'window plus 10 ms polling: ≥ 200 ms per hot-plug'),
+    ].join('\n') + '\n',
+  )
   process.exitCode = p95 <= 50 && loadedP95 <= 20 && slowestHealthz < 1000 && idleCpu <= 0.005 && memory.rssMb <= 90 ? 0 : 1
 } finally {
   await agent?.stop('SIGTERM')
@@ -261,8 +311,15 @@ async function deletePod(name: string): Promise<void> {
 /** A pod of one busybox container; asking for a class by annotation when given one. */
 function podBody(name: string, className?: string): object {
   return {
-    apiVersion: 'v1', kind: 'Pod', metadata: {annotations: className === undefined ? {} : {'devices.nfdctl.io/main': className}, name},
-    spec: {automountServiceAccountToken: false, containers: [{command: ['sleep', '36000'], image: 'localhost/nfdctl-test/busybox:1', imagePullPolicy: 'Never', name: 'main'}], nodeName: env.node.name, terminationGracePeriodSeconds: 0},
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: {annotations: className === undefined ? {} : {'devices.nfdctl.io/main': className}, name},
+    spec: {
+      automountServiceAccountToken: false,
+      containers: [{command: ['sleep', '36000'], image: 'localhost/nfdctl-test/busybox:1', imagePullPolicy: 'Never', name: 'main'}],
+      nodeName: env.node.name,
+      terminationGracePeriodSeconds: 0,
+    },
   }
 }
 

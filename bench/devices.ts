@@ -51,8 +51,28 @@ report(`scan all devices (${count} devices), p50`, `${percentile(scanTimes, 50).
 
 // 2. Parse throughput.
 const samples = [
-  ['add@/devices/virtual/block/loop200', 'ACTION=add', 'DEVPATH=/devices/virtual/block/loop200', 'SUBSYSTEM=block', 'MAJOR=7', 'MINOR=200', 'DEVNAME=loop200', 'DEVTYPE=disk', 'DISKSEQ=31', 'SEQNUM=830'],
-  ['add@/devices/pci0000:00/0000:00:14.0/usb1/1-1/1-1:1.0/ttyUSB0/tty/ttyUSB0', 'ACTION=add', 'DEVPATH=/devices/pci0000:00/0000:00:14.0/usb1/1-1/1-1:1.0/ttyUSB0/tty/ttyUSB0', 'SUBSYSTEM=tty', 'MAJOR=188', 'MINOR=0', 'DEVNAME=ttyUSB0', 'SEQNUM=4242'],
+  [
+    'add@/devices/virtual/block/loop200',
+    'ACTION=add',
+    'DEVPATH=/devices/virtual/block/loop200',
+    'SUBSYSTEM=block',
+    'MAJOR=7',
+    'MINOR=200',
+    'DEVNAME=loop200',
+    'DEVTYPE=disk',
+    'DISKSEQ=31',
+    'SEQNUM=830',
+  ],
+  [
+    'add@/devices/pci0000:00/0000:00:14.0/usb1/1-1/1-1:1.0/ttyUSB0/tty/ttyUSB0',
+    'ACTION=add',
+    'DEVPATH=/devices/pci0000:00/0000:00:14.0/usb1/1-1/1-1:1.0/ttyUSB0/tty/ttyUSB0',
+    'SUBSYSTEM=tty',
+    'MAJOR=188',
+    'MINOR=0',
+    'DEVNAME=ttyUSB0',
+    'SEQNUM=4242',
+  ],
   ['remove@/devices/virtual/bdi/7:200', 'ACTION=remove', 'DEVPATH=/devices/virtual/bdi/7:200', 'SUBSYSTEM=bdi', 'SEQNUM=831'],
 ].map((parts) => Buffer.from(parts.join('\0') + '\0'))
 const total = 300_000
@@ -69,7 +89,10 @@ if (!canUseLoopControl()) {
 } else {
   const dir = mkdtempSync(join(tmpdir(), 'nfdctl-bench-devices-'))
   const classFile = join(dir, 'classes.yaml')
-  writeFileSync(classFile, 'apiVersion: devices.nfdctl.io/v1alpha1\nkind: DeviceClass\nmetadata: {name: bench-loops}\nspec:\n  match: [{subsystem: block, devName: "loop2[0-9][0-9]"}]\n---\napiVersion: devices.nfdctl.io/v1alpha1\nkind: DeviceClass\nmetadata: {name: null-device}\nspec:\n  match: [{subsystem: mem, devName: "null"}]\n')
+  writeFileSync(
+    classFile,
+    'apiVersion: devices.nfdctl.io/v1alpha1\nkind: DeviceClass\nmetadata: {name: bench-loops}\nspec:\n  match: [{subsystem: block, devName: "loop2[0-9][0-9]"}]\n---\napiVersion: devices.nfdctl.io/v1alpha1\nkind: DeviceClass\nmetadata: {name: null-device}\nspec:\n  match: [{subsystem: mem, devName: "null"}]\n',
+  )
   const watch = new CliProcess(['devices', 'list', '--class-file', classFile, '--watch', '-o', 'json'], join(repoRoot, 'bin/run.js'))
   const index = 200 + Math.floor(Math.random() * 50)
   const ueventAt = new Map<string, number>()

@@ -12,9 +12,11 @@ const {openCluster} = await import(pathToFileURL(join(pkg, 'dist/lib/kube/connec
 const paths = readFileSync(0, 'utf8').split('\n').filter(Boolean)
 const {client} = await openCluster({kubeconfig}, {maxConnections: 64})
 let next = 0
-await Promise.all(Array.from({length: 64}, async () => {
-  while (next < paths.length) await client.request('DELETE', paths[next++])
-}))
+await Promise.all(
+  Array.from({length: 64}, async () => {
+    while (next < paths.length) await client.request('DELETE', paths[next++])
+  }),
+)
 client.close()
 const cpu = process.cpuUsage()
 process.stdout.write(`${(cpu.user + cpu.system) / 1e6}\n`)

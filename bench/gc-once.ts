@@ -113,7 +113,9 @@ try {
     await quiesce()
     freshRuns.push(await runFreshDeleteLoop(env, paths))
     const {concurrency: w, durationMs} = gcRun.report
-    log(`round ${round}: gc once ${gcRun.seconds.toFixed(2)} s (sweep ${(durationMs / 1000).toFixed(2)} s, CPU ${gcRun.cpuSeconds.toFixed(2)} s, window ${w.lowest}-${w.highest}, final ${w.final}), warm loop ${warmRuns.at(-1)!.toFixed(2)} s (CPU ${warmCpu.at(-1)!.toFixed(2)} s), the same loop in a fresh process ${freshRuns.at(-1)!.seconds.toFixed(2)} s (CPU ${freshRuns.at(-1)!.cpuSeconds.toFixed(2)} s)`)
+    log(
+      `round ${round}: gc once ${gcRun.seconds.toFixed(2)} s (sweep ${(durationMs / 1000).toFixed(2)} s, CPU ${gcRun.cpuSeconds.toFixed(2)} s, window ${w.lowest}-${w.highest}, final ${w.final}), warm loop ${warmRuns.at(-1)!.toFixed(2)} s (CPU ${warmCpu.at(-1)!.toFixed(2)} s), the same loop in a fresh process ${freshRuns.at(-1)!.seconds.toFixed(2)} s (CPU ${freshRuns.at(-1)!.cpuSeconds.toFixed(2)} s)`,
+    )
   }
   const median = <T>(items: readonly T[], key: (item: T) => number): T => [...items].sort((a, b) => key(a) - key(b))[Math.floor(items.length / 2)]!
   const {report, seconds: gcSeconds} = median(gcRuns, (r) => r.seconds)
@@ -128,21 +130,35 @@ try {
   const gcRate = stale / gcSeconds
   const ceilingRate = stale / ceilingSeconds
   const ratio = gcRate / ceilingRate
-  process.stdout.write([
-    `gc once (installed CLI): ${nodes} nodes, ${2 * nodes} live objects, ${stale} stale; concurrency ${concurrency ?? 'default'}, qps ${qps ?? 'none (default)'}, list-size ${values['list-size']}; medians of ${rounds} alternating rounds`,
-    `CPUs: ${cpus === undefined ? 'shared: the control plane and the clients on all' : `split: the control plane on ${cpus.server}, the clients on ${cpus.clients}`}`,
-    row('wall time (whole process)', `${gcSeconds.toFixed(2)} s`, `(rounds: ${gcRuns.map((r) => r.seconds.toFixed(1)).join(', ')} s)`),
-    row('objects deleted per second', gcRate.toFixed(0)),
-    row('API requests', String(report.apiRequests), `(${Math.ceil((2 * nodes + stale) / Number(values['list-size']))}+ lists, ${stale} deletes)`),
-    row('peak RSS (highest of the rounds)', `${(peakRss / 1024 / 1024).toFixed(0)} MB`, `budget <= 100 MB: ${verdict(peakRss <= 100 * 1024 * 1024)}`),
-    row('429 answers / window', `${report.apiThrottled} / ${report.concurrency.lowest}-${report.concurrency.highest}`),
-    row('plain concurrent DELETEs, warm loop', `${(stale / warmSeconds).toFixed(0)} /s`, `(${stale} deletes in ${warmSeconds.toFixed(2)} s, ${ceilingConcurrency} in flight, in this process; rounds: ${warmRuns.map((x) => x.toFixed(1)).join(', ')} s)`),
-    row('the same loop in a fresh process', `${(stale / freshSeconds).toFixed(0)} /s`, `(${freshSeconds.toFixed(2)} s from its start; rounds: ${freshRuns.map((r) => r.seconds.toFixed(1)).join(', ')} s)`),
-    row('ceiling: the faster of the two', `${ceilingRate.toFixed(0)} /s`, `(${ceilingWhich})`),
-    row('client CPU (user + system), median', `${median(gcRuns, (r) => r.cpuSeconds).cpuSeconds.toFixed(2)} s`, `(warm loop: ${median(warmCpu, (s) => s).toFixed(2)} s, fresh loop: ${median(freshRuns, (r) => r.cpuSeconds).cpuSeconds.toFixed(2)} s${cpus === undefined ? '; the API server and etcd share the same cores' : ''})`),
-    row('gc once / ceiling', `${(100 * ratio).toFixed(0)}%`, `budget >= 90%: ${verdict(ratio >= 0.9)}`),
-    '',
-  ].join('\n'))
+  process.stdout.write(
+    [
+      `gc once (installed CLI): ${nodes} nodes, ${2 * nodes} live objects, ${stale} stale; concurrency ${concurrency ?? 'default'}, qps ${qps ?? 'none (default)'}, list-size ${values['list-size']}; medians of ${rounds} alternating rounds`,
+      `CPUs: ${cpus === undefined ? 'shared: the control plane and the clients on all' : `split: the control plane on ${cpus.server}, the clients on ${cpus.clients}`}`,
+      row('wall time (whole process)', `${gcSeconds.toFixed(2)} s`, `(rounds: ${gcRuns.map((r) => r.seconds.toFixed(1)).join(', ')} s)`),
+      row('objects deleted per second', gcRate.toFixed(0)),
+      row('API requests', String(report.apiRequests), `(${Math.ceil((2 * nodes + stale) / Number(values['list-size']))}+ lists, ${stale} deletes)`),
+      row('peak RSS (highest of the rounds)', `${(peakRss / 1024 / 1024).toFixed(0)} MB`, `budget <= 100 MB: ${verdict(peakRss <= 100 * 1024 * 1024)}`),
+      row('429 answers / window', `${report.apiThrottled} / ${report.concurrency.lowest}-${report.concurrency.highest}`),
+      row(
+        'plain concurrent DELETEs, warm loop',
+        `${(stale / warmSeconds).toFixed(0)} /s`,
+        `(${stale} deletes in ${warmSeconds.toFixed(2)} s, ${ceilingConcurrency} in flight, in this process; rounds: ${warmRuns.map((x) => x.toFixed(1)).join(', ')} s)`,
+      ),
+      row(
+        'the same loop in a fresh process',
+        `${(stale / freshSeconds).toFixed(0)} /s`,
+        `(${freshSeconds.toFixed(2)} s from its start; rounds: ${freshRuns.map((r) => r.seconds.toFixed(1)).join(', ')} s)`,
+      ),
+      row('ceiling: the faster of the two', `${ceilingRate.toFixed(0)} /s`, `(${ceilingWhich})`),
+      row(
+        'client CPU (user + system), median',
+        `${median(gcRuns, (r) => r.cpuSeconds).cpuSeconds.toFixed(2)} s`,
+        `(warm loop: ${median(warmCpu, (s) => s).toFixed(2)} s, fresh loop: ${median(freshRuns, (r) => r.cpuSeconds).cpuSeconds.toFixed(2)} s${cpus === undefined ? '; the API server and etcd share the same cores' : ''})`,
+      ),
+      row('gc once / ceiling', `${(100 * ratio).toFixed(0)}%`, `budget >= 90%: ${verdict(ratio >= 0.9)}`),
+      '',
+    ].join('\n'),
+  )
   process.exitCode = ratio >= 0.9 && peakRss <= 100 * 1024 * 1024 ? 0 : 1
 } finally {
   await env.close()

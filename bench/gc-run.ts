@@ -60,17 +60,19 @@ try {
   const steadyOk = steadyMb <= budgets.steadyMb
   const peakOk = after.peakMb <= budgets.peakMb
   const p95Ok = p95 <= budgets.reactionP95Ms
-  process.stdout.write([
-    `gc run (installed CLI): ${nodes} nodes, ${2 * nodes} objects, --grace-period 0; ${deletions} node deletions one after another; a pool of ${scaleDown} nodes (${2 * scaleDown} objects) added, then scaled down at once`,
-    row('steady RSS, idle after the first sweep', `${steadyMb.toFixed(0)} MB`, `budget <= ${budgets.steadyMb} MB: ${verdict(steadyOk)}`),
-    row('node deletion -> objects gone, p50', `${percentile(latencies, 50).toFixed(0)} ms`),
-    row('node deletion -> objects gone, p95', `${p95.toFixed(0)} ms`, `budget <= ${budgets.reactionP95Ms} ms: ${verdict(p95Ok)}`),
-    row('node deletion -> objects gone, max', `${Math.max(...latencies).toFixed(0)} ms`),
-    row(`scale-down: ${2 * scaleDown} objects gone after`, `${cleanupSeconds.toFixed(1)} s`, `(its ${scaleDown} node DELETEs took ${(nodesDeletedMs / 1000).toFixed(1)} s)`),
-    row('steady RSS, idle after the scale-down', `${after.rssMb.toFixed(0)} MB`),
-    row('peak RSS of gc run (whole run)', `${after.peakMb.toFixed(0)} MB`, `budget <= ${budgets.peakMb} MB: ${verdict(peakOk)}`),
-    '',
-  ].join('\n'))
+  process.stdout.write(
+    [
+      `gc run (installed CLI): ${nodes} nodes, ${2 * nodes} objects, --grace-period 0; ${deletions} node deletions one after another; a pool of ${scaleDown} nodes (${2 * scaleDown} objects) added, then scaled down at once`,
+      row('steady RSS, idle after the first sweep', `${steadyMb.toFixed(0)} MB`, `budget <= ${budgets.steadyMb} MB: ${verdict(steadyOk)}`),
+      row('node deletion -> objects gone, p50', `${percentile(latencies, 50).toFixed(0)} ms`),
+      row('node deletion -> objects gone, p95', `${p95.toFixed(0)} ms`, `budget <= ${budgets.reactionP95Ms} ms: ${verdict(p95Ok)}`),
+      row('node deletion -> objects gone, max', `${Math.max(...latencies).toFixed(0)} ms`),
+      row(`scale-down: ${2 * scaleDown} objects gone after`, `${cleanupSeconds.toFixed(1)} s`, `(its ${scaleDown} node DELETEs took ${(nodesDeletedMs / 1000).toFixed(1)} s)`),
+      row('steady RSS, idle after the scale-down', `${after.rssMb.toFixed(0)} MB`),
+      row('peak RSS of gc run (whole run)', `${after.peakMb.toFixed(0)} MB`, `budget <= ${budgets.peakMb} MB: ${verdict(peakOk)}`),
+      '',
+    ].join('\n'),
+  )
   process.exitCode = steadyOk && peakOk && p95Ok ? 0 : 1
 } finally {
   await env.close()

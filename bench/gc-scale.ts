@@ -37,10 +37,14 @@ try {
     await seedNodesWithObjects(client, names.slice(i, i + chunk), 'nfd', 64)
     log(`seeded ${Math.min(i + chunk, nodes)} of ${nodes} nodes with their objects`)
   }
-  await inParallel([...Array(stale / 2).keys()].map((i) => `gone-${i}`), 64, async (node) => {
-    await createNodeFeature(client, 'nfd', node, node)
-    await createTopology(client, node)
-  })
+  await inParallel(
+    [...Array(stale / 2).keys()].map((i) => `gone-${i}`),
+    64,
+    async (node) => {
+      await createNodeFeature(client, 'nfd', node, node)
+      await createTopology(client, node)
+    },
+  )
   const seedSeconds = (performance.now() - seedStarted) / 1000
   const seeded = 3 * nodes + stale
   log(`seeded ${seeded} objects in ${seedSeconds.toFixed(0)} s (${(seeded / seedSeconds).toFixed(0)} /s)`)
@@ -58,18 +62,24 @@ try {
 
   const p95 = percentile(latencies, 95)
   const lists = report.apiRequests - stale
-  process.stdout.write([
-    `gc at scale (installed CLI): ${nodes} nodes, ${2 * nodes} live objects, ${stale} stale; seeded in ${seedSeconds.toFixed(0)} s`,
-    row('gc once: full sweep (whole process)', `${sweepSeconds.toFixed(1)} s`, `budget <= ${budgets.sweepSeconds} s: ${verdict(sweepSeconds <= budgets.sweepSeconds)}`),
-    row('gc once: API requests', String(report.apiRequests), `(${lists} list pages, ${stale} deletes; 429s ${report.apiThrottled}, window ${report.concurrency.lowest}-${report.concurrency.highest})`),
-    row('gc once: peak RSS', `${oncePeakMb.toFixed(0)} MB`),
-    row('gc run: start-up to first sweep done', `${startupSeconds.toFixed(1)} s`),
-    row('gc run: node deletion -> objects gone, p50', `${percentile(latencies, 50).toFixed(0)} ms`),
-    row('gc run: node deletion -> objects gone, p95', `${p95.toFixed(0)} ms`, `budget <= ${budgets.reactionP95Ms} ms: ${verdict(p95 <= budgets.reactionP95Ms)}`),
-    row('gc run: steady RSS after the deletions', `${run.rssMb.toFixed(0)} MB`),
-    row('gc run: peak RSS', `${run.peakMb.toFixed(0)} MB`, `budget <= ${budgets.runPeakMb} MB: ${verdict(run.peakMb <= budgets.runPeakMb)}`),
-    '',
-  ].join('\n'))
+  process.stdout.write(
+    [
+      `gc at scale (installed CLI): ${nodes} nodes, ${2 * nodes} live objects, ${stale} stale; seeded in ${seedSeconds.toFixed(0)} s`,
+      row('gc once: full sweep (whole process)', `${sweepSeconds.toFixed(1)} s`, `budget <= ${budgets.sweepSeconds} s: ${verdict(sweepSeconds <= budgets.sweepSeconds)}`),
+      row(
+        'gc once: API requests',
+        String(report.apiRequests),
+        `(${lists} list pages, ${stale} deletes; 429s ${report.apiThrottled}, window ${report.concurrency.lowest}-${report.concurrency.highest})`,
+      ),
+      row('gc once: peak RSS', `${oncePeakMb.toFixed(0)} MB`),
+      row('gc run: start-up to first sweep done', `${startupSeconds.toFixed(1)} s`),
+      row('gc run: node deletion -> objects gone, p50', `${percentile(latencies, 50).toFixed(0)} ms`),
+      row('gc run: node deletion -> objects gone, p95', `${p95.toFixed(0)} ms`, `budget <= ${budgets.reactionP95Ms} ms: ${verdict(p95 <= budgets.reactionP95Ms)}`),
+      row('gc run: steady RSS after the deletions', `${run.rssMb.toFixed(0)} MB`),
+      row('gc run: peak RSS', `${run.peakMb.toFixed(0)} MB`, `budget <= ${budgets.runPeakMb} MB: ${verdict(run.peakMb <= budgets.runPeakMb)}`),
+      '',
+    ].join('\n'),
+  )
   process.exitCode = sweepSeconds <= budgets.sweepSeconds && p95 <= budgets.reactionP95Ms && run.peakMb <= budgets.runPeakMb ? 0 : 1
 } finally {
   await env.close()

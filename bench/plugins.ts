@@ -39,13 +39,16 @@ log(`bench:plugins: ${cycles} loop add/remove cycles and ${restarts} kubelet res
 const loopIndex = 400
 const env = await startNodeBench(log)
 const classFile = join(env.dir, 'classes.yaml')
-await writeFile(classFile, `apiVersion: devices.nfdctl.io/v1alpha1
+await writeFile(
+  classFile,
+  `apiVersion: devices.nfdctl.io/v1alpha1
 kind: DeviceClass
 metadata: {name: bench-loop}
 spec:
   match: [{subsystem: block, devName: "loop${loopIndex}"}]
   allocation: Device
-`)
+`,
+)
 const resource = 'devices.nfdctl.io/bench-loop'
 const serve = new CliProcess(['plugins', 'serve', '--class-file', classFile, '--node-name', env.node.name, '--metrics-port', '0', '--log-format', 'json'], env.bin, undefined, 'shebang')
 interface LogLine {
@@ -53,7 +56,11 @@ interface LogLine {
   state?: string
   time: number
 }
-const registrations = (): number[] => serve.json<LogLine>().filter((l) => l.class === 'bench-loop' && l.state === 'registered').map((l) => l.time)
+const registrations = (): number[] =>
+  serve
+    .json<LogLine>()
+    .filter((l) => l.class === 'bench-loop' && l.state === 'registered')
+    .map((l) => l.time)
 const allocatable = async (): Promise<number> => {
   const node = await env.client.request<{status?: {allocatable?: Record<string, string>}}>('GET', `/api/v1/nodes/${env.node.name}`)
   return Number(node.status?.allocatable?.[resource] ?? 0)
@@ -113,12 +120,18 @@ try {
 
   const p95Stream = percentile(toStream, 95)
   const p95Register = percentile(reRegistered, 95)
-  process.stdout.write([
-    `plugins serve (installed CLI) on a real kubelet v1.37.2: ${cycles} loop add/remove cycles (${toStream.length} changes), ${restarts} kubelet restarts`,
-    row('uevent → ListAndWatch send, p50 / p95', `${percentile(toStream, 50).toFixed(1)} / ${p95Stream.toFixed(1)} ms`, `budget p95 <= 50 ms: ${verdict(p95Stream <= 50)}`),
-    row('uevent → Node allocatable, p50 / p95', `${(percentile(toAllocatable, 50) / 1000).toFixed(2)} / ${(percentile(toAllocatable, 95) / 1000).toFixed(2)} s`, '(kubelet posts node status every 1 s here)'),
-    row('kubelet start → re-registered, p50 / p95', `${percentile(reRegistered, 50)} / ${p95Register} ms`, `budget p95 <= 1000 ms: ${verdict(p95Register <= 1000)}`),
-  ].join('\n') + '\n')
+  process.stdout.write(
+    [
+      `plugins serve (installed CLI) on a real kubelet v1.37.2: ${cycles} loop add/remove cycles (${toStream.length} changes), ${restarts} kubelet restarts`,
+      row('uevent → ListAndWatch send, p50 / p95', `${percentile(toStream, 50).toFixed(1)} / ${p95Stream.toFixed(1)} ms`, `budget p95 <= 50 ms: ${verdict(p95Stream <= 50)}`),
+      row(
+        'uevent → Node allocatable, p50 / p95',
+        `${(percentile(toAllocatable, 50) / 1000).toFixed(2)} / ${(percentile(toAllocatable, 95) / 1000).toFixed(2)} s`,
+        '(kubelet posts node status every 1 s here)',
+      ),
+      row('kubelet start → re-registered, p50 / p95', `${percentile(reRegistered, 50)} / ${p95Register} ms`, `budget p95 <= 1000 ms: ${verdict(p95Register <= 1000)}`),
+    ].join('\n') + '\n',
+  )
   process.exitCode = p95Stream <= 50 && p95Register <= 1000 ? 0 : 1
 } finally {
   stream?.cancel()

@@ -72,7 +72,10 @@ export abstract class NfdctlCommand extends Command {
 
 /** The error's message as one line: oclif's "Parsing --x" preamble and "See more help" trailer dropped. */
 function oneLine(error: Error): string {
-  const lines = (error.message || String(error)).split('\n').map((l) => l.trim()).filter((l) => l.length > 0 && !l.startsWith('See more help'))
+  const lines = (error.message || String(error))
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((l) => l.length > 0 && !l.startsWith('See more help'))
   const flag = /^Parsing (--\S+)/.exec(lines[0] ?? '')?.[1]
   if (flag && lines.length > 1) {
     lines.shift()

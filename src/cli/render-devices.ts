@@ -19,7 +19,17 @@ export interface WatchedDevice extends ListedDevice {
 }
 
 export function listedDevice(device: Device, classes: string[]): ListedDevice {
-  return {classes, devName: device.devName, devNode: device.devNode, devPath: device.devPath, devType: device.devType, major: device.major, minor: device.minor, subsystem: device.subsystem, type: device.type}
+  return {
+    classes,
+    devName: device.devName,
+    devNode: device.devNode,
+    devPath: device.devPath,
+    devType: device.devType,
+    major: device.major,
+    minor: device.minor,
+    subsystem: device.subsystem,
+    type: device.type,
+  }
 }
 
 const cells = (d: ListedDevice): string[] => [d.devNode, d.type, `${d.major}:${d.minor}`, d.subsystem, d.classes.join(',') || '<none>']

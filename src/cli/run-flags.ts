@@ -9,7 +9,10 @@ export const runFlags = {
   'leader-elect': Flags.boolean({description: 'run as one of several replicas; only the holder of a Lease deletes', helpGroup: 'LEADER ELECTION'}),
   'leader-elect-lease-duration': Flags.string({default: '15s', description: 'how long a standby waits after the last renewal before taking over', helpGroup: 'LEADER ELECTION'}),
   'leader-elect-lease-name': Flags.string({default: 'nfdctl-gc', description: 'name of the coordination.k8s.io Lease', helpGroup: 'LEADER ELECTION'}),
-  'leader-elect-namespace': Flags.string({description: 'namespace of the Lease (default: $POD_NAMESPACE, the service account namespace, the kubeconfig context namespace, or default)', helpGroup: 'LEADER ELECTION'}),
+  'leader-elect-namespace': Flags.string({
+    description: 'namespace of the Lease (default: $POD_NAMESPACE, the service account namespace, the kubeconfig context namespace, or default)',
+    helpGroup: 'LEADER ELECTION',
+  }),
   'leader-elect-renew-deadline': Flags.string({default: '10s', description: 'the leader steps down when it could not renew for this long', helpGroup: 'LEADER ELECTION'}),
   'leader-elect-retry-period': Flags.string({default: '2s', description: 'time between attempts to acquire or renew', helpGroup: 'LEADER ELECTION'}),
   ...observeFlags,

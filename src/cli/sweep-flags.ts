@@ -6,7 +6,7 @@ import {numberFlag} from './kube-flags.js'
 /** What to collect and how hard: shared by `gc once` and `gc run`. */
 export const collectFlags = {
   'allow-empty-nodes': Flags.boolean({description: 'delete even when the cluster lists no Nodes at all'}),
-  concurrency: Flags.integer({default: 64, description: 'most requests in flight; below it, the server\'s 429s and latency decide'}),
+  concurrency: Flags.integer({default: 64, description: "most requests in flight; below it, the server's 429s and latency decide"}),
   force: Flags.boolean({description: 'delete even above --max-delete-ratio'}),
   'keep-unlabelled': Flags.boolean({description: 'keep NodeFeatures that have no nfd.node.kubernetes.io/node-name label'}),
   kinds: Flags.string({description: `comma-separated kinds to collect (default: all): ${gcKindNames.join(', ')}`}),

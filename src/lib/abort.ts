@@ -19,9 +19,13 @@ export class AbortFanout {
       const set = new Set<() => void>()
       callbacks = set
       this.#callbacks.set(signal, set)
-      signal.addEventListener('abort', () => {
-        for (const run of [...set]) run()
-      }, {once: true})
+      signal.addEventListener(
+        'abort',
+        () => {
+          for (const run of [...set]) run()
+        },
+        {once: true},
+      )
     }
     callbacks.add(callback)
     return () => callbacks.delete(callback)

@@ -99,9 +99,12 @@ export class EventBatcher<E> {
     if (this.#running !== undefined || this.#pending.length === 0 || this.#stopped) return
     const batch = this.#pending
     this.#pending = []
-    this.#running = this.options.process(batch).catch((error: unknown) => this.options.onError?.(error)).finally(() => {
-      this.#running = undefined
-      if (!this.#stopped) this.#next()
-    })
+    this.#running = this.options
+      .process(batch)
+      .catch((error: unknown) => this.options.onError?.(error))
+      .finally(() => {
+        this.#running = undefined
+        if (!this.#stopped) this.#next()
+      })
   }
 }

@@ -180,23 +180,29 @@ export class ControlPlane {
   }
 
   async #waitReady(client: KubeClient, apiserver: ChildProcess): Promise<void> {
-    await waitFor('kube-apiserver /readyz', async () => {
-      if (apiserver.exitCode !== null) throw new Error(`kube-apiserver exited with ${apiserver.exitCode}; see ${join(this.options.dir, 'kube-apiserver.log')}`)
-      await client.request('GET', '/readyz')
-      return true
-    }, {intervalMs: 250, timeoutMs: 90_000})
-    await waitFor('namespace default', async () => {
-      await client.request('GET', '/api/v1/namespaces/default')
-      return true
-    }, {timeoutMs: 30_000})
+    await waitFor(
+      'kube-apiserver /readyz',
+      async () => {
+        if (apiserver.exitCode !== null) throw new Error(`kube-apiserver exited with ${apiserver.exitCode}; see ${join(this.options.dir, 'kube-apiserver.log')}`)
+        await client.request('GET', '/readyz')
+        return true
+      },
+      {intervalMs: 250, timeoutMs: 90_000},
+    )
+    await waitFor(
+      'namespace default',
+      async () => {
+        await client.request('GET', '/api/v1/namespaces/default')
+        return true
+      },
+      {timeoutMs: 30_000},
+    )
   }
 
   /** Writes a kubeconfig for `user`, with a client certificate and key (files) or a bearer token. */
   async #writeKubeconfig(path: string, user: string, credentials: {cert: string; key: string} | {token: string}): Promise<void> {
     const b64 = async (file: string): Promise<string> => (await readFile(file)).toString('base64')
-    const userEntry = 'token' in credentials
-      ? {token: credentials.token}
-      : {'client-certificate-data': await b64(credentials.cert), 'client-key-data': await b64(credentials.key)}
+    const userEntry = 'token' in credentials ? {token: credentials.token} : {'client-certificate-data': await b64(credentials.cert), 'client-key-data': await b64(credentials.key)}
     const kubeconfig = {
       apiVersion: 'v1',
       clusters: [{cluster: {'certificate-authority-data': await b64(join(this.options.dir, 'ca.crt')), server: this.state.server}, name: 'nfdctl-local'}],

@@ -59,18 +59,22 @@ export async function deleteCrd(client: KubeClient, crd: Crd): Promise<void> {
     if (!isStatus(error, 'NotFound')) throw error
   }
   const version = crd.spec.versions.find((v) => v.served)!.name
-  await waitFor(`CRD ${crd.metadata.name} to be gone`, async () => {
-    try {
-      await client.request('GET', `${crdPath}/${crd.metadata.name}`)
-      return false
-    } catch (error) {
-      if (!isStatus(error, 'NotFound')) throw error
-    }
-    try {
-      await client.request('GET', `/apis/${crd.spec.group}/${version}/${crd.spec.names.plural}`, {query: {limit: 1}})
-      return false
-    } catch (error) {
-      return isStatus(error, 'NotFound')
-    }
-  }, {timeoutMs: 60_000})
+  await waitFor(
+    `CRD ${crd.metadata.name} to be gone`,
+    async () => {
+      try {
+        await client.request('GET', `${crdPath}/${crd.metadata.name}`)
+        return false
+      } catch (error) {
+        if (!isStatus(error, 'NotFound')) throw error
+      }
+      try {
+        await client.request('GET', `/apis/${crd.spec.group}/${version}/${crd.spec.names.plural}`, {query: {limit: 1}})
+        return false
+      } catch (error) {
+        return isStatus(error, 'NotFound')
+      }
+    },
+    {timeoutMs: 60_000},
+  )
 }

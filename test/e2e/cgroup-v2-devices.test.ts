@@ -57,7 +57,10 @@ describe('cgroup v2 device programs on the real kernel (bpf(2) through koffi)', 
     if (process.getuid?.() !== 0) missingPrerequisite(this, 'cgroup v2 device programs need root')
     if (!canUseLoopControl()) missingPrerequisite(this, '/dev/loop-control is not usable (needs root and the loop driver)')
     const mounts = await readFile('/proc/self/mounts', 'utf8')
-    const unified = mounts.split('\n').map((l) => l.split(' ')).find((f) => f[2] === 'cgroup2')?.[1]
+    const unified = mounts
+      .split('\n')
+      .map((l) => l.split(' '))
+      .find((f) => f[2] === 'cgroup2')?.[1]
     if (unified === undefined) missingPrerequisite(this, 'no cgroup2 hierarchy is mounted')
     root = unified!
     cgroup = join(root, `nfdctl-bpf-test-${process.pid}`)
@@ -125,9 +128,14 @@ describe('cgroup v2 device programs on the real kernel (bpf(2) through koffi)', 
     attachRuntimeProgram(cgroup, runtimeBase, 'other')
     const stacked = devicePrograms(cgroup)
     expect(stacked.map((p) => p.name)).to.deep.equal([agentProgramName, 'other'])
-    expect(() => replaceDeviceProgram(cgroup, now[0].id, runtimeBase)).to.throw(ProgramChangedError,
-      `the device programs of ${cgroup} changed since they were read (read: id ${now[0].id}; attached now: id ${stacked[0].id}, ${stacked[1].id}); not replaced, read again`)
-    expect(devicePrograms(cgroup).map((p) => p.id), 'both untouched').to.deep.equal(stacked.map((p) => p.id))
+    expect(() => replaceDeviceProgram(cgroup, now[0].id, runtimeBase)).to.throw(
+      ProgramChangedError,
+      `the device programs of ${cgroup} changed since they were read (read: id ${now[0].id}; attached now: id ${stacked[0].id}, ${stacked[1].id}); not replaced, read again`,
+    )
+    expect(
+      devicePrograms(cgroup).map((p) => p.id),
+      'both untouched',
+    ).to.deep.equal(stacked.map((p) => p.id))
     expect(await can(`/dev/loop${loop}`, 'r'), 'the loop device: the other program does not allow it').to.equal(false)
   })
 
@@ -138,7 +146,10 @@ describe('cgroup v2 device programs on the real kernel (bpf(2) through koffi)', 
     const opened: number[] = []
     try {
       // The runtime updates the container in between (an atomic replace of its own): /dev/zero taken away.
-      const updated = load(runtimeBase.filter((r) => !(r.type === 'c' && r.major === 1 && r.minor === 5)), 'updated')
+      const updated = load(
+        runtimeBase.filter((r) => !(r.type === 'c' && r.major === 1 && r.minor === 5)),
+        'updated',
+      )
       opened.push(updated)
       const old = programFdById(read.id)
       opened.push(old)
@@ -146,9 +157,14 @@ describe('cgroup v2 device programs on the real kernel (bpf(2) through koffi)', 
       const [now] = devicePrograms(cgroup)
       expect(now.name).to.equal('updated')
 
-      expect(() => replaceDeviceProgram(cgroup, read.id, [...rulesWithout(read.rules!, new Set()), rule(`allow b 7:${loop} r`)])).to.throw(ProgramChangedError,
-        `(read: id ${read.id}; attached now: id ${now.id})`)
-      expect(devicePrograms(cgroup).map((p) => p.id), 'the runtime\'s update untouched').to.deep.equal([now.id])
+      expect(() => replaceDeviceProgram(cgroup, read.id, [...rulesWithout(read.rules!, new Set()), rule(`allow b 7:${loop} r`)])).to.throw(
+        ProgramChangedError,
+        `(read: id ${read.id}; attached now: id ${now.id})`,
+      )
+      expect(
+        devicePrograms(cgroup).map((p) => p.id),
+        "the runtime's update untouched",
+      ).to.deep.equal([now.id])
       expect(await can('/dev/zero', 'r'), '/dev/zero, as the update says').to.equal(false)
       expect(await can(`/dev/loop${loop}`, 'r'), 'the loop device, not granted').to.equal(false)
 
@@ -164,32 +180,39 @@ describe('cgroup v2 device programs on the real kernel (bpf(2) through koffi)', 
   })
 
   it('a container whose runtime attached no /dev/net/tun (runc 1.2.0-1.2.3) does not gain it when its program is rebuilt for a grant, nor when it is taken back', async function () {
-    expect(await can('/dev/net/tun', 'r'), 'tun under runc 1.1\'s rules (the check can tell)').to.equal(true)
+    expect(await can('/dev/net/tun', 'r'), "tun under runc 1.1's rules (the check can tell)").to.equal(true)
     detachDevicePrograms(cgroup)
     attachRuntimeProgram(cgroup, runcDeviceRules(criSpec, {tun: false}))
-    expect(await can('/dev/net/tun', 'r'), 'tun under runc 1.2.0\'s rules').to.equal(false)
+    expect(await can('/dev/net/tun', 'r'), "tun under runc 1.2.0's rules").to.equal(false)
 
     // What the agent does: the rules read back, without its own devices (none yet), and the grant after them.
     const [read] = devicePrograms(cgroup)
     replaceDeviceProgram(cgroup, read.id, [...rulesWithout(read.rules!, new Set()), rule(`allow b 7:${loop} r`)])
     expect(await can(`/dev/loop${loop}`, 'r'), 'the granted loop device').to.equal(true)
     expect(await can('/dev/net/tun', 'r'), 'tun after the grant').to.equal(false)
-    expect(await can('/dev/null', 'w'), '/dev/null, the runtime\'s').to.equal(true)
+    expect(await can('/dev/null', 'w'), "/dev/null, the runtime's").to.equal(true)
 
     const [granted] = devicePrograms(cgroup)
     replaceDeviceProgram(cgroup, granted.id, rulesWithout(granted.rules!, new Set([`b7:${loop}`])))
-    expect(devicePrograms(cgroup)[0].rules, 'the runtime\'s rules again').to.deep.equal(read.rules)
+    expect(devicePrograms(cgroup)[0].rules, "the runtime's rules again").to.deep.equal(read.rules)
     expect(await can(`/dev/loop${loop}`, 'r'), 'the loop device, taken back').to.equal(false)
     expect(await can('/dev/net/tun', 'r'), 'tun after the revoke').to.equal(false)
   })
 
-  it('agrees with the interpreter\'s verdicts on a sample of devices and accesses', async function () {
+  it("agrees with the interpreter's verdicts on a sample of devices and accesses", async function () {
     const rules = [...runtimeBase.filter((r) => !(r.type === 'c' && r.major === 1 && r.minor === 7)), rule('allow c 1:7 w'), rule(`allow b 7:${loop} r`)]
     replace(rules)
     const program = compileDeviceProgram(rules)
     const samples: Array<[string, 'r' | 'w' | 'm', string]> = [
-      ['/dev/zero', 'r', 'c 1 5'], ['/dev/zero', 'w', 'c 1 5'], ['/dev/full', 'r', 'c 1 7'], ['/dev/full', 'w', 'c 1 7'],
-      [`/dev/loop${loop}`, 'r', `b 7 ${loop}`], [`/dev/loop${loop}`, 'w', `b 7 ${loop}`], ['', 'm', 'c 1 7'], ['', 'm', `b 7 ${loop}`], ['', 'm', 'c 4095 1'],
+      ['/dev/zero', 'r', 'c 1 5'],
+      ['/dev/zero', 'w', 'c 1 5'],
+      ['/dev/full', 'r', 'c 1 7'],
+      ['/dev/full', 'w', 'c 1 7'],
+      [`/dev/loop${loop}`, 'r', `b 7 ${loop}`],
+      [`/dev/loop${loop}`, 'w', `b 7 ${loop}`],
+      ['', 'm', 'c 1 7'],
+      ['', 'm', `b 7 ${loop}`],
+      ['', 'm', 'c 4095 1'],
     ]
     const seen: string[] = []
     for (const [device, access, numbers] of samples) {
@@ -203,7 +226,7 @@ describe('cgroup v2 device programs on the real kernel (bpf(2) through koffi)', 
     expect(seen.some((s) => s.endsWith('allows')) && seen.some((s) => s.endsWith('denies'))).to.equal(true)
   })
 
-  it('a program the verifier refuses is a clear error: the syscall, errno and the verifier\'s words', function () {
+  it("a program the verifier refuses is a clear error: the syscall, errno and the verifier's words", function () {
     // Returns without setting r0: the verifier refuses it.
     const bad = Buffer.from('9500000000000000', 'hex')
     let error: unknown
@@ -217,7 +240,7 @@ describe('cgroup v2 device programs on the real kernel (bpf(2) through koffi)', 
     expect(() => devicePrograms(join(cgroup, 'no-such-child'))).to.throw(/^open\(2\) of cgroup directory .*\/no-such-child failed: ENOENT$/)
   })
 
-  it('no rules is deny-all; runc\'s base alone opens the standard devices and nothing else', async function () {
+  it("no rules is deny-all; runc's base alone opens the standard devices and nothing else", async function () {
     replace([])
     expect(await can('/dev/null', 'r'), '/dev/null with no rules').to.equal(false)
     expect(await can('', 'm', 'c 1 3'), 'mknod with no rules').to.equal(false)
@@ -228,7 +251,7 @@ describe('cgroup v2 device programs on the real kernel (bpf(2) through koffi)', 
     expect(await can(`/dev/loop${loop}`, 'r'), 'the loop device').to.equal(false)
   })
 
-  it('loads and attaches a program of 300 allow rules (the verifier\'s log would overflow), whose last device opens', async function () {
+  it("loads and attaches a program of 300 allow rules (the verifier's log would overflow), whose last device opens", async function () {
     const many = [rule('deny a'), ...Array.from({length: 299}, (_, i) => rule(`allow b 7:${1000 + i} r`)), rule(`allow b 7:${loop} r`)]
     replace(many)
     const [attached] = devicePrograms(cgroup)
@@ -264,6 +287,9 @@ describe('cgroup v2 device programs on the real kernel (bpf(2) through koffi)', 
     const {listed, outcome} = JSON.parse(stdout) as {listed: unknown[]; outcome: string}
     expect(listed).to.deep.equal([{id: attached.id, name: '', unreadable: 'EPERM'}])
     expect(outcome).to.match(/^bpf\(BPF_PROG_GET_FD_BY_ID \(id \d+\)\) failed: EPERM$/)
-    expect(devicePrograms(cgroup).map((p) => p.id), 'the program untouched').to.deep.equal([attached.id])
+    expect(
+      devicePrograms(cgroup).map((p) => p.id),
+      'the program untouched',
+    ).to.deep.equal([attached.id])
   })
 })

@@ -79,14 +79,24 @@ describe('container handle: one process pinned by a pidfd, its cgroup checked, i
       expect(await fds()).to.equal(before) // pidfd and root fd closed
       // Once it is gone, no handle opens for its PID.
       const error = await ContainerHandle.open(container, child.pid!, {pidfd}).catch((e: Error) => e)
-      expect(error).to.be.instanceOf(ContainerGoneError).with.property('message').match(new RegExp(`process ${child.pid} (does not exist any more|exited while)`))
+      expect(error)
+        .to.be.instanceOf(ContainerGoneError)
+        .with.property('message')
+        .match(new RegExp(`process ${child.pid} (does not exist any more|exited while)`))
     })
 
     it(`${how}: a PID whose cgroup is not the container's is refused`, async function () {
       const before = await fds()
       // The test process is not in the container's cgroup: as a reused PID would not be.
       const error = await ContainerHandle.open(container, process.pid, {pidfd}).catch((e: Error) => e)
-      expect(error).to.be.instanceOf(ContainerGoneError).with.property('message').match(new RegExp(`^container ${id}: process ${process.pid} is not the container's \\(process ${process.pid} is in cgroup \\S+, not in container ${id}'s ${cgroupsPath} \\(its linux.cgroupsPath\\)\\); nothing is written through it$`))
+      expect(error)
+        .to.be.instanceOf(ContainerGoneError)
+        .with.property('message')
+        .match(
+          new RegExp(
+            `^container ${id}: process ${process.pid} is not the container's \\(process ${process.pid} is in cgroup \\S+, not in container ${id}'s ${cgroupsPath} \\(its linux.cgroupsPath\\)\\); nothing is written through it$`,
+          ),
+        )
       // Without a cgroupsPath, the cgroup must name the container.
       const child = await startInCgroup()
       const noPath: RuntimeContainer = {id, labels: {}, spec: {linux: {}}}
@@ -98,7 +108,7 @@ describe('container handle: one process pinned by a pidfd, its cgroup checked, i
   }
 })
 
-describe('container handle on the real node: containerd\'s cgroupsPath, the container\'s own /dev, a volume in it', function () {
+describe("container handle on the real node: containerd's cgroupsPath, the container's own /dev, a volume in it", function () {
   let env: NodeEnv
   let containerd: ContainerdClient
   const pods: string[] = []
@@ -123,12 +133,28 @@ describe('container handle on the real node: containerd\'s cgroupsPath, the cont
     const image = {image: 'localhost/nfdctl-test/busybox:1', imagePullPolicy: 'Never'}
     await env.client.request('POST', '/api/v1/namespaces/default/pods', {
       body: {
-        apiVersion: 'v1', kind: 'Pod', metadata: {name},
+        apiVersion: 'v1',
+        kind: 'Pod',
+        metadata: {name},
         spec: {
           automountServiceAccountToken: false,
-          containers: [{...image, command: ['sleep', '3600'], name: 'main', volumeMounts: [{mountPath: '/dev/input', name: 'input'}, {mountPath: '/dev/memory', name: 'memory'}]}],
-          nodeName: env.node.name, terminationGracePeriodSeconds: 1,
-          volumes: [{emptyDir: {}, name: 'input'}, {emptyDir: {medium: 'Memory'}, name: 'memory'}],
+          containers: [
+            {
+              ...image,
+              command: ['sleep', '3600'],
+              name: 'main',
+              volumeMounts: [
+                {mountPath: '/dev/input', name: 'input'},
+                {mountPath: '/dev/memory', name: 'memory'},
+              ],
+            },
+          ],
+          nodeName: env.node.name,
+          terminationGracePeriodSeconds: 1,
+          volumes: [
+            {emptyDir: {}, name: 'input'},
+            {emptyDir: {medium: 'Memory'}, name: 'memory'},
+          ],
         },
       },
     })
@@ -138,7 +164,7 @@ describe('container handle on the real node: containerd\'s cgroupsPath, the cont
     return {container: container!, pid: task!.pid}
   }
 
-  it('opens a running container: its cgroup is the spec\'s, device nodes go on its own /dev tmpfs and never into its volumes', async function () {
+  it("opens a running container: its cgroup is the spec's, device nodes go on its own /dev tmpfs and never into its volumes", async function () {
     const {container, pid} = await runPodWithVolumes('handle-volumes')
     const cgroupsPath = container.spec?.linux?.cgroupsPath
     expect(cgroupsPath).to.be.a('string').and.include(container.id)
@@ -158,7 +184,7 @@ describe('container handle on the real node: containerd\'s cgroupsPath, the cont
     }
   })
 
-  it('refuses another container\'s PID (as a reused PID would be), and one whose container has gone', async function () {
+  it("refuses another container's PID (as a reused PID would be), and one whose container has gone", async function () {
     const a = await runPodWithVolumes('handle-a')
     const b = await runPodWithVolumes('handle-b')
     const error = await ContainerHandle.open(a.container, b.pid).catch((e: Error) => e)

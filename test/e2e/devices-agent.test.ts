@@ -79,10 +79,25 @@ describe('devices agent on a real node: devices follow containers', function () 
   // Every agent here runs as an identity bound to exactly deploy/agent/rbac.yaml, with its own state dir.
   const startAgent = async (options: {metricsPort?: number; kubeconfig?: string; stateDir?: string; extraArgs?: string[]} = {}): Promise<CliProcess> => {
     const cli = new CliProcess([
-      'devices', 'agent', '--kubeconfig', options.kubeconfig ?? agentKubeconfig, '--node-name', env.node.name,
-      '--containerd-address', env.node.containerd.socket, '--pod-resources-socket', env.node.kubelet.podResourcesSocket,
-      '--state-dir', options.stateDir ?? join(dir, 'state'),
-      '--metrics-port', String(options.metricsPort ?? 0), '--log-format', 'json', '--batch-quiet', '100ms', ...(options.extraArgs ?? []),
+      'devices',
+      'agent',
+      '--kubeconfig',
+      options.kubeconfig ?? agentKubeconfig,
+      '--node-name',
+      env.node.name,
+      '--containerd-address',
+      env.node.containerd.socket,
+      '--pod-resources-socket',
+      env.node.kubelet.podResourcesSocket,
+      '--state-dir',
+      options.stateDir ?? join(dir, 'state'),
+      '--metrics-port',
+      String(options.metricsPort ?? 0),
+      '--log-format',
+      'json',
+      '--batch-quiet',
+      '100ms',
+      ...(options.extraArgs ?? []),
     ])
     await cli.waitForLine<LogLine>('hotc registered', (l) => l.class === 'hotc' && l.state === 'registered', 20_000)
     return cli
@@ -116,8 +131,19 @@ describe('devices agent on a real node: devices follow containers', function () 
   })
 
   const classesPath = '/apis/devices.nfdctl.io/v1alpha1/deviceclasses'
-  interface NodeEntry {node: string; devices?: Array<{id: string; devName: string}>; containers?: Array<{namespace: string; pod: string; container: string}>; observedGeneration?: number}
-  interface Condition {type: string; status: string; reason: string; message: string; observedGeneration?: number}
+  interface NodeEntry {
+    node: string
+    devices?: Array<{id: string; devName: string}>
+    containers?: Array<{namespace: string; pod: string; container: string}>
+    observedGeneration?: number
+  }
+  interface Condition {
+    type: string
+    status: string
+    reason: string
+    message: string
+    observedGeneration?: number
+  }
   const classStatus = async (name: string): Promise<{nodes?: NodeEntry[]; conditions?: Condition[]}> =>
     (await env.client.request<{status?: {nodes?: NodeEntry[]; conditions?: Condition[]}}>('GET', `${classesPath}/${name}`)).status ?? {}
   const nodeEntry = async (name: string): Promise<NodeEntry | undefined> => (await classStatus(name)).nodes?.find((n) => n.node === env.node.name)
@@ -139,86 +165,95 @@ describe('devices agent on a real node: devices follow containers', function () 
   // auto: the v1 devices cgroup (this host); v2: on this hybrid host the containers' unified cgroups have no
   // device program (runc restricts devices through v1), so the agent attaches none and changes the v1 rules.
   for (const mode of ['auto', 'v2'] as const) {
-  it(`--cgroup-mode ${mode}: hot-plugs a device into running containers (by limit and by annotation), takes it away on unplug, writes the node's status entry, gives nothing to a container that did not ask, and leaves access in place on SIGTERM`, async function () {
-    await addLoop(390)
-    // The class lives in the cluster, so that the agent writes the node's entry of its status.
-    await createClass()
-    const metricsPort = await freePort()
-    // A state dir per mode: the force-deleted pods of the run before may still have running containers, whose
-    // recorded grants an agent sharing the record would rightly take back (and count).
-    agent = await startAgent({extraArgs: ['--cgroup-mode', mode], metricsPort, stateDir: join(dir, `state-${mode}`)})
-    /** On v2: the programs of the container's unified cgroup (none to read, so none built from a model of the runtime). */
-    const programNames = async (containerId: string): Promise<string[]> => devicePrograms((await cgroupOf(containerId, 'v2')).control.dir).map((p) => p.name)
-    await waitFor('allocatable hotc=3', async () => (await allocatable(env, 'devices.nfdctl.io/hotc')) === 3, {timeoutMs: 15_000})
+    it(`--cgroup-mode ${mode}: hot-plugs a device into running containers (by limit and by annotation), takes it away on unplug, writes the node's status entry, gives nothing to a container that did not ask, and leaves access in place on SIGTERM`, async function () {
+      await addLoop(390)
+      // The class lives in the cluster, so that the agent writes the node's entry of its status.
+      await createClass()
+      const metricsPort = await freePort()
+      // A state dir per mode: the force-deleted pods of the run before may still have running containers, whose
+      // recorded grants an agent sharing the record would rightly take back (and count).
+      agent = await startAgent({extraArgs: ['--cgroup-mode', mode], metricsPort, stateDir: join(dir, `state-${mode}`)})
+      /** On v2: the programs of the container's unified cgroup (none to read, so none built from a model of the runtime). */
+      const programNames = async (containerId: string): Promise<string[]> => devicePrograms((await cgroupOf(containerId, 'v2')).control.dir).map((p) => p.name)
+      await waitFor('allocatable hotc=3', async () => (await allocatable(env, 'devices.nfdctl.io/hotc')) === 3, {timeoutMs: 15_000})
 
-    pods.push(`agent-limit-${mode}`, `agent-annotation-${mode}`)
-    const byLimit = await runPod(env, {command: ['sleep', '3600'], limits: {'devices.nfdctl.io/hotc': '1'}, name: `agent-limit-${mode}`})
-    const byAnnotation = await runPod(env, {annotations: {'devices.nfdctl.io/main': 'hotc'}, command: ['sleep', '3600'], name: `agent-annotation-${mode}`, sidecar: true})
-    expect(await reads(byLimit.containerId, 390)).to.equal('loop-390-data') // from kubelet's Allocate
-    // The annotated pod has no allocation: the agent gives it the device after it starts.
-    await waitFor('the annotated pod reads loop390', async () => (await reads(byAnnotation.containerId, 390)) === 'loop-390-data', {timeoutMs: 10_000})
+      pods.push(`agent-limit-${mode}`, `agent-annotation-${mode}`)
+      const byLimit = await runPod(env, {command: ['sleep', '3600'], limits: {'devices.nfdctl.io/hotc': '1'}, name: `agent-limit-${mode}`})
+      const byAnnotation = await runPod(env, {annotations: {'devices.nfdctl.io/main': 'hotc'}, command: ['sleep', '3600'], name: `agent-annotation-${mode}`, sidecar: true})
+      expect(await reads(byLimit.containerId, 390)).to.equal('loop-390-data') // from kubelet's Allocate
+      // The annotated pod has no allocation: the agent gives it the device after it starts.
+      await waitFor('the annotated pod reads loop390', async () => (await reads(byAnnotation.containerId, 390)) === 'loop-390-data', {timeoutMs: 10_000})
 
-    // Plugged in after both started: both can read it within 1 s (each timed on its own, exec included).
-    const grantsBefore = await metric(metricsPort, 'nfdctl_agent_rule_changes_total{action="grant"}')
-    const plugged = performance.now()
-    await addLoop(391)
-    const readableAfterMs = await Promise.all([byLimit, byAnnotation].map(async (pod) => {
-      await waitFor(`${pod.name} reads the new loop391`, async () => (await reads(pod.containerId, 391)) === 'loop-391-data', {intervalMs: 10, timeoutMs: 10_000})
-      return performance.now() - plugged
-    }))
-    for (const ms of readableAfterMs) expect(ms, 'plugged → readable inside the container (ms)').to.be.below(1000)
-    // The container of the same pod that did not ask has neither device.
-    for (const index of [390, 391]) {
-      await expectNoDevice(byAnnotation.containerIds.sidecar, index)
-    }
-    const entry = await waitFor('the node\'s status entry with both devices and both containers', async () => {
-      const e = await nodeEntry('hotc')
-      return e?.devices?.length === 2 && e.containers?.length === 2 && e
-    }, {timeoutMs: 10_000})
-    expect(entry.devices?.map((d) => d.devName)).to.deep.equal(['loop390', 'loop391'])
-    expect(entry.containers).to.deep.equal([
-      {container: 'main', namespace: 'default', pod: `agent-annotation-${mode}`},
-      {container: 'main', namespace: 'default', pod: `agent-limit-${mode}`},
-    ])
-    if (mode === 'v2') for (const pod of [byLimit, byAnnotation]) expect(await programNames(pod.containerId), `${pod.name}'s programs`).to.deep.equal([])
-    expect(entry.observedGeneration).to.equal(1)
-    // The metrics say the same: two devices, two containers holding the class, two grants for loop391.
-    expect(await metric(metricsPort, 'nfdctl_agent_class_devices{class="hotc"}')).to.equal(2)
-    expect(await metric(metricsPort, 'nfdctl_agent_class_containers{class="hotc"}')).to.equal(2)
-    expect(await metric(metricsPort, 'nfdctl_agent_rule_changes_total{action="grant"}') - grantsBefore).to.equal(2)
-    expect(await metric(metricsPort, 'nfdctl_agent_batch_events_count')).to.be.greaterThan(0)
-    expect(await metric(metricsPort, 'nfdctl_agent_batch_duration_seconds_count')).to.be.greaterThan(0)
-    expect((await fetch(`http://127.0.0.1:${metricsPort}/readyz`)).status).to.equal(200)
+      // Plugged in after both started: both can read it within 1 s (each timed on its own, exec included).
+      const grantsBefore = await metric(metricsPort, 'nfdctl_agent_rule_changes_total{action="grant"}')
+      const plugged = performance.now()
+      await addLoop(391)
+      const readableAfterMs = await Promise.all(
+        [byLimit, byAnnotation].map(async (pod) => {
+          await waitFor(`${pod.name} reads the new loop391`, async () => (await reads(pod.containerId, 391)) === 'loop-391-data', {intervalMs: 10, timeoutMs: 10_000})
+          return performance.now() - plugged
+        }),
+      )
+      for (const ms of readableAfterMs) expect(ms, 'plugged → readable inside the container (ms)').to.be.below(1000)
+      // The container of the same pod that did not ask has neither device.
+      for (const index of [390, 391]) {
+        await expectNoDevice(byAnnotation.containerIds.sidecar, index)
+      }
+      const entry = await waitFor(
+        "the node's status entry with both devices and both containers",
+        async () => {
+          const e = await nodeEntry('hotc')
+          return e?.devices?.length === 2 && e.containers?.length === 2 && e
+        },
+        {timeoutMs: 10_000},
+      )
+      expect(entry.devices?.map((d) => d.devName)).to.deep.equal(['loop390', 'loop391'])
+      expect(entry.containers).to.deep.equal([
+        {container: 'main', namespace: 'default', pod: `agent-annotation-${mode}`},
+        {container: 'main', namespace: 'default', pod: `agent-limit-${mode}`},
+      ])
+      if (mode === 'v2') for (const pod of [byLimit, byAnnotation]) expect(await programNames(pod.containerId), `${pod.name}'s programs`).to.deep.equal([])
+      expect(entry.observedGeneration).to.equal(1)
+      // The metrics say the same: two devices, two containers holding the class, two grants for loop391.
+      expect(await metric(metricsPort, 'nfdctl_agent_class_devices{class="hotc"}')).to.equal(2)
+      expect(await metric(metricsPort, 'nfdctl_agent_class_containers{class="hotc"}')).to.equal(2)
+      expect((await metric(metricsPort, 'nfdctl_agent_rule_changes_total{action="grant"}')) - grantsBefore).to.equal(2)
+      expect(await metric(metricsPort, 'nfdctl_agent_batch_events_count')).to.be.greaterThan(0)
+      expect(await metric(metricsPort, 'nfdctl_agent_batch_duration_seconds_count')).to.be.greaterThan(0)
+      expect((await fetch(`http://127.0.0.1:${metricsPort}/readyz`)).status).to.equal(200)
 
-    // Unplugged: the rule and the node go from both. (Looked at with ls, not opened: opening a loop node that
-    // no longer has a device makes the kernel create the device again.)
-    await dropLoop(391)
-    for (const pod of [byLimit, byAnnotation]) {
-      await waitFor(`loop391 gone from ${pod.name}`, async () => /No such file/.test(await env.node.execFailure(pod.containerId, ['ls', '/dev/loop391']).catch(() => '')), {timeoutMs: 10_000})
-    }
-    expect(agent.json<LogLine>().some((l) => l.msg === 'devices updated' && l.revoked?.includes('/dev/loop391'))).to.equal(true)
-    // Denied, not only hidden: the devices cgroup no longer allows it (a mknod'ed node would not open).
-    for (const pod of [byLimit, byAnnotation]) expect(await loopRules(pod.containerId, 391), `${pod.name}'s rules for loop391`).to.deep.equal([])
-    expect(await loopRules(byAnnotation.containerId, 390)).to.deep.equal(['b 7:390 rw'])
-    if (mode === 'v2') for (const pod of [byLimit, byAnnotation]) expect(await programNames(pod.containerId), `${pod.name}'s programs`).to.deep.equal([])
-    await waitFor('the status entry without loop391', async () => (await nodeEntry('hotc'))?.devices?.map((d) => d.devName).join() === 'loop390', {timeoutMs: 10_000})
-    expect(await metric(metricsPort, 'nfdctl_agent_class_devices{class="hotc"}')).to.equal(1)
-    expect(await metric(metricsPort, 'nfdctl_agent_rule_changes_total{action="revoke"}')).to.equal(2)
+      // Unplugged: the rule and the node go from both. (Looked at with ls, not opened: opening a loop node that
+      // no longer has a device makes the kernel create the device again.)
+      await dropLoop(391)
+      for (const pod of [byLimit, byAnnotation]) {
+        await waitFor(`loop391 gone from ${pod.name}`, async () => /No such file/.test(await env.node.execFailure(pod.containerId, ['ls', '/dev/loop391']).catch(() => '')), {timeoutMs: 10_000})
+      }
+      expect(agent.json<LogLine>().some((l) => l.msg === 'devices updated' && l.revoked?.includes('/dev/loop391'))).to.equal(true)
+      // Denied, not only hidden: the devices cgroup no longer allows it (a mknod'ed node would not open).
+      for (const pod of [byLimit, byAnnotation]) expect(await loopRules(pod.containerId, 391), `${pod.name}'s rules for loop391`).to.deep.equal([])
+      expect(await loopRules(byAnnotation.containerId, 390)).to.deep.equal(['b 7:390 rw'])
+      if (mode === 'v2') for (const pod of [byLimit, byAnnotation]) expect(await programNames(pod.containerId), `${pod.name}'s programs`).to.deep.equal([])
+      await waitFor('the status entry without loop391', async () => (await nodeEntry('hotc'))?.devices?.map((d) => d.devName).join() === 'loop390', {timeoutMs: 10_000})
+      expect(await metric(metricsPort, 'nfdctl_agent_class_devices{class="hotc"}')).to.equal(1)
+      expect(await metric(metricsPort, 'nfdctl_agent_rule_changes_total{action="revoke"}')).to.equal(2)
 
-    // SIGTERM: the agent stops, exit 0, and the containers keep what they were given.
-    expect(await agent.stop('SIGTERM')).to.equal(0)
-    agent = undefined
-    expect(await reads(byLimit.containerId, 390)).to.equal('loop-390-data')
-    expect(await reads(byAnnotation.containerId, 390)).to.equal('loop-390-data')
-    await env.client.request('DELETE', `${classesPath}/hotc`)
-  })
+      // SIGTERM: the agent stops, exit 0, and the containers keep what they were given.
+      expect(await agent.stop('SIGTERM')).to.equal(0)
+      agent = undefined
+      expect(await reads(byLimit.containerId, 390)).to.equal('loop-390-data')
+      expect(await reads(byAnnotation.containerId, 390)).to.equal('loop-390-data')
+      await env.client.request('DELETE', `${classesPath}/hotc`)
+    })
   }
 
   it('access policy: an annotation is refused where the class does not admit it (Event, log, metric), granted and hot-plugged where it does, within capacity, and revoked when the namespace stops being admitted', async function () {
     const suffix = Date.now().toString(36)
     const admitted = `pol-admitted-${suffix}`
     const other = `pol-other-${suffix}`
-    for (const [name, labels] of [[admitted, {'nfdctl-test/devices': 'allowed'}], [other, {}]] as const) {
+    for (const [name, labels] of [
+      [admitted, {'nfdctl-test/devices': 'allowed'}],
+      [other, {}],
+    ] as const) {
       await env.client.request('POST', '/api/v1/namespaces', {body: {metadata: {labels, name}}})
       // No controller-manager here makes the namespace's default ServiceAccount, which pod admission needs.
       await env.client.request('POST', `/api/v1/namespaces/${name}/serviceaccounts`, {body: {metadata: {name: 'default'}}})
@@ -230,8 +265,11 @@ describe('devices agent on a real node: devices follow containers', function () 
     for (const body of policyClasses) await env.client.request('POST', classesPath, {body})
     /** The agent's Events on a pod. */
     const events = async (pod: {namespace: string; uid: string}): Promise<Array<{reason: string; message: string; type: string}>> =>
-      (await env.client.request<{items: Array<{reason: string; message: string; type: string}>}>('GET', `/api/v1/namespaces/${pod.namespace}/events`, {query: {fieldSelector: `involvedObject.uid=${pod.uid}`}})).items
-        .filter((e) => e.reason.startsWith('DeviceAccess')) // kubelet's own Events are there too
+      (
+        await env.client.request<{items: Array<{reason: string; message: string; type: string}>}>('GET', `/api/v1/namespaces/${pod.namespace}/events`, {
+          query: {fieldSelector: `involvedObject.uid=${pod.uid}`},
+        })
+      ).items.filter((e) => e.reason.startsWith('DeviceAccess')) // kubelet's own Events are there too
     try {
       await addLoop(386)
       await addLoop(388)
@@ -243,20 +281,32 @@ describe('devices agent on a real node: devices follow containers', function () 
       // Not admitted: the namespace is not selected (polc), the class has no annotationAccess (pold).
       pods.push(`${other}/outsider`, `${admitted}/holder`, `${admitted}/second`)
       const outsider = await runPod(env, {annotations: {'devices.nfdctl.io/main': 'polc,pold'}, command: ['sleep', '3600'], name: 'outsider', namespace: other})
-      const refusals = await waitFor('two DeviceAccessRefused Events on the outsider', async () => {
-        const list = await events(outsider)
-        return list.length >= 2 && list
-      }, {timeoutMs: 10_000})
+      const refusals = await waitFor(
+        'two DeviceAccessRefused Events on the outsider',
+        async () => {
+          const list = await events(outsider)
+          return list.length >= 2 && list
+        },
+        {timeoutMs: 10_000},
+      )
       expect(refusals.map((e) => `${e.type} ${e.reason}`)).to.deep.equal(['Warning DeviceAccessRefused', 'Warning DeviceAccessRefused'])
-      expect(refusals.map((e) => e.message).sort()).to.satisfy((m: string[]) => /container main: DeviceClass \(devices\.nfdctl\.io\) pold does not admit the annotation/.test(m.join('\n'))
-        && new RegExp(`container main: namespace ${other} is not selected by spec\\.annotationAccess\\.namespaceSelector of DeviceClass \\(devices\\.nfdctl\\.io\\) polc`).test(m.join('\n')))
+      expect(refusals.map((e) => e.message).sort()).to.satisfy(
+        (m: string[]) =>
+          /container main: DeviceClass \(devices\.nfdctl\.io\) pold does not admit the annotation/.test(m.join('\n'))
+          && new RegExp(`container main: namespace ${other} is not selected by spec\\.annotationAccess\\.namespaceSelector of DeviceClass \\(devices\\.nfdctl\\.io\\) polc`).test(m.join('\n')),
+      )
       await expectNoDevice(outsider.containerId, 386)
       await expectNoDevice(outsider.containerId, 388)
       expect(await loopRules(outsider.containerId, 386)).to.deep.equal([])
       expect(await metric(metricsPort, 'nfdctl_agent_requests_refused_total{class="polc",reason="namespace-not-admitted"}')).to.equal(1)
       expect(await metric(metricsPort, 'nfdctl_agent_requests_refused_total{class="pold",reason="annotation-access-off"}')).to.equal(1)
-      expect(agent.json<LogLine & {reason?: string}>().filter((l) => l.msg.startsWith('device access refused') && l.pod === 'outsider').map((l) => `${l.class} ${l.reason}`).sort())
-        .to.deep.equal(['polc namespace-not-admitted', 'pold annotation-access-off'])
+      expect(
+        agent
+          .json<LogLine & {reason?: string}>()
+          .filter((l) => l.msg.startsWith('device access refused') && l.pod === 'outsider')
+          .map((l) => `${l.class} ${l.reason}`)
+          .sort(),
+      ).to.deep.equal(['polc namespace-not-admitted', 'pold annotation-access-off'])
 
       // Admitted: the device now, and one plugged in later.
       const holder = await runPod(env, {annotations: {'devices.nfdctl.io/main': 'polc'}, command: ['sleep', '3600'], name: 'holder', namespace: admitted})
@@ -276,7 +326,9 @@ describe('devices agent on a real node: devices follow containers', function () 
       // The namespace loses its label: the holder's devices go within a batch, with an Event saying why.
       await env.client.request('PATCH', `/api/v1/namespaces/${admitted}`, {body: {metadata: {labels: {'nfdctl-test/devices': null}}}, contentType: 'application/merge-patch+json'})
       for (const index of [386, 387]) {
-        await waitFor(`loop${index} gone from the holder`, async () => /No such file/.test(await env.node.execFailure(holder.containerId, ['ls', `/dev/loop${index}`]).catch(() => '')), {timeoutMs: 10_000})
+        await waitFor(`loop${index} gone from the holder`, async () => /No such file/.test(await env.node.execFailure(holder.containerId, ['ls', `/dev/loop${index}`]).catch(() => '')), {
+          timeoutMs: 10_000,
+        })
         expect(await loopRules(holder.containerId, index)).to.deep.equal([])
       }
       const revoked = await waitFor('a DeviceAccessRevoked Event on the holder', async () => (await events(holder)).find((e) => e.reason === 'DeviceAccessRevoked'), {timeoutMs: 10_000})
@@ -341,10 +393,14 @@ describe('devices agent on a real node: devices follow containers', function () 
 
       // The container crashes and kubelet starts a new one: it gets both devices again.
       await env.node.containerd.ctr('-n', 'k8s.io', 'tasks', 'kill', '-s', 'SIGKILL', pod.containerId)
-      const restarted = await waitFor('a new container for the pod', async () => {
-        const now = await waitForPod(env, 'agent-restarts', 500).catch(() => undefined)
-        return now !== undefined && now.containerId !== pod.containerId && now
-      }, {timeoutMs: 30_000})
+      const restarted = await waitFor(
+        'a new container for the pod',
+        async () => {
+          const now = await waitForPod(env, 'agent-restarts', 500).catch(() => undefined)
+          return now !== undefined && now.containerId !== pod.containerId && now
+        },
+        {timeoutMs: 30_000},
+      )
       for (const index of [392, 393]) {
         await waitFor(`the new container reads loop${index}`, async () => (await reads(restarted.containerId, index)) === `loop-${index}-data`, {timeoutMs: 10_000})
       }
@@ -443,7 +499,15 @@ describe('devices agent on a real node: devices follow containers', function () 
 
       // Unplugged and plugged again: the same stable ID, so the agent gives it back (kubelet does not call Allocate again).
       await dropLoop(mine)
-      await waitFor('the allocated device gone from the container', async () => env.node.execFailure(pod.containerId, ['ls', `/dev/loop${mine}`]).then(() => true, () => false), {timeoutMs: 10_000})
+      await waitFor(
+        'the allocated device gone from the container',
+        async () =>
+          env.node.execFailure(pod.containerId, ['ls', `/dev/loop${mine}`]).then(
+            () => true,
+            () => false,
+          ),
+        {timeoutMs: 10_000},
+      )
       await addLoop(mine)
       await waitFor('the allocated device back in the container', async () => (await reads(pod.containerId, mine)) === `loop-${mine}-data`, {timeoutMs: 10_000})
       await sleep(500) // a batch has run since: the device it was not allocated is still not given
@@ -468,14 +532,23 @@ describe('devices agent on a real node: devices follow containers', function () 
 
       // Malformed (a glob that does not compile; the API server cannot tell): reported on the class, nothing else moves.
       await env.client.request('POST', classesPath, {body: loopClass('hotbad', 'loop39[')})
-      const bad = await waitFor('hotbad Valid=False', async () => {
-        const c = await validCondition('hotbad')
-        return c?.status === 'False' && c
-      }, {timeoutMs: 10_000})
+      const bad = await waitFor(
+        'hotbad Valid=False',
+        async () => {
+          const c = await validCondition('hotbad')
+          return c?.status === 'False' && c
+        },
+        {timeoutMs: 10_000},
+      )
       expect(bad).to.include({observedGeneration: 1, reason: 'InvalidSpec'})
       expect(bad.message).to.match(/^invalid spec: spec\.match\[0\]\.devName: .*; the class is not served$/)
       expect(await nodeEntry('hotbad')).to.equal(undefined)
-      expect(await lstat(join(env.node.pluginDir, 'nfdctl-hotbad.sock')).then(() => 'served', () => 'not served')).to.equal('not served')
+      expect(
+        await lstat(join(env.node.pluginDir, 'nfdctl-hotbad.sock')).then(
+          () => 'served',
+          () => 'not served',
+        ),
+      ).to.equal('not served')
 
       // A class created while the agent runs: its plugin registers, and a device of it reaches the pod.
       await env.client.request('POST', classesPath, {body: loopClass('hotl', 'loop389')})
@@ -486,10 +559,14 @@ describe('devices agent on a real node: devices follow containers', function () 
 
       // An edit that breaks hotl: generation 2 is reported invalid, generation 1 stays in use, the pod keeps loop389.
       await env.client.request('PATCH', `${classesPath}/hotl`, {body: {spec: {match: [{devName: 'loop38[', subsystem: 'block'}]}}, contentType: 'application/merge-patch+json'})
-      const broken = await waitFor('hotl Valid=False', async () => {
-        const c = await validCondition('hotl')
-        return c?.status === 'False' && c
-      }, {timeoutMs: 10_000})
+      const broken = await waitFor(
+        'hotl Valid=False',
+        async () => {
+          const c = await validCondition('hotl')
+          return c?.status === 'False' && c
+        },
+        {timeoutMs: 10_000},
+      )
       expect(broken).to.include({observedGeneration: 2, reason: 'InvalidSpec'})
       expect(broken.message).to.match(/generation 1, the last valid one, stays in use$/)
       expect((await nodeEntry('hotl'))?.observedGeneration).to.equal(1)
@@ -499,7 +576,15 @@ describe('devices agent on a real node: devices follow containers', function () 
       // Deleted: its devices are withdrawn from the pod and its plugin's socket goes; hotc is untouched.
       await env.client.request('DELETE', `${classesPath}/hotl`)
       await waitFor('loop389 gone from the pod', async () => /No such file/.test(await env.node.execFailure(pod.containerId, ['ls', '/dev/loop389']).catch(() => '')), {timeoutMs: 10_000})
-      await waitFor('the hotl socket removed', async () => lstat(join(env.node.pluginDir, 'nfdctl-hotl.sock')).then(() => false, () => true), {timeoutMs: 5000})
+      await waitFor(
+        'the hotl socket removed',
+        async () =>
+          lstat(join(env.node.pluginDir, 'nfdctl-hotl.sock')).then(
+            () => false,
+            () => true,
+          ),
+        {timeoutMs: 5000},
+      )
       expect(await reads(pod.containerId, 398)).to.equal('loop-398-data')
     } finally {
       for (const name of ['hotc', 'hotl', 'hotbad']) await env.client.request('DELETE', `${classesPath}/${name}`).catch(() => {})
@@ -533,10 +618,14 @@ describe('devices agent on a real node: devices follow containers', function () 
       const proxy = await DroppingProxy.start(new URL(env.plane.server), port)
       try {
         await waitFor('the pod reads loop398 once the API server answers', async () => (await reads(pod.containerId, 398)) === 'loop-398-data', {timeoutMs: 30_000})
-        const entry = await waitFor('the status entry with loop398 and the pod', async () => {
-          const e = await nodeEntry('hotc')
-          return e?.devices?.some((d) => d.devName === 'loop398') === true && e.containers?.some((c) => c.pod === 'agent-outage') === true && e
-        }, {timeoutMs: 10_000})
+        const entry = await waitFor(
+          'the status entry with loop398 and the pod',
+          async () => {
+            const e = await nodeEntry('hotc')
+            return e?.devices?.some((d) => d.devName === 'loop398') === true && e.containers?.some((c) => c.pod === 'agent-outage') === true && e
+          },
+          {timeoutMs: 10_000},
+        )
         expect(entry.observedGeneration).to.equal(1)
         await waitFor('/readyz 200', async () => (await fetch(`http://127.0.0.1:${metricsPort}/readyz`)).status === 200, {timeoutMs: 10_000})
       } finally {
@@ -549,7 +638,7 @@ describe('devices agent on a real node: devices follow containers', function () 
     }
   })
 
-  it('cgroup v2: replaces the runtime\'s device program on the container\'s unified cgroup (hot-plug, unplug, nothing broader than asked), and recognises its own after a restart', async function () {
+  it("cgroup v2: replaces the runtime's device program on the container's unified cgroup (hot-plug, unplug, nothing broader than asked), and recognises its own after a restart", async function () {
     await createClass()
     try {
       pods.push('agent-v2')
@@ -568,11 +657,17 @@ describe('devices agent on a real node: devices follow containers', function () 
       await addLoop(398)
       await waitFor('the pod reads loop398 (v1 rule and v2 program)', async () => (await reads(pod.containerId, 398)) === 'loop-398-data', {intervalMs: 20, timeoutMs: 10_000})
       const granted = devicePrograms(control.dir)
-      expect(granted.map((p) => p.name), 'one program, the agent\'s, in the place of the runtime\'s').to.deep.equal([agentProgramName])
+      expect(
+        granted.map((p) => p.name),
+        "one program, the agent's, in the place of the runtime's",
+      ).to.deep.equal([agentProgramName])
       const {rules} = granted[0].rules!
       expect(rules.at(-1)).to.deep.include({access: 'rw', allow: true, major: 7, minor: 398, type: 'b'})
-      expect(rules.slice(0, -1), 'the rest is exactly the container\'s own rules').to.deep.equal(emulateRules(specRules).rules)
-      expect(rules.filter((r) => r.type === 'c' && r.major === 10 && r.minor === 200), '/dev/net/tun').to.deep.equal([])
+      expect(rules.slice(0, -1), "the rest is exactly the container's own rules").to.deep.equal(emulateRules(specRules).rules)
+      expect(
+        rules.filter((r) => r.type === 'c' && r.major === 10 && r.minor === 200),
+        '/dev/net/tun',
+      ).to.deep.equal([])
       // The standard devices still work under the agent's program (runc allows them beside the spec's rules).
       expect(await env.node.exec(pod.containerId, ['sh', '-c', 'dd if=/dev/zero of=/dev/null bs=1 count=3 2>&1 && head -c 3 /dev/urandom | wc -c'])).to.match(/3\+0 records out[\s\S]*\b3\n?$/)
 
@@ -596,7 +691,7 @@ describe('devices agent on a real node: devices follow containers', function () 
     }
   })
 
-  it('cgroup v2: a device program not of runc\'s shape is left exactly as it is, and said so once', async function () {
+  it("cgroup v2: a device program not of runc's shape is left exactly as it is, and said so once", async function () {
     await createClass()
     try {
       pods.push('agent-v2-foreign')
@@ -612,7 +707,10 @@ describe('devices agent on a real node: devices follow containers', function () 
       const warning = await agent.waitForLine<LogLine & {err?: string}>('the warning', (l) => l.msg === "cannot change the container's device program; its devices are left as they are", 10_000)
       expect(warning.value.err).to.match(/"foreign".* is not of runc's shape/)
       await sleep(500)
-      expect(devicePrograms(dir).map((p) => p.id), 'the program untouched').to.deep.equal([attached.id])
+      expect(
+        devicePrograms(dir).map((p) => p.id),
+        'the program untouched',
+      ).to.deep.equal([attached.id])
       expect(await reads(pod.containerId, 398)).to.match(/^failed/) // not granted: neither the v1 rule nor a node
       expect(agent.json<LogLine>().filter((l) => l.msg === "cannot change the container's device program; its devices are left as they are")).to.have.length(1)
     } finally {
@@ -652,7 +750,15 @@ describe('devices agent on a real node: devices follow containers', function () 
 
       // The container gone (removed from containerd, as kubelet's container GC does within a minute): its record goes.
       await deletePods(env, pods.splice(pods.indexOf('agent-unplug-away'), 1))
-      await waitFor('the container stopped by kubelet and removed', () => env.node.containerd.ctr('-n', 'k8s.io', 'containers', 'rm', pod.containerId).then(() => true, () => false), {timeoutMs: 30_000})
+      await waitFor(
+        'the container stopped by kubelet and removed',
+        () =>
+          env.node.containerd.ctr('-n', 'k8s.io', 'containers', 'rm', pod.containerId).then(
+            () => true,
+            () => false,
+          ),
+        {timeoutMs: 30_000},
+      )
       await waitFor('the record without the container', async () => !(pod.containerId in (await recorded())), {timeoutMs: 10_000})
     } finally {
       await env.client.request('DELETE', `${classesPath}/hotc`).catch(() => {})

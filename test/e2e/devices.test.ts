@@ -18,7 +18,9 @@ import {waitFor} from '../support/wait.js'
 const dir = mkdtempSync(join(tmpdir(), 'nfdctl-devices-'))
 chmodSync(dir, 0o755) // readable by nobody, for the unprivileged run
 const classFile = join(dir, 'classes.yaml')
-writeFileSync(classFile, `apiVersion: devices.nfdctl.io/v1alpha1
+writeFileSync(
+  classFile,
+  `apiVersion: devices.nfdctl.io/v1alpha1
 kind: DeviceClass
 metadata: {name: test-loops}
 spec:
@@ -32,7 +34,8 @@ spec:
   match:
   - {subsystem: mem, devName: "null"}
   permissions: rw
-`)
+`,
+)
 
 // Test-specific loop indexes: the kernel may be shared with other jobs.
 const loopIndex = 200 + Math.floor(Math.random() * 50)
@@ -69,7 +72,7 @@ describe('kernel uevents (real netlink socket)', function () {
     if (process.getuid?.() !== 0) missingPrerequisite(this, 'writing to /sys uevent files needs root')
   })
 
-  it('receives a synthetic uevent written to a device\'s uevent file, with its variables', async function () {
+  it("receives a synthetic uevent written to a device's uevent file, with its variables", async function () {
     const events: Uevent[] = []
     const socket = new NetlinkUeventSocket({
       onDatagram: (d) => {

@@ -67,7 +67,7 @@ describe('netlink uevent socket loop (real kernel): it cannot spin', function ()
         sys.close(target![0])
         const closedAt = performance.now()
         writeSync(uevent, 'change')
-        const failure = await waitFor('the watcher\'s error', async () => errors[0], {intervalMs: 2, timeoutMs: 2000})
+        const failure = await waitFor("the watcher's error", async () => errors[0], {intervalMs: 2, timeoutMs: 2000})
         expect(failure.at - closedAt, 'ms from the close to the error').to.be.lessThan(100)
         expect(failure.error.message).to.equal(`netlink uevent socket: poll reports its ${victim === 'socket' ? 'descriptor' : 'wake eventfd'} closed underneath (POLLNVAL); no more uevents`)
         expect(logged).to.deep.equal(['uevent socket failed; no more device events'])
@@ -85,9 +85,13 @@ describe('netlink uevent socket loop (real kernel): it cannot spin', function ()
   }
 
   it('an idle socket uses no CPU while it waits, and stop() ends it at once', async () => {
-    const socket = new NetlinkUeventSocket({onDatagram: () => {}, onError: (e) => {
-      throw e
-    }, onOverflow: () => {}})
+    const socket = new NetlinkUeventSocket({
+      onDatagram: () => {},
+      onError: (e) => {
+        throw e
+      },
+      onOverflow: () => {},
+    })
     await socket.start()
     try {
       expect(await idleCpuMs(300)).to.be.lessThan(30)
@@ -107,7 +111,10 @@ describe('netlink uevent socket loop (real kernel): it cannot spin', function ()
       expect(() => {
         second = socket.start()
       }).to.not.throw()
-      const error = await second!.then(() => undefined, (e: unknown) => e as Error)
+      const error = await second!.then(
+        () => undefined,
+        (e: unknown) => e as Error,
+      )
       expect(error?.message).to.equal('uevent socket already started')
     } finally {
       await socket.stop()

@@ -19,14 +19,20 @@ describe('the test node: a real kubelet and containerd', function () {
   })
 
   it('is Ready with its address inside the test network namespace, and runs a pod', async function () {
-    const node = await env.client.request<{status: {addresses: Array<{type: string; address: string}>; nodeInfo: {kubeletVersion: string; containerRuntimeVersion: string}}}>('GET', `/api/v1/nodes/${env.node.name}`)
+    const node = await env.client.request<{status: {addresses: Array<{type: string; address: string}>; nodeInfo: {kubeletVersion: string; containerRuntimeVersion: string}}}>(
+      'GET',
+      `/api/v1/nodes/${env.node.name}`,
+    )
     expect(node.status.addresses).to.deep.include({address: nodeIp, type: 'InternalIP'})
     expect(node.status.nodeInfo.kubeletVersion).to.equal('v1.37.2')
     expect(node.status.nodeInfo.containerRuntimeVersion).to.match(/^containerd:\/\//)
     // This process, and so kubelet and containerd, run in the namespace the launcher made: only its
     // loopback, the pod bridge and the pods' veths are there, and no route leads anywhere else.
     expect((await stat('/proc/self/ns/net')).ino).to.equal((await stat(netnsPath(process.env[netnsVariable]!))).ino)
-    const links = (await run('ip', ['-o', 'link', 'show'])).stdout.split('\n').filter(Boolean).map((l) => l.split(': ')[1].split('@')[0])
+    const links = (await run('ip', ['-o', 'link', 'show'])).stdout
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => l.split(': ')[1].split('@')[0])
     expect(links.filter((l) => l !== 'lo' && l !== 'nfdctlbr0' && !l.startsWith('veth'))).to.deep.equal([])
     expect((await run('ip', ['route', 'show', 'default'])).stdout.trim()).to.equal('')
 
@@ -58,7 +64,10 @@ describe('the test node: a real kubelet and containerd', function () {
 
 async function expectGone(...paths: string[]): Promise<void> {
   for (const path of paths) {
-    const found = await stat(path).then(() => true, () => false)
+    const found = await stat(path).then(
+      () => true,
+      () => false,
+    )
     expect(found, `${path} should be gone`).to.equal(false)
   }
 }

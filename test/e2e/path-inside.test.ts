@@ -38,9 +38,13 @@ async function inMountNamespace(script: string): Promise<MountNamespace> {
 }
 
 const isEmpty = async (dir: string): Promise<boolean> => (await readdir(dir)).length === 0
-const exists = async (path: string): Promise<boolean> => lstat(path).then(() => true, () => false)
+const exists = async (path: string): Promise<boolean> =>
+  lstat(path).then(
+    () => true,
+    () => false,
+  )
 
-describe('device nodes under a container\'s /dev: never into another mount, never through a symlink (real kernel, mount namespaces)', function () {
+describe("device nodes under a container's /dev: never into another mount, never through a symlink (real kernel, mount namespaces)", function () {
   let base: string
   /** The container's root directory, as the host sees it (its /dev tmpfs and volumes are in the namespace only). */
   let root: string
@@ -70,14 +74,16 @@ describe('device nodes under a container\'s /dev: never into another mount, neve
 
   /** A container-like root: runc's tmpfs at /dev, a host directory bound at /dev/input, a symlink /dev/x -> /etc. */
   const startContainerLike = async (): Promise<string> => {
-    namespace = await inMountNamespace([
-      `mount -t tmpfs -o mode=755 tmpfs ${root}/dev`,
-      `mkdir ${root}/dev/input`,
-      `mount --bind ${volume} ${root}/dev/input`,
-      `ln -s /etc ${root}/dev/x`,
-      `touch ${root}/dev/termination-log ${base}/log`,
-      `mount --bind ${base}/log ${root}/dev/termination-log`,
-    ].join('\n'))
+    namespace = await inMountNamespace(
+      [
+        `mount -t tmpfs -o mode=755 tmpfs ${root}/dev`,
+        `mkdir ${root}/dev/input`,
+        `mount --bind ${volume} ${root}/dev/input`,
+        `ln -s /etc ${root}/dev/x`,
+        `touch ${root}/dev/termination-log ${base}/log`,
+        `mount --bind ${base}/log ${root}/dev/termination-log`,
+      ].join('\n'),
+    )
     return `/proc/${namespace.pid}/root${root}`
   }
 
@@ -111,7 +117,10 @@ describe('device nodes under a container\'s /dev: never into another mount, neve
     it(`${how}: a volume at /dev/input gets nothing, and nothing in it is removed`, async function () {
       const view = await startContainerLike()
       const event9 = {...node, mode: 0o666, path: '/dev/input/event9'}
-      expect(() => withRoot(view, (r) => createDeviceNode(r, event9))).to.throw(PathInsideError, /\/dev\/input in .* is another mount \(a volume\?\), not the container's \/dev; nothing is written there/)
+      expect(() => withRoot(view, (r) => createDeviceNode(r, event9))).to.throw(
+        PathInsideError,
+        /\/dev\/input in .* is another mount \(a volume\?\), not the container's \/dev; nothing is written there/,
+      )
       expect(await isEmpty(volume), 'the host directory stays empty').to.equal(true)
       // A parent created on the way would be inside the volume as well.
       expect(() => withRoot(view, (r) => createDeviceNode(r, {...event9, path: '/dev/input/by-id/kbd'}))).to.throw(PathInsideError, /another mount/)
@@ -150,8 +159,14 @@ describe('device nodes under a container\'s /dev: never into another mount, neve
           namespace = await inMountNamespace(`mount --bind ${source} ${root}/dev`)
           const view = `/proc/${namespace.pid}/root${root}`
           const spec = {...node, path: '/dev/nfdctl-event9'}
-          expect(() => withRoot(view, (r) => createDeviceNode(r, spec)), source).to.throw(PathInsideError, /\/dev in .* is not the container's own: .*; nothing is written there/).with.property('message').match(refusal)
-          expect(withRoot(view, (r) => removeDeviceNode(r, '/dev/null', 1, 3)), source).to.equal(false)
+          expect(() => withRoot(view, (r) => createDeviceNode(r, spec)), source)
+            .to.throw(PathInsideError, /\/dev in .* is not the container's own: .*; nothing is written there/)
+            .with.property('message')
+            .match(refusal)
+          expect(
+            withRoot(view, (r) => removeDeviceNode(r, '/dev/null', 1, 3)),
+            source,
+          ).to.equal(false)
           await namespace.stop()
           namespace = undefined
         }
@@ -165,7 +180,7 @@ describe('device nodes under a container\'s /dev: never into another mount, neve
     })
   }
 
-  it('without a mount namespace: a /dev on the root\'s own filesystem is the container\'s (its image\'s) own', async function () {
+  it("without a mount namespace: a /dev on the root's own filesystem is the container's (its image's) own", async function () {
     expect(createDeviceNode(root, node)).to.equal(true)
     expect((await stat(join(root, node.path))).isCharacterDevice()).to.equal(true)
     expect(() => createDeviceNode(root, {...node, path: '/etc/passwd'})).to.throw(PathInsideError, /device nodes go under \/dev only/)

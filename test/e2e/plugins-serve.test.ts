@@ -222,10 +222,14 @@ describe('plugins serve on a real node (kubelet + containerd)', function () {
     await waitAllocatable('devices.nfdctl.io/loopd', 1)
     pods.push('plugins-too-many')
     await createPod(env, {command: ['sleep', '3600'], limits: {'devices.nfdctl.io/loopd': '2'}, name: 'plugins-too-many'})
-    const status = await waitFor('the pod rejected', async () => {
-      const s = await podStatus(env, 'plugins-too-many')
-      return s.phase === 'Failed' && s
-    }, {timeoutMs: 20_000})
+    const status = await waitFor(
+      'the pod rejected',
+      async () => {
+        const s = await podStatus(env, 'plugins-too-many')
+        return s.phase === 'Failed' && s
+      },
+      {timeoutMs: 20_000},
+    )
     expect(status.reason).to.equal('UnexpectedAdmissionError')
     expect(status.message).to.include('devices.nfdctl.io/loopd')
   })
@@ -238,7 +242,13 @@ describe('plugins serve on a real node (kubelet + containerd)', function () {
     await registered(cli, 'loopd')
     expect((await lstat(socket)).isSocket()).to.equal(true)
     expect(await cli.stop('SIGTERM')).to.equal(0)
-    for (const name of ['loopc', 'loopd']) expect(await lstat(join(env.node.pluginDir, `nfdctl-${name}.sock`)).then(() => 'present', () => 'gone')).to.equal('gone')
+    for (const name of ['loopc', 'loopd'])
+      expect(
+        await lstat(join(env.node.pluginDir, `nfdctl-${name}.sock`)).then(
+          () => 'present',
+          () => 'gone',
+        ),
+      ).to.equal('gone')
   })
 
   it('--cdi: Allocate names CDI devices, and the spec file validates against the CDI JSON schema', async function () {
@@ -266,7 +276,9 @@ describe('plugins serve on a real node (kubelet + containerd)', function () {
       const id = spec.devices[0].name
       const answer = await unary<object, AllocateResponse>(plugin, 'Allocate', {container_requests: [{devices_ids: [id]}]}, 5000)
       expect(answer.container_responses[0].cdi_devices).to.deep.equal([{name: `devices.nfdctl.io/loopd=${id}`}])
-      expect(answer.container_responses[0].devices).to.deep.equal([{container_path: spec.devices[0].containerEdits.deviceNodes[0].path, host_path: spec.devices[0].containerEdits.deviceNodes[0].path, permissions: 'r'}])
+      expect(answer.container_responses[0].devices).to.deep.equal([
+        {container_path: spec.devices[0].containerEdits.deviceNodes[0].path, host_path: spec.devices[0].containerEdits.deviceNodes[0].path, permissions: 'r'},
+      ])
     } finally {
       plugin.close()
     }
@@ -282,8 +294,7 @@ describe('plugins serve on a real node (kubelet + containerd)', function () {
     await bindClusterRole(env.client, 'nfdctl-plugins-test', 'nfdctl-plugins-test', rbac.find((d) => d.kind === 'ClusterRole')!.rules!)
     const kubeconfig = await env.plane.kubeconfigFor('nfdctl-plugins-test')
     const collection = '/apis/devices.nfdctl.io/v1alpha1/deviceclasses'
-    const deviceClass = (name: string, nodeSelector?: object): object =>
-      deviceClassManifest(name, {allocation: 'Device', match: [{devName: 'loop37[0-9]', subsystem: 'block'}], nodeSelector})
+    const deviceClass = (name: string, nodeSelector?: object): object => deviceClassManifest(name, {allocation: 'Device', match: [{devName: 'loop37[0-9]', subsystem: 'block'}], nodeSelector})
     await env.client.request('POST', collection, {body: deviceClass('loopk')})
     await env.client.request('POST', collection, {body: deviceClass('elsewhere', {matchLabels: {'nfdctl.io/test': 'no-such-node'}})})
     try {
@@ -293,7 +304,12 @@ describe('plugins serve on a real node (kubelet + containerd)', function () {
       await waitAllocatable('devices.nfdctl.io/loopk', 1)
       const starting = await cli.waitForLine<LogLine & {classes: string[]}>('the start line', (l) => l.msg === 'plugins serve starting')
       expect(starting.value.classes).to.deep.equal(['loopk'])
-      expect(await lstat(join(env.node.pluginDir, 'nfdctl-elsewhere.sock')).then(() => 'served', () => 'not served')).to.equal('not served')
+      expect(
+        await lstat(join(env.node.pluginDir, 'nfdctl-elsewhere.sock')).then(
+          () => 'served',
+          () => 'not served',
+        ),
+      ).to.equal('not served')
     } finally {
       for (const name of ['loopk', 'elsewhere']) await env.client.request('DELETE', `${collection}/${name}`).catch(() => {})
     }
@@ -309,6 +325,11 @@ describe('plugins serve on a real node (kubelet + containerd)', function () {
     expect(bad.exitCode).to.equal(2)
     expect(bad.error?.message.split('\n')).to.have.length(1)
     expect(bad.error?.message).to.include(badFile)
-    expect(await lstat(join(dir, 'plugins')).then(() => 'made', () => 'absent')).to.equal('absent')
+    expect(
+      await lstat(join(dir, 'plugins')).then(
+        () => 'made',
+        () => 'absent',
+      ),
+    ).to.equal('absent')
   })
 })

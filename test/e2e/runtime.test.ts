@@ -35,7 +35,7 @@ describe('runtime: containerd, cgroup v1 device rules and device nodes on the re
     containerd?.close()
   })
 
-  it('lists the pod\'s container with its CRI labels and OCI spec, and its task with the init PID', async function () {
+  it("lists the pod's container with its CRI labels and OCI spec, and its task with the init PID", async function () {
     pods.push('runtime-list')
     const pod = await runPod(env, {command: ['sleep', '3600'], name: 'runtime-list'})
     const container = (await containerd.listContainers()).find((c) => c.id === pod.containerId)
@@ -51,7 +51,7 @@ describe('runtime: containerd, cgroup v1 device rules and device nodes on the re
     expect(workloads.length).to.be.below((await containerd.listContainers()).length)
     const task = (await containerd.listTasks()).find((t) => t.containerId === pod.containerId)
     expect(task?.status).to.equal('RUNNING')
-    expect((await readFile(`/proc/${task!.pid}/cgroup`, 'utf8'))).to.include(pod.containerId)
+    expect(await readFile(`/proc/${task!.pid}/cgroup`, 'utf8')).to.include(pod.containerId)
     expect(await containerd.getTask(pod.containerId)).to.deep.equal(task)
     expect(await containerd.getTask('no-such-container')).to.equal(undefined)
   })
@@ -59,20 +59,27 @@ describe('runtime: containerd, cgroup v1 device rules and device nodes on the re
   it('streams container and task events with their payloads decoded by bare type name', async function () {
     const events: RuntimeEvent[] = []
     let ended: Error | undefined
-    const unsubscribe = await containerd.subscribe((e) => events.push(e), (error) => (ended = error))
+    const unsubscribe = await containerd.subscribe(
+      (e) => events.push(e),
+      (error) => (ended = error),
+    )
     try {
       pods.push('runtime-events')
       const pod = await runPod(env, {command: ['sleep', '3600'], name: 'runtime-events'})
-      const started = await waitFor('TaskStart of the pod\'s container', async () => events.find((e) => e.type === 'containerd.events.TaskStart' && e.payload?.container_id === pod.containerId))
+      const started = await waitFor("TaskStart of the pod's container", async () => events.find((e) => e.type === 'containerd.events.TaskStart' && e.payload?.container_id === pod.containerId))
       expect(started.topic).to.equal('/tasks/start')
       expect(started.namespace).to.equal('k8s.io')
       const task = (await containerd.listTasks()).find((t) => t.containerId === pod.containerId)
       expect(started.payload?.pid).to.equal(task?.pid)
       expect(events.some((e) => e.type === 'containerd.events.ContainerCreate' && e.payload?.id === pod.containerId)).to.equal(true)
       await deletePods(env, pods.splice(0))
-      await waitFor('TaskExit and ContainerDelete', async () =>
-        events.some((e) => e.type === 'containerd.events.TaskExit' && e.payload?.container_id === pod.containerId && e.payload?.id === pod.containerId) &&
-        events.some((e) => e.type === 'containerd.events.ContainerDelete' && e.payload?.id === pod.containerId), {timeoutMs: 30_000})
+      await waitFor(
+        'TaskExit and ContainerDelete',
+        async () =>
+          events.some((e) => e.type === 'containerd.events.TaskExit' && e.payload?.container_id === pod.containerId && e.payload?.id === pod.containerId)
+          && events.some((e) => e.type === 'containerd.events.ContainerDelete' && e.payload?.id === pod.containerId),
+        {timeoutMs: 30_000},
+      )
       expect(events.every((e) => /^\/(containers|tasks)\//.test(e.topic))).to.equal(true) // the server-side filter
       expect(ended).to.equal(undefined)
     } finally {
@@ -86,7 +93,13 @@ describe('runtime: containerd, cgroup v1 device rules and device nodes on the re
     const fds = async (): Promise<number> => (await readdir('/proc/self/fd')).length
     const before = await fds()
     const started = performance.now()
-    const unsubscribe = await Promise.race([quiet.subscribe(() => {}, () => {}), sleep(3000).then(() => undefined)])
+    const unsubscribe = await Promise.race([
+      quiet.subscribe(
+        () => {},
+        () => {},
+      ),
+      sleep(3000).then(() => undefined),
+    ])
     expect(unsubscribe, 'subscribed within 3 s').to.be.a('function')
     expect(performance.now() - started).to.be.below(1500)
     unsubscribe!()
@@ -95,7 +108,15 @@ describe('runtime: containerd, cgroup v1 device rules and device nodes on the re
     // A socket nobody listens on fails the subscription rather than hanging it.
     const absent = new ContainerdClient({address: join(tmpdir(), 'nfdctl-no-containerd.sock'), namespace: 'k8s.io', timeoutMs: 1000})
     try {
-      const error = await absent.subscribe(() => {}, () => {}).then(() => undefined, (e: Error) => e)
+      const error = await absent
+        .subscribe(
+          () => {},
+          () => {},
+        )
+        .then(
+          () => undefined,
+          (e: Error) => e,
+        )
       expect(error?.message).to.match(/deadline|UNAVAILABLE|connect/i)
     } finally {
       absent.close()
@@ -179,7 +200,12 @@ describe('device nodes inside a root: exact, and never through a symlink', funct
     await symlink(outside, join(root, 'dev', 'evil'))
     const spec = {gid: 0, major: 1, minor: 3, mode: 0o666, path: '/dev/evil/null', type: 'char' as const, uid: 0}
     expect(() => createDeviceNode(root, spec)).to.throw(PathInsideError, /is not a plain directory .*a symlink is never followed/)
-    expect(await lstat(join(outside, 'null')).then(() => 'made', () => 'absent')).to.equal('absent')
+    expect(
+      await lstat(join(outside, 'null')).then(
+        () => 'made',
+        () => 'absent',
+      ),
+    ).to.equal('absent')
 
     await symlink(join(outside, 'target'), join(root, 'dev', 'link'))
     expect(() => createDeviceNode(root, {...spec, path: '/dev/link'})).to.throw(PathInsideError, /exists and is not a device node/)
@@ -196,7 +222,12 @@ describe('device nodes inside a root: exact, and never through a symlink', funct
     expect(removeDeviceNode(root, '/dev/f', 1, 3)).to.equal(false)
     expect(removeDeviceNode(root, '/dev/missing/n', 1, 3)).to.equal(false)
     expect(removeDeviceNode(root, '/dev/n', 1, 3)).to.equal(true)
-    expect(await lstat(join(root, 'dev', 'n')).then(() => 'there', () => 'gone')).to.equal('gone')
+    expect(
+      await lstat(join(root, 'dev', 'n')).then(
+        () => 'there',
+        () => 'gone',
+      ),
+    ).to.equal('gone')
     expect(await readFile(join(root, 'dev', 'f'), 'utf8')).to.equal('mine')
   })
 })

@@ -23,9 +23,16 @@ describe('uevent receive-buffer overflow (ENOBUFS, real kernel)', function () {
   it('reports the overflow instead of losing events silently', async function () {
     let overflows = 0
     let received = 0
-    const socket = new NetlinkUeventSocket({onDatagram: () => received++, onError: (e) => {
-      throw e
-    }, onOverflow: () => overflows++}, 1) // the kernel rounds this up to its minimum, a few KiB
+    const socket = new NetlinkUeventSocket(
+      {
+        onDatagram: () => received++,
+        onError: (e) => {
+          throw e
+        },
+        onOverflow: () => overflows++,
+      },
+      1,
+    ) // the kernel rounds this up to its minimum, a few KiB
     await socket.start()
     try {
       flood(500) // synchronous: nothing is read meanwhile

@@ -35,17 +35,19 @@ interface PodOptions {
 
 function pod(name: string, options: PodOptions = {}): Json {
   return {
-    apiVersion: 'v1', kind: 'Pod', metadata: {annotations: options.annotations, name},
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: {annotations: options.annotations, name},
     spec: {
       containers: [{image: 'busybox', name: 'main', resources: options.limits === undefined ? undefined : {limits: options.limits}}],
-      nodeName: options.nodeName, serviceAccountName: options.serviceAccountName,
+      nodeName: options.nodeName,
+      serviceAccountName: options.serviceAccountName,
     },
   }
 }
 
 /** A class taken by annotation in the namespaces `namespaceSelector` selects (none without it). */
-const deviceClass = (name: string, namespaceSelector?: LabelSelector): Json =>
-  deviceClassManifest(name, namespaceSelector === undefined ? {} : {annotationAccess: {namespaceSelector}})
+const deviceClass = (name: string, namespaceSelector?: LabelSelector): Json => deviceClassManifest(name, namespaceSelector === undefined ? {} : {annotationAccess: {namespaceSelector}})
 
 /** The API server's refusal of `action`; fails the test when it is accepted. */
 const refusal = (action: () => Promise<unknown>): Promise<KubeApiError> => rejection(action(), KubeApiError)
@@ -56,15 +58,19 @@ const refusedBy = (error: unknown, policy: string): error is KubeApiError =>
 
 /** Waits until the dry-run `request` is refused as `expected` tells; it failing any other way fails the wait at once. */
 async function untilRefused(what: string, request: () => Promise<unknown>, expected: (error: unknown) => boolean): Promise<void> {
-  await waitFor(what, async () => {
-    try {
-      await request()
-      return false
-    } catch (error) {
-      if (expected(error)) return true
-      throw error
-    }
-  }, {timeoutMs: 30_000})
+  await waitFor(
+    what,
+    async () => {
+      try {
+        await request()
+        return false
+      } catch (error) {
+        if (expected(error)) return true
+        throw error
+      }
+    },
+    {timeoutMs: 30_000},
+  )
 }
 
 const annotationPolicy = 'nfdctl-device-annotation-access'
@@ -88,16 +94,20 @@ describe('deploy/agent admission policies and a device quota, on a real kube-api
   async function annotationPolicyCaughtUp(): Promise<void> {
     const name = `sentinel-${++sentinels}`
     await client.request('POST', deviceClassesPath, {body: deviceClass(name)})
-    await untilRefused(`ValidatingAdmissionPolicy ${annotationPolicy} to refuse a pod asking for DeviceClass ${name}`,
+    await untilRefused(
+      `ValidatingAdmissionPolicy ${annotationPolicy} to refuse a pod asking for DeviceClass ${name}`,
       () => client.request('POST', podsOf('probe'), {body: pod('probe', {annotations: annotation(name)}), query: {dryRun: 'All'}}),
-      (error) => refusedBy(error, annotationPolicy) && error.serverMessage.includes(name))
+      (error) => refusedBy(error, annotationPolicy) && error.serverMessage.includes(name),
+    )
   }
 
   /** Waits until a new pod asking for `className` in `namespace` is refused (the policy has seen the namespace's labels). */
   async function refusedIn(namespace: string, className: string): Promise<void> {
-    await untilRefused(`a pod asking for ${className} in namespace ${namespace} to be refused`,
+    await untilRefused(
+      `a pod asking for ${className} in namespace ${namespace} to be refused`,
       () => client.request('POST', podsOf(namespace), {body: pod('probe', {annotations: annotation(className)}), query: {dryRun: 'All'}}),
-      (error) => refusedBy(error, annotationPolicy))
+      (error) => refusedBy(error, annotationPolicy),
+    )
   }
 
   before(async function () {
@@ -133,7 +143,8 @@ describe('deploy/agent admission policies and a device quota, on a real kube-api
 
       const error = await refusal(() => client.request('POST', podsOf('elsewhere'), {body: pod('refused', {annotations: annotation('lab-serial')})}))
       expect(error.code).to.equal(403)
-      expect(error.serverMessage).to.contain(`ValidatingAdmissionPolicy '${annotationPolicy}'`)
+      expect(error.serverMessage)
+        .to.contain(`ValidatingAdmissionPolicy '${annotationPolicy}'`)
         .and.contain('DeviceClass (devices.nfdctl.io) lab-serial cannot be taken by pod annotation in namespace elsewhere')
         .and.contain('ask with the resource limit devices.nfdctl.io/lab-serial')
     })
@@ -196,7 +207,10 @@ describe('deploy/agent admission policies and a device quota, on a real kube-api
         ['by-name', {matchLabels: {'kubernetes.io/metadata.name': 'sel-bare'}}],
       ]
       const namespaces: Record<string, Record<string, string>> = {
-        'sel-bare': {}, 'sel-dev': {env: 'dev', team: 'lab'}, 'sel-prod': {env: 'prod'}, 'sel-team-prod': {env: 'prod', team: 'lab'},
+        'sel-bare': {},
+        'sel-dev': {env: 'dev', team: 'lab'},
+        'sel-prod': {env: 'prod'},
+        'sel-team-prod': {env: 'prod', team: 'lab'},
       }
       const labelsOf = new Map<string, Record<string, string>>()
 
@@ -250,9 +264,11 @@ describe('deploy/agent admission policies and a device quota, on a real kube-api
       // only what status.hard lists, and counts on from status.used.
       await client.request('PATCH', `${quotas}/devices/status`, {body: {status: {hard: {[resource]: '1'}, used: {[resource]: '0'}}}, contentType: mergePatch})
       const limits = (n: string): Record<string, string> => ({'devices.nfdctl.io/lab-serial': n})
-      await untilRefused('quota admission to see the quota\'s status',
+      await untilRefused(
+        "quota admission to see the quota's status",
         () => client.request('POST', podsOf('quota'), {body: pod('too-many', {limits: limits('2')}), query: {dryRun: 'All'}}),
-        (error) => error instanceof KubeApiError && error.serverMessage.includes('exceeded quota: devices'))
+        (error) => error instanceof KubeApiError && error.serverMessage.includes('exceeded quota: devices'),
+      )
 
       await client.request('POST', podsOf('quota'), {body: pod('first', {limits: limits('1')})})
       const error = await refusal(() => client.request('POST', podsOf('quota'), {body: pod('second', {limits: limits('1')})}))
@@ -274,7 +290,11 @@ describe('deploy/agent admission policies and a device quota, on a real kube-api
     async function clientBoundTo(podName: string): Promise<KubeClient> {
       const boundPod = await client.request<{metadata: {uid: string}}>('GET', `${podsOf(namespace)}/${podName}`)
       const request = await client.request<{status: {token: string}}>('POST', `/api/v1/namespaces/${namespace}/serviceaccounts/nfdctl-agent/token`, {
-        body: {apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: {boundObjectRef: {apiVersion: 'v1', kind: 'Pod', name: podName, uid: boundPod.metadata.uid}, expirationSeconds: 3600}},
+        body: {
+          apiVersion: 'authentication.k8s.io/v1',
+          kind: 'TokenRequest',
+          spec: {boundObjectRef: {apiVersion: 'v1', kind: 'Pod', name: podName, uid: boundPod.metadata.uid}, expirationSeconds: 3600},
+        },
       })
       const kubeconfig = await plane.kubeconfigWithToken(podName, request.status.token)
       return (await openCluster({kubeconfig}, {burst: 100, qps: 100})).client
@@ -296,12 +316,15 @@ describe('deploy/agent admission policies and a device quota, on a real kube-api
       // node-b's agent wrote its entry (as the status writer does: server-side apply, a field manager per node).
       await client.request('PATCH', classStatusPath(className), {
         body: {apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', metadata: {name: className}, status: {nodes: [theirs]}},
-        contentType: 'application/apply-patch+yaml', query: {fieldManager: 'nfdctl-agent-node-b', force: true},
+        contentType: 'application/apply-patch+yaml',
+        query: {fieldManager: 'nfdctl-agent-node-b', force: true},
       })
       // In force once it refuses a token that names no node (a probe apart from the rules under test).
-      await untilRefused(`ValidatingAdmissionPolicy ${statusPolicy} to refuse a token that names no node`,
+      await untilRefused(
+        `ValidatingAdmissionPolicy ${statusPolicy} to refuse a token that names no node`,
         () => unscheduled.request('PATCH', classStatusPath(className), {body: {status: {nodes: []}}, contentType: mergePatch, query: {dryRun: 'All'}}),
-        (error) => refusedBy(error, statusPolicy))
+        (error) => refusedBy(error, statusPolicy),
+      )
     })
 
     after(function () {
@@ -319,7 +342,18 @@ describe('deploy/agent admission policies and a device quota, on a real kube-api
 
     it('the agent writes its own entry and the Valid condition through StatusWriter, and takes its entry back', async () => {
       const writer = new StatusWriter(agent, 'node-a')
-      const device: Device = {devName: 'ttyACM0', devNode: '/dev/ttyACM0', devPath: '/devices/virtual/tty/ttyACM0', id: 'c166:0', kernelName: 'ttyACM0', major: 166, minor: 0, properties: {}, subsystem: 'tty', type: 'char'}
+      const device: Device = {
+        devName: 'ttyACM0',
+        devNode: '/dev/ttyACM0',
+        devPath: '/devices/virtual/tty/ttyACM0',
+        id: 'c166:0',
+        kernelName: 'ttyACM0',
+        major: 166,
+        minor: 0,
+        properties: {},
+        subsystem: 'tty',
+        type: 'char',
+      }
       const entry = nodeClassStatus('node-a', [device], [{container: 'main', namespace: 'lab', pod: 'admitted'}], 1)
       expect(await writer.write(new Map([[className, {condition: {generation: 1, message: 'ok', valid: true}, entry}]]))).to.deep.equal([className])
       const written = await nodesOfClass()
@@ -332,7 +366,7 @@ describe('deploy/agent admission policies and a device quota, on a real kube-api
       expect(await nodesOfClass()).to.deep.equal([theirs])
     })
 
-    it('refuses the agent applying, changing or removing another node\'s entry', async () => {
+    it("refuses the agent applying, changing or removing another node's entry", async () => {
       const message = `the nfdctl agent of node node-a may write only its own entry of status.nodes in DeviceClass (devices.nfdctl.io) ${className}`
       // An agent that claims to be node-b's (its field manager and entry), with node-a's token.
       const impostor = new StatusWriter(agent, 'node-b')
@@ -340,19 +374,22 @@ describe('deploy/agent admission policies and a device quota, on a real kube-api
       expect(applied.code).to.equal(403)
       expect(applied.serverMessage).to.contain(message)
 
-      const changed = await refusal(() => agent.request('PATCH', classStatusPath(className), {
-        body: [{op: 'replace', path: '/status/nodes/0/devices', value: []}], contentType: 'application/json-patch+json',
-      }))
+      const changed = await refusal(() =>
+        agent.request('PATCH', classStatusPath(className), {
+          body: [{op: 'replace', path: '/status/nodes/0/devices', value: []}],
+          contentType: 'application/json-patch+json',
+        }),
+      )
       expect(changed.serverMessage).to.contain(message)
       const removed = await refusal(() => agent.request('PATCH', classStatusPath(className), {body: {status: {nodes: []}}, contentType: mergePatch}))
       expect(removed.serverMessage).to.contain(message)
       expect(await nodesOfClass()).to.deep.equal([theirs])
     })
 
-    it('refuses the agent\'s service account with a token that names no node', async () => {
+    it("refuses the agent's service account with a token that names no node", async () => {
       const writer = new StatusWriter(unscheduled, 'node-a')
       const error = await refusal(() => writer.write(new Map([[className, {entry: nodeClassStatus('node-a', [], [])}]])))
-      expect(error.serverMessage).to.contain('the nfdctl agent\'s credentials name no node')
+      expect(error.serverMessage).to.contain("the nfdctl agent's credentials name no node")
       expect(await nodesOfClass()).to.deep.equal([theirs])
     })
 

@@ -21,7 +21,7 @@ const loopRule = (glob: string): Record<string, unknown> => ({match: [{devName: 
 /** The store's log, one record per line. */
 const records = (log: Sink): Array<{msg: string; classes?: string[]}> => log.lines().map((line) => JSON.parse(line))
 
-describe('the agent\'s class store on a real API server', function () {
+describe("the agent's class store on a real API server", function () {
   let plane: ControlPlane
   let client: KubeClient
   let dir: string
@@ -68,7 +68,7 @@ describe('the agent\'s class store on a real API server', function () {
     if (dir) await rm(dir, {force: true, recursive: true})
   })
 
-  it('reads the cluster\'s classes for this node, follows them and the node\'s labels live, and persists every change', async function () {
+  it("reads the cluster's classes for this node, follows them and the node's labels live, and persists every change", async function () {
     const stateDir = join(dir, 'live')
     const store = storeFor(client, stateDir)
     const views: ClassView[] = []
@@ -112,7 +112,8 @@ describe('the agent\'s class store on a real API server', function () {
       for (let i = 0; i < 5; i++) {
         await client.request('PATCH', `${deviceClassesPath}/cs-watched/status`, {
           body: {apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', metadata: {name: 'cs-watched'}, status: {nodes: [{devices: [], node: `other-${i}`}]}},
-          contentType: 'application/apply-patch+yaml', query: {fieldManager: `other-${i}`, force: true},
+          contentType: 'application/apply-patch+yaml',
+          query: {fieldManager: `other-${i}`, force: true},
         })
       }
       await sleep(500)
@@ -128,7 +129,7 @@ describe('the agent\'s class store on a real API server', function () {
     }
   })
 
-  it('uses the persisted classes when the API server does not answer at start, and takes the cluster\'s once it does', async function () {
+  it("uses the persisted classes when the API server does not answer at start, and takes the cluster's once it does", async function () {
     const stateDir = join(dir, 'outage')
     const first = storeFor(client, stateDir)
     await start(first)
@@ -186,7 +187,10 @@ describe('the agent\'s class store on a real API server', function () {
     })
     await sleep(2000)
     expect(done, 'start() returned without classes').to.equal(false)
-    expect(records(log).map((l) => l.msg)).to.include.members(['the persisted DeviceClasses cannot be used; ignored', 'the API server does not answer and no classes are persisted yet; waiting for it'])
+    expect(records(log).map((l) => l.msg)).to.include.members([
+      'the persisted DeviceClasses cannot be used; ignored',
+      'the API server does not answer and no classes are persisted yet; waiting for it',
+    ])
     const proxy = await DroppingProxy.start(new URL(plane.server), port)
     try {
       const {source, view} = await starting

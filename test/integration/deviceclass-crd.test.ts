@@ -142,11 +142,12 @@ describe('DeviceClass (devices.nfdctl.io) CRD against a real kube-apiserver', fu
     it('each node applies its own entry (list-map keyed by node, a field manager per node)', async () => {
       const stored = await create(deviceClass('status-apply'))
       const name = stored.metadata.name
-      const apply = (nodeName: string, minor: number): Promise<StoredClass> => client.request<StoredClass>('PATCH', `${classesPath}/${name}/status`, {
-        body: {apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', metadata: {name}, status: {nodes: [node(nodeName, minor)]}},
-        contentType: 'application/apply-patch+yaml',
-        query: {fieldManager: `nfdctl-agent-${nodeName}`, force: true},
-      })
+      const apply = (nodeName: string, minor: number): Promise<StoredClass> =>
+        client.request<StoredClass>('PATCH', `${classesPath}/${name}/status`, {
+          body: {apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', metadata: {name}, status: {nodes: [node(nodeName, minor)]}},
+          contentType: 'application/apply-patch+yaml',
+          query: {fieldManager: `nfdctl-agent-${nodeName}`, force: true},
+        })
 
       await apply('worker-1', 0)
       await apply('worker-2', 1)

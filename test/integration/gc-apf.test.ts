@@ -40,11 +40,13 @@ function flowSchema(name: string, user: string, level: string): {metadata: {name
       distinguisherMethod: {type: 'ByUser'},
       matchingPrecedence: 300,
       priorityLevelConfiguration: {name: level},
-      rules: [{
-        nonResourceRules: [{nonResourceURLs: ['*'], verbs: ['*']}],
-        resourceRules: [{apiGroups: ['*'], clusterScope: true, namespaces: ['*'], resources: ['*'], verbs: ['*']}],
-        subjects: [{kind: 'User', user: {name: user}}],
-      }],
+      rules: [
+        {
+          nonResourceRules: [{nonResourceURLs: ['*'], verbs: ['*']}],
+          resourceRules: [{apiGroups: ['*'], clusterScope: true, namespaces: ['*'], resources: ['*'], verbs: ['*']}],
+          subjects: [{kind: 'User', user: {name: user}}],
+        },
+      ],
     },
   }
 }
@@ -72,8 +74,12 @@ describe('gc once under API Priority and Fairness (real kube-apiserver)', functi
   })
 
   after(async () => {
-    for (const [kind, name] of [['flowschemas', 'nfdctl-test-gc-throttled'], ['flowschemas', 'nfdctl-test-bystander'],
-      ['prioritylevelconfigurations', 'nfdctl-test-tiny'], ['prioritylevelconfigurations', 'nfdctl-test-bystander']]) {
+    for (const [kind, name] of [
+      ['flowschemas', 'nfdctl-test-gc-throttled'],
+      ['flowschemas', 'nfdctl-test-bystander'],
+      ['prioritylevelconfigurations', 'nfdctl-test-tiny'],
+      ['prioritylevelconfigurations', 'nfdctl-test-bystander'],
+    ]) {
       await client?.request('DELETE', `${flowcontrol}/${kind}/${name}`).catch(() => undefined)
     }
     client?.close()
@@ -105,10 +111,15 @@ describe('gc once under API Priority and Fairness (real kube-apiserver)', functi
 
     expect(run.exitCode, run.stdout + run.stderr).to.equal(0)
     const report = JSON.parse(run.stdout) as SweepReport
-    process.stderr.write(`      apf: ${report.apiThrottled} throttled, window ${report.concurrency.lowest}-${report.concurrency.highest} (final ${report.concurrency.final}), ${report.durationMs} ms, ${bystanderLatencies.length} bystander lists, slowest ${Math.max(...bystanderLatencies).toFixed(0)} ms\n`)
+    process.stderr.write(
+      `      apf: ${report.apiThrottled} throttled, window ${report.concurrency.lowest}-${report.concurrency.highest} (final ${report.concurrency.final}), ${report.durationMs} ms, ${bystanderLatencies.length} bystander lists, slowest ${Math.max(...bystanderLatencies).toFixed(0)} ms\n`,
+    )
     expect(report.apiThrottled, 'answers 429').to.be.greaterThan(0)
     expect(report.concurrency.lowest, 'the window narrowed').to.be.lessThan(report.concurrency.highest)
-    expect(report.kinds.map((k) => [k.kind, k.stale, k.deleted, k.failed])).to.deep.equal([['NodeFeature', 600, 600, 0], ['NodeResourceTopology', 0, 0, 0]])
+    expect(report.kinds.map((k) => [k.kind, k.stale, k.deleted, k.failed])).to.deep.equal([
+      ['NodeFeature', 600, 600, 0],
+      ['NodeResourceTopology', 0, 0, 0],
+    ])
     const left = await listMetadata(client, {group: 'nfd.k8s-sigs.io', namespaced: true, plural: 'nodefeatures', version: 'v1alpha1'}, {pageSize: 0})
     expect(left.items.map((m) => m.name).sort()).to.deep.equal([...nodes].sort())
 

@@ -26,7 +26,12 @@ describe('gc once against a real kube-apiserver', function () {
 
   /** Nodes live-1..live-N, each with a NodeFeature in nfd and a NodeResourceTopology. */
   async function seedLive(count: number): Promise<void> {
-    await seedNodesWithObjects(client, [...Array(count).keys()].map((i) => `live-${i + 1}`), 'nfd', 16)
+    await seedNodesWithObjects(
+      client,
+      [...Array(count).keys()].map((i) => `live-${i + 1}`),
+      'nfd',
+      16,
+    )
   }
 
   it('deletes objects of vanished nodes across namespaces and keeps every live one', async function () {

@@ -52,10 +52,14 @@ describe('gc run: leader election with two replicas', function () {
   const leaderOf = async (replicas: GcProcess[]): Promise<{leader: GcProcess; standby: GcProcess}> => {
     // Both up (their health servers listen before this line), then exactly one leads.
     for (const replica of replicas) await replica.waitForLog('start-up', (l) => l.msg === 'gc run starting')
-    const leader = await waitFor('one leader', async () => {
-      const leaders = replicas.filter((r) => r.logs.some((l) => l.msg === 'became leader'))
-      return leaders.length === 1 ? leaders[0] : undefined
-    }, {timeoutMs: 15_000})
+    const leader = await waitFor(
+      'one leader',
+      async () => {
+        const leaders = replicas.filter((r) => r.logs.some((l) => l.msg === 'became leader'))
+        return leaders.length === 1 ? leaders[0] : undefined
+      },
+      {timeoutMs: 15_000},
+    )
     return {leader, standby: replicas.find((r) => r !== leader)!}
   }
 
@@ -68,7 +72,7 @@ describe('gc run: leader election with two replicas', function () {
     await createTopology(client, 'gone-1')
     await gone(client, [nodeFeaturePath('nfd', 'gone-1'), topologyPath('gone-1')], 5000, 'stale objects collected by the leader')
     // The log lines travel through a pipe and may trail the API by a moment.
-    await waitFor('the leader\'s deletion logs', async () => leader.count((l) => l.msg === 'deleted stale object') === 2, {timeoutMs: 3000}).catch((error: Error) => {
+    await waitFor("the leader's deletion logs", async () => leader.count((l) => l.msg === 'deleted stale object') === 2, {timeoutMs: 3000}).catch((error: Error) => {
       throw new Error(`${error.message}\nleader:\n${leader.transcript()}\nstandby:\n${standby.transcript()}`)
     })
     expect(standby.count((l) => l.msg === 'deleted stale object')).to.equal(0)
@@ -85,7 +89,7 @@ describe('gc run: leader election with two replicas', function () {
 
     await createNodeFeature(client, 'nfd', 'gone-2', 'gone-2')
     await gone(client, [nodeFeaturePath('nfd', 'gone-2')], 5000, 'stale object collected by the new leader')
-    await standby.waitForLog('the new leader\'s deletion log', (l) => l.msg === 'deleted stale object' && l.name === 'gone-2', 3000)
+    await standby.waitForLog("the new leader's deletion log", (l) => l.msg === 'deleted stale object' && l.name === 'gone-2', 3000)
   })
 
   it('a leader stopped with SIGTERM releases the lease, so the standby takes over at once', async function () {
@@ -123,7 +127,9 @@ describe('gc run: the RBAC in deploy/ is enough, and no broader', function () {
   })
 
   it('runs with leader election as an identity bound to exactly deploy/gc/rbac.yaml', async function () {
-    const docs = parseAllDocuments(await readFile(fileURLToPath(new URL('../../deploy/gc/rbac.yaml', import.meta.url)), 'utf8')).map((d) => d.toJS() as {kind: string; metadata: {name: string}; rules?: unknown[]})
+    const docs = parseAllDocuments(await readFile(fileURLToPath(new URL('../../deploy/gc/rbac.yaml', import.meta.url)), 'utf8')).map(
+      (d) => d.toJS() as {kind: string; metadata: {name: string}; rules?: unknown[]},
+    )
     const clusterRole = docs.find((d) => d.kind === 'ClusterRole')!
     const role = docs.find((d) => d.kind === 'Role')!
     // No broader than needed: exactly these verbs, and nothing cluster-wide beyond them.
@@ -139,9 +145,21 @@ describe('gc run: the RBAC in deploy/ is enough, and no broader', function () {
     const rbac = '/apis/rbac.authorization.k8s.io/v1'
     const subject = [{apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: user}]
     await upsert(client, `${rbac}/clusterroles`, {...clusterRole, metadata: {name: 'test-nfdctl-gc'}})
-    await upsert(client, `${rbac}/clusterrolebindings`, {apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRoleBinding', metadata: {name: 'test-nfdctl-gc'}, roleRef: {apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'test-nfdctl-gc'}, subjects: subject})
+    await upsert(client, `${rbac}/clusterrolebindings`, {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRoleBinding',
+      metadata: {name: 'test-nfdctl-gc'},
+      roleRef: {apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'test-nfdctl-gc'},
+      subjects: subject,
+    })
     await upsert(client, `${rbac}/namespaces/node-feature-discovery/roles`, {...role, metadata: {name: 'test-nfdctl-gc-le', namespace: 'node-feature-discovery'}})
-    await upsert(client, `${rbac}/namespaces/node-feature-discovery/rolebindings`, {apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'RoleBinding', metadata: {name: 'test-nfdctl-gc-le', namespace: 'node-feature-discovery'}, roleRef: {apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'test-nfdctl-gc-le'}, subjects: subject})
+    await upsert(client, `${rbac}/namespaces/node-feature-discovery/rolebindings`, {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'RoleBinding',
+      metadata: {name: 'test-nfdctl-gc-le', namespace: 'node-feature-discovery'},
+      roleRef: {apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'test-nfdctl-gc-le'},
+      subjects: subject,
+    })
     const kubeconfig = await plane.kubeconfigFor(user)
 
     await seedNodes(client, ['d1', 'd2'])
@@ -152,7 +170,10 @@ describe('gc run: the RBAC in deploy/ is enough, and no broader', function () {
     // A node deletion exercises the targeted path (label-selected list, topology GET by name).
     await client.request('DELETE', '/api/v1/nodes/d2')
     await gone(client, [nodeFeaturePath('nfd', 'd2'), topologyPath('d2')], 5000, 'per-node collection as the deployed identity')
-    expect(gc.logs.filter((l) => l.level === 'warn' || l.level === 'error'), gc.transcript()).to.deep.equal([])
+    expect(
+      gc.logs.filter((l) => l.level === 'warn' || l.level === 'error'),
+      gc.transcript(),
+    ).to.deep.equal([])
     expect((await gc.get('/readyz')).status).to.equal(200)
   })
 })

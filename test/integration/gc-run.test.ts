@@ -36,7 +36,11 @@ describe('gc run against a real kube-apiserver', function () {
   afterEach(async function () {
     const stopped = running.splice(0)
     const codes = await Promise.all(stopped.map((gc) => gc.stop()))
-    if (this.currentTest?.state === 'passed') expect(codes.every((c) => c === 0), `exit codes ${codes.join(',')}`).to.equal(true)
+    if (this.currentTest?.state === 'passed')
+      expect(
+        codes.every((c) => c === 0),
+        `exit codes ${codes.join(',')}`,
+      ).to.equal(true)
   })
 
   after(() => client?.close())
@@ -68,7 +72,7 @@ describe('gc run against a real kube-apiserver', function () {
 
     const deletedAt = Date.now()
     await client.request('DELETE', '/api/v1/nodes/drop')
-    await gone([nodeFeaturePath('nfd', 'drop'), topologyPath('drop')], 2000, 'the deleted node\'s objects')
+    await gone([nodeFeaturePath('nfd', 'drop'), topologyPath('drop')], 2000, "the deleted node's objects")
     const latency = Date.now() - deletedAt
     expect(latency).to.be.lessThan(2000)
     expect(await exists(client, nodeFeaturePath('nfd', 'keep'))).to.equal(true)
@@ -77,7 +81,7 @@ describe('gc run against a real kube-apiserver', function () {
     expect(gc.count((l) => l.msg === 'sweep done')).to.equal(1)
   })
 
-  it('finds a deleted Node\'s objects by name first and by label after: named otherwise, in another namespace, or named after it but labelled for a live node', async function () {
+  it("finds a deleted Node's objects by name first and by label after: named otherwise, in another namespace, or named after it but labelled for a live node", async function () {
     await ensureNamespace(client, 'nfd-extra')
     await ensureNamespace(client, 'nfd-other')
     await seedNodes(['keep', 'drop'])
@@ -89,7 +93,11 @@ describe('gc run against a real kube-apiserver', function () {
     await gc.waitForLog('first sweep', (l) => l.msg === 'sweep done')
 
     await client.request('DELETE', '/api/v1/nodes/drop')
-    await gone([nodeFeaturePath('nfd', 'drop'), nodeFeaturePath('nfd-extra', 'drop'), nodeFeaturePath('nfd', 'drop-extra'), nodeFeaturePath('nfd-extra', 'keep'), topologyPath('drop')], 3000, 'every object labelled for the deleted node')
+    await gone(
+      [nodeFeaturePath('nfd', 'drop'), nodeFeaturePath('nfd-extra', 'drop'), nodeFeaturePath('nfd', 'drop-extra'), nodeFeaturePath('nfd-extra', 'keep'), topologyPath('drop')],
+      3000,
+      'every object labelled for the deleted node',
+    )
     const collected = await gc.waitForLog('per-node collection', (l) => l.msg === 'collected objects of deleted nodes')
     expect(collected).to.include({deleted: 5, failed: 0, found: 5})
     expect(await exists(client, nodeFeaturePath('nfd-other', 'drop'))).to.equal(true)
@@ -105,7 +113,11 @@ describe('gc run against a real kube-apiserver', function () {
 
     const doomed = all.slice(0, 200)
     await inParallel(doomed, 32, (n) => client.request('DELETE', `/api/v1/nodes/${n}`))
-    await gone(doomed.flatMap((n) => [nodeFeaturePath('nfd', n), topologyPath(n)]), 20_000, 'objects of 200 deleted nodes')
+    await gone(
+      doomed.flatMap((n) => [nodeFeaturePath('nfd', n), topologyPath(n)]),
+      20_000,
+      'objects of 200 deleted nodes',
+    )
     const deletedLines = (): number => gc.count((l) => l.msg === 'deleted stale object')
     await waitFor('400 deletion log lines', async () => deletedLines() === 400, {timeoutMs: 5000})
 
@@ -194,7 +206,7 @@ describe('gc run against a real kube-apiserver', function () {
     expect(await exists(client, nodeFeaturePath('nfd', 'orphan-1'))).to.equal(true)
   })
 
-  it('deleting every Node of a small cluster goes through the sweep\'s guards: nothing is deleted', async function () {
+  it("deleting every Node of a small cluster goes through the sweep's guards: nothing is deleted", async function () {
     await seedNodes(['edge-1', 'edge-2', 'edge-3'])
     const gc = await start('--interval', '1h', '--grace-period', '0')
     await gc.waitForLog('first sweep', (l) => l.msg === 'sweep done')

@@ -29,8 +29,17 @@ const gcRules = [
 ]
 
 const defaults = {
-  'allow-empty-nodes': false, burst: 100, concurrency: 8, 'dry-run': false, 'fail-on-stale': false, force: false,
-  'keep-unlabelled': false, 'list-size': 500, 'max-delete-ratio': 0.5, qps: 100, timeout: '1m',
+  'allow-empty-nodes': false,
+  burst: 100,
+  concurrency: 8,
+  'dry-run': false,
+  'fail-on-stale': false,
+  force: false,
+  'keep-unlabelled': false,
+  'list-size': 500,
+  'max-delete-ratio': 0.5,
+  qps: 100,
+  timeout: '1m',
 }
 
 describe('gc once safety against a real kube-apiserver', function () {
@@ -73,7 +82,10 @@ describe('gc once safety against a real kube-apiserver', function () {
 
     expect(run.exitCode).to.equal(1)
     const report = JSON.parse(run.stdout) as SweepReport
-    expect(report.objects.map((o) => [o.name, o.result])).to.deep.equal([['gone', 'failed'], ['gone', 'failed']])
+    expect(report.objects.map((o) => [o.name, o.result])).to.deep.equal([
+      ['gone', 'failed'],
+      ['gone', 'failed'],
+    ])
     expect(report.objects[0].error).to.match(/403/)
     expect(report.kinds.map((k) => k.failed)).to.deep.equal([1, 1])
     expect(await exists(client, nodeFeaturePath('nfd', 'gone'))).to.equal(true)
@@ -100,7 +112,10 @@ describe('gc once safety against a real kube-apiserver', function () {
 
     const results = await deleteStale(client, plan.stale, {concurrency: 2, keepUnlabelled: false, listSize: 500})
 
-    expect(results.map((r) => [r.object.kind.kind, r.outcome])).to.deep.equal([['NodeFeature', 'replaced'], ['NodeResourceTopology', 'deleted']])
+    expect(results.map((r) => [r.object.kind.kind, r.outcome])).to.deep.equal([
+      ['NodeFeature', 'replaced'],
+      ['NodeResourceTopology', 'deleted'],
+    ])
     const live = await client.request<{metadata: {uid: string}}>('GET', nodeFeaturePath('nfd', 'gone'))
     expect(live.metadata.uid).to.equal(recreated.uid)
   })
@@ -113,7 +128,9 @@ describe('gc once safety against a real kube-apiserver', function () {
     try {
       const run = await nfdctl<SweepReport>(['gc', 'once', '--kubeconfig', plane.kubeconfig])
       expect(run.exitCode, run.stdout + run.stderr).to.equal(0)
-      expect(run.stderr).to.contain('NodeResourceTopology: noderesourcetopologies.topology.node.k8s.io/v1alpha2 is not served (is the CRD noderesourcetopologies.topology.node.k8s.io installed?); skipped')
+      expect(run.stderr).to.contain(
+        'NodeResourceTopology: noderesourcetopologies.topology.node.k8s.io/v1alpha2 is not served (is the CRD noderesourcetopologies.topology.node.k8s.io installed?); skipped',
+      )
       expect(run.stdout).to.match(/NodeResourceTopology\s+0\s+0\s+0\s+0\s+0\s+CRD not installed: skipped/)
       expect(await exists(client, nodeFeaturePath('nfd', 'gone'))).to.equal(false)
     } finally {
@@ -183,8 +200,14 @@ describe('gc once safety against a real kube-apiserver', function () {
       const minimal = await plane.client(await plane.kubeconfigFor('gc-minimal'))
       const report = await sweepOnce(minimal, sweepOptionsFrom(defaults), {beforeDelete: () => relabel('gone', 'n1').then(() => undefined)}).finally(() => minimal.close())
 
-      expect(outcomes(report)).to.deep.equal([['NodeFeature', 'gone', 'changed'], ['NodeResourceTopology', 'gone', 'deleted']])
-      expect(counts(report)).to.deep.equal([[0, 1, 0], [1, 0, 0]])
+      expect(outcomes(report)).to.deep.equal([
+        ['NodeFeature', 'gone', 'changed'],
+        ['NodeResourceTopology', 'gone', 'deleted'],
+      ])
+      expect(counts(report)).to.deep.equal([
+        [0, 1, 0],
+        [1, 0, 0],
+      ])
       expect(await nodeLabelOf('gone')).to.equal('n1')
     })
 
@@ -203,8 +226,14 @@ describe('gc once safety against a real kube-apiserver', function () {
           },
         }).finally(() => minimal.close())
 
-        expect(outcomes(report)).to.deep.equal([['NodeFeature', 'gone', 'node-exists'], ['NodeResourceTopology', 'gone', 'node-exists']])
-        expect(counts(report)).to.deep.equal([[0, 1, 0], [0, 1, 0]])
+        expect(outcomes(report)).to.deep.equal([
+          ['NodeFeature', 'gone', 'node-exists'],
+          ['NodeResourceTopology', 'gone', 'node-exists'],
+        ])
+        expect(counts(report)).to.deep.equal([
+          [0, 1, 0],
+          [0, 1, 0],
+        ])
         // Unchanged: the delete preconditions would have held, so only the second look at the node saved them.
         expect(await versionOf(nodeFeaturePath('nfd', 'gone'))).to.equal(planned.get('NodeFeature'))
         expect(await versionOf(topologyPath('gone'))).to.equal(planned.get('NodeResourceTopology'))
@@ -231,8 +260,14 @@ describe('gc once safety against a real kube-apiserver', function () {
     it('deletes, at its new version, an object that changed but is still stale (re-labelled to another gone node)', async function () {
       const report = await sweepOnce(client, sweepOptionsFrom(defaults), {beforeDelete: () => relabel('gone', 'also-gone').then(() => undefined)})
 
-      expect(outcomes(report)).to.deep.equal([['NodeFeature', 'gone', 'deleted'], ['NodeResourceTopology', 'gone', 'deleted']])
-      expect(counts(report)).to.deep.equal([[1, 0, 0], [1, 0, 0]])
+      expect(outcomes(report)).to.deep.equal([
+        ['NodeFeature', 'gone', 'deleted'],
+        ['NodeResourceTopology', 'gone', 'deleted'],
+      ])
+      expect(counts(report)).to.deep.equal([
+        [1, 0, 0],
+        [1, 0, 0],
+      ])
       expect(await exists(client, nodeFeaturePath('nfd', 'gone'))).to.equal(false)
     })
 
@@ -240,7 +275,10 @@ describe('gc once safety against a real kube-apiserver', function () {
       await createNodeFeature(client, 'nfd', 'unlabelled', undefined)
       const report = await sweepOnce(client, sweepOptionsFrom({...defaults, kinds: 'NodeFeature'}), {beforeDelete: () => relabel('unlabelled', 'n2').then(() => undefined)})
 
-      expect(outcomes(report)).to.deep.equal([['NodeFeature', 'gone', 'deleted'], ['NodeFeature', 'unlabelled', 'changed']])
+      expect(outcomes(report)).to.deep.equal([
+        ['NodeFeature', 'gone', 'deleted'],
+        ['NodeFeature', 'unlabelled', 'changed'],
+      ])
       expect(await nodeLabelOf('unlabelled')).to.equal('n2')
     })
 
@@ -253,8 +291,14 @@ describe('gc once safety against a real kube-apiserver', function () {
         },
       })
 
-      expect(outcomes(report)).to.deep.equal([['NodeFeature', 'gone', 'replaced'], ['NodeResourceTopology', 'gone', 'deleted']])
-      expect(counts(report)).to.deep.equal([[0, 1, 0], [1, 0, 0]])
+      expect(outcomes(report)).to.deep.equal([
+        ['NodeFeature', 'gone', 'replaced'],
+        ['NodeResourceTopology', 'gone', 'deleted'],
+      ])
+      expect(counts(report)).to.deep.equal([
+        [0, 1, 0],
+        [1, 0, 0],
+      ])
       const live = await client.request<{metadata: {uid: string}}>('GET', nodeFeaturePath('nfd', 'gone'))
       expect(live.metadata.uid).to.equal(recreated)
     })
@@ -283,7 +327,14 @@ describe('gc once safety against a real kube-apiserver', function () {
       const metrics = createGcMetrics(registry, 'test')
       const collector = new Collector({
         beforeDelete: () => relabel('gone', 'n3').then(() => undefined),
-        client, concurrency: 4, graceMs: 0, intervalMs: 3_600_000, kinds: gcKinds, listSize: 500, metrics, plan: sweepOptionsFrom(defaults),
+        client,
+        concurrency: 4,
+        graceMs: 0,
+        intervalMs: 3_600_000,
+        kinds: gcKinds,
+        listSize: 500,
+        metrics,
+        plan: sweepOptionsFrom(defaults),
       })
       const controller = new AbortController()
       try {
@@ -318,10 +369,14 @@ describe('list restart on 410 Expired (real etcd compaction)', function () {
     plane = await startControlPlane(this, ['--feature-gates=ListFromCacheSnapshot=false'])
     client = await plane.client()
     await ensureNamespace(client, 'nfd')
-    await inParallel([...Array(6).keys()].map((i) => `n${i}`), 6, async (node) => {
-      await createNode(client, node)
-      await createNodeFeature(client, 'nfd', node, node)
-    })
+    await inParallel(
+      [...Array(6).keys()].map((i) => `n${i}`),
+      6,
+      async (node) => {
+        await createNode(client, node)
+        await createNodeFeature(client, 'nfd', node, node)
+      },
+    )
     await inParallel(['gone-a', 'gone-b'], 2, (node) => createNodeFeature(client, 'nfd', node, node))
   })
 
@@ -390,7 +445,10 @@ describe('list restart on 410 Expired (real etcd compaction)', function () {
         await plane.compactEtcd(await plane.etcdRevision())
       },
       pageSize: 2,
-    }).then(() => undefined, (error: unknown) => error as Error)
+    }).then(
+      () => undefined,
+      (error: unknown) => error as Error,
+    )
     expect(error?.message).to.match(/continue token expired 2 times; try a larger --list-size/)
     expect(pages).to.equal(2)
   })

@@ -31,7 +31,9 @@ describe('kubeconfig exec plugins and context namespace against a real kube-apis
     admin = JSON.parse(await readFile(plane.kubeconfig, 'utf8')) as Kubeconfig
     // Hands out the admin client certificate; tells the user something on stderr; records its exec info.
     plugin = join(plane.options.dir, 'exec-plugin.mjs')
-    await writeFile(plugin, `#!${process.execPath}
+    await writeFile(
+      plugin,
+      `#!${process.execPath}
 import {readFileSync, writeFileSync} from 'node:fs'
 process.stderr.write('exec-plugin: using the cached login of alice@example\\n')
 writeFileSync(process.env.EXEC_INFO_FILE, process.env.KUBERNETES_EXEC_INFO)
@@ -39,7 +41,8 @@ const user = JSON.parse(readFileSync(process.env.ADMIN_KUBECONFIG, 'utf8')).user
 const pem = (b64) => Buffer.from(b64, 'base64').toString('utf8')
 process.stdout.write(JSON.stringify({apiVersion: '${v1}', kind: 'ExecCredential',
   status: {clientCertificateData: pem(user['client-certificate-data']), clientKeyData: pem(user['client-key-data'])}}))
-`)
+`,
+    )
     chmodSync(plugin, 0o755)
   })
 
@@ -57,8 +60,14 @@ process.stdout.write(JSON.stringify({apiVersion: '${v1}', kind: 'ExecCredential'
       doc.clusters[0].cluster.extensions = [{extension: {audience: 'nfdctl-test'}, name: 'client.authentication.k8s.io/exec'}]
       doc.users[0].user = {
         exec: {
-          apiVersion: v1, command: plugin, env: [{name: 'ADMIN_KUBECONFIG', value: plane.kubeconfig}, {name: 'EXEC_INFO_FILE', value: infoFile}],
-          interactiveMode: 'IfAvailable', provideClusterInfo: true,
+          apiVersion: v1,
+          command: plugin,
+          env: [
+            {name: 'ADMIN_KUBECONFIG', value: plane.kubeconfig},
+            {name: 'EXEC_INFO_FILE', value: infoFile},
+          ],
+          interactiveMode: 'IfAvailable',
+          provideClusterInfo: true,
         },
       }
     })
@@ -110,14 +119,18 @@ process.stdout.write(JSON.stringify({apiVersion: '${v1}', kind: 'ExecCredential'
     })
     const gc = await GcProcess.start(['--kubeconfig', kubeconfig, '--interval', '1h', '--leader-elect'])
     try {
-      const lease = await waitFor('the Lease in from-context', async () => {
-        try {
-          return await client.request<{spec: {holderIdentity?: string}}>('GET', '/apis/coordination.k8s.io/v1/namespaces/from-context/leases/nfdctl-gc')
-        } catch (error) {
-          if (isStatus(error, 'NotFound')) return undefined
-          throw error
-        }
-      }, {intervalMs: 50, timeoutMs: 20_000})
+      const lease = await waitFor(
+        'the Lease in from-context',
+        async () => {
+          try {
+            return await client.request<{spec: {holderIdentity?: string}}>('GET', '/apis/coordination.k8s.io/v1/namespaces/from-context/leases/nfdctl-gc')
+          } catch (error) {
+            if (isStatus(error, 'NotFound')) return undefined
+            throw error
+          }
+        },
+        {intervalMs: 50, timeoutMs: 20_000},
+      )
       expect(lease.spec.holderIdentity).to.be.a('string')
     } finally {
       expect(await gc.stop()).to.equal(0)

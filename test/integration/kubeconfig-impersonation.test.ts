@@ -25,7 +25,9 @@ describe('kubeconfig impersonation (as, as-groups, as-uid, as-user-extra) on a r
     ])
     const name = 'nfdctl-test-gc-readers'
     await upsert(client, '/apis/rbac.authorization.k8s.io/v1/clusterroles', {
-      apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', metadata: {name},
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRole',
+      metadata: {name},
       rules: [
         {apiGroups: [''], resources: ['nodes'], verbs: ['list']},
         {apiGroups: ['nfd.k8s-sigs.io'], resources: ['nodefeatures'], verbs: ['list']},
@@ -33,7 +35,9 @@ describe('kubeconfig impersonation (as, as-groups, as-uid, as-user-extra) on a r
       ],
     })
     await upsert(client, '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings', {
-      apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRoleBinding', metadata: {name},
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRoleBinding',
+      metadata: {name},
       roleRef: {apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name},
       subjects: [{apiGroup: 'rbac.authorization.k8s.io', kind: 'Group', name: 'gc-readers'}],
     })
@@ -49,8 +53,7 @@ describe('kubeconfig impersonation (as, as-groups, as-uid, as-user-extra) on a r
   after(() => client?.close())
 
   /** The impersonator's kubeconfig with `user` fields added. */
-  const userWith = (name: string, fields: Record<string, unknown>): Promise<string> =>
-    kubeconfigWith(impersonatorKubeconfig, name, (doc) => Object.assign(doc.users[0].user, fields))
+  const userWith = (name: string, fields: Record<string, unknown>): Promise<string> => kubeconfigWith(impersonatorKubeconfig, name, (doc) => Object.assign(doc.users[0].user, fields))
 
   const everything = {as: 'alice', 'as-groups': ['gc-readers'], 'as-uid': 'alice-uid-42', 'as-user-extra': {scopes: ['view', 'audit']}}
 
@@ -75,13 +78,17 @@ describe('kubeconfig impersonation (as, as-groups, as-uid, as-user-extra) on a r
   it('gc once --dry-run is forbidden when the same user is impersonated without the group', async () => {
     const run = await nfdctl(['gc', 'once', '--dry-run', '--kubeconfig', await userWith('no-groups', {as: 'alice'})])
     expect(run.exitCode).to.equal(1)
-    expect(String(run.error?.message)).to.match(/forbidden|403/i).and.include('"alice"')
+    expect(String(run.error?.message))
+      .to.match(/forbidden|403/i)
+      .and.include('"alice"')
   })
 
   it('gc once --dry-run is forbidden for the impersonator itself (no impersonation)', async () => {
     const run = await nfdctl(['gc', 'once', '--dry-run', '--kubeconfig', impersonatorKubeconfig])
     expect(run.exitCode).to.equal(1)
-    expect(String(run.error?.message)).to.match(/forbidden|403/i).and.include('"impersonator"')
+    expect(String(run.error?.message))
+      .to.match(/forbidden|403/i)
+      .and.include('"impersonator"')
   })
 
   it('refuses as-groups without as before contacting the API server (exit 2)', async () => {

@@ -28,16 +28,20 @@ async function startConnectProxy(): Promise<{url: string; tunnels: string[]; clo
     const target = connect(upstream(port), () => client.write('HTTP/1.1 200 Connection established\r\n\r\n'))
     sockets.add(client).add(target)
     target.pipe(client).pipe(target)
-    const end = (): void => void (client.destroy(), target.destroy())
+    const end = (): void => {
+      client.destroy()
+      target.destroy()
+    }
     target.on('error', end).on('close', end)
     client.on('error', end).on('close', end)
   })
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
   return {
-    close: () => new Promise((resolve) => {
-      for (const s of sockets) s.destroy()
-      server.close(() => resolve())
-    }),
+    close: () =>
+      new Promise((resolve) => {
+        for (const s of sockets) s.destroy()
+        server.close(() => resolve())
+      }),
     tunnels,
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
   }
@@ -68,7 +72,10 @@ async function startSocks5Proxy(): Promise<{url: string; tunnels: string[]; clos
           target.pipe(client).pipe(target)
         })
         sockets.add(target)
-        const end = (): void => void (client.destroy(), target.destroy())
+        const end = (): void => {
+          client.destroy()
+          target.destroy()
+        }
         target.on('error', end).on('close', end)
         client.on('close', end)
       })
@@ -76,10 +83,11 @@ async function startSocks5Proxy(): Promise<{url: string; tunnels: string[]; clos
   })
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
   return {
-    close: () => new Promise((resolve) => {
-      for (const s of sockets) s.destroy()
-      server.close(() => resolve())
-    }),
+    close: () =>
+      new Promise((resolve) => {
+        for (const s of sockets) s.destroy()
+        server.close(() => resolve())
+      }),
     tunnels,
     url: `socks5://127.0.0.1:${(server.address() as AddressInfo).port}`,
   }
@@ -105,8 +113,7 @@ describe('kubeconfig proxies (proxy-url, HTTPS_PROXY, NO_PROXY) against a real k
   after(() => client?.close())
 
   /** The admin kubeconfig with `cluster` fields changed. */
-  const clusterWith = (name: string, fields: Record<string, unknown>): Promise<string> =>
-    kubeconfigWith(plane.kubeconfig, name, (doc) => Object.assign(doc.clusters[0].cluster, fields))
+  const clusterWith = (name: string, fields: Record<string, unknown>): Promise<string> => kubeconfigWith(plane.kubeconfig, name, (doc) => Object.assign(doc.clusters[0].cluster, fields))
 
   async function listNodes(kubeconfig: string, env: NodeJS.ProcessEnv): Promise<{names: string[]; origin: string}> {
     const opened = await openCluster({env, kubeconfig}, {burst: 10, qps: 10})

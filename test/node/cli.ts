@@ -34,7 +34,10 @@ if (process.env[netnsVariable] === undefined) {
     log('node: none was running')
     process.exit(0)
   }
-  const result = spawnSync('nsenter', [`--net=${netnsPath(netns)}`, '--', process.execPath, ...process.execArgv, ...process.argv.slice(1)], {env: {...process.env, [netnsVariable]: netns}, stdio: 'inherit'})
+  const result = spawnSync('nsenter', [`--net=${netnsPath(netns)}`, '--', process.execPath, ...process.execArgv, ...process.argv.slice(1)], {
+    env: {...process.env, [netnsVariable]: netns},
+    stdio: 'inherit',
+  })
   if (command === 'down' || result.status !== 0) await deleteNetns(netns)
   process.exit(result.status ?? 1)
 }

@@ -40,14 +40,17 @@ export class Containerd {
   async start(): Promise<void> {
     const {dir} = this.options
     for (const sub of ['run', 'root', 'state', 'opt', 'runc-root', 'cni/net.d', 'cni/ipam']) await mkdir(join(dir, sub), {recursive: true})
-    await writeFile(join(dir, 'cni/net.d/10-nfdctl-test.conflist'), JSON.stringify({
-      cniVersion: '0.4.0',
-      name: 'nfdctl-test',
-      plugins: [
-        {bridge: this.options.bridge, ipMasq: false, ipam: {dataDir: join(dir, 'cni/ipam'), ranges: [[{subnet: this.options.podSubnet}]], type: 'host-local'}, isGateway: false, type: 'bridge'},
-        {type: 'loopback'},
-      ],
-    }))
+    await writeFile(
+      join(dir, 'cni/net.d/10-nfdctl-test.conflist'),
+      JSON.stringify({
+        cniVersion: '0.4.0',
+        name: 'nfdctl-test',
+        plugins: [
+          {bridge: this.options.bridge, ipMasq: false, ipam: {dataDir: join(dir, 'cni/ipam'), ranges: [[{subnet: this.options.podSubnet}]], type: 'host-local'}, isGateway: false, type: 'bridge'},
+          {type: 'loopback'},
+        ],
+      }),
+    )
     await writeFile(join(dir, 'config.toml'), configToml(dir))
     await this.#launch()
   }
@@ -85,13 +88,20 @@ export class Containerd {
 
 /** Kills and removes every task and container kubelet left behind, then stops containerd (also one started detached). */
 export async function stopContainerd(pid: number, socket: string, child?: ChildProcess): Promise<void> {
-  const ids = await ctr(socket, '-n', 'k8s.io', 'containers', 'ls', '-q').then((out) => out.split('\n').filter(Boolean), () => [])
+  const ids = await ctr(socket, '-n', 'k8s.io', 'containers', 'ls', '-q').then(
+    (out) => out.split('\n').filter(Boolean),
+    () => [],
+  )
   for (const id of ids) await ctr(socket, '-n', 'k8s.io', 'tasks', 'kill', '-s', 'SIGKILL', id).catch(() => {})
   for (const id of ids) {
-    await waitFor(`task ${id} to stop`, async () => {
-      await ctr(socket, '-n', 'k8s.io', 'tasks', 'rm', '-f', id).catch(() => {})
-      return !(await ctr(socket, '-n', 'k8s.io', 'tasks', 'ls', '-q')).split('\n').includes(id)
-    }, {timeoutMs: 10_000}).catch(() => {})
+    await waitFor(
+      `task ${id} to stop`,
+      async () => {
+        await ctr(socket, '-n', 'k8s.io', 'tasks', 'rm', '-f', id).catch(() => {})
+        return !(await ctr(socket, '-n', 'k8s.io', 'tasks', 'ls', '-q')).split('\n').includes(id)
+      },
+      {timeoutMs: 10_000},
+    ).catch(() => {})
     await ctr(socket, '-n', 'k8s.io', 'containers', 'rm', id).catch(() => {})
   }
   await terminate(pid, child)

@@ -107,13 +107,18 @@ async function exists(path: string): Promise<boolean> {
   return (await lstat(path).catch(() => undefined)) !== undefined
 }
 
-const ignoreCode = (code: string) => (error: NodeJS.ErrnoException): void => {
-  if (error.code !== code) throw error
-}
+const ignoreCode =
+  (code: string) =>
+  (error: NodeJS.ErrnoException): void => {
+    if (error.code !== code) throw error
+  }
 
 /** The cgroup parent in every mounted hierarchy: each v1 controller (and name=systemd) and the cgroup2 one. */
 async function cgroupDirs(cgroupRoot: string): Promise<string[]> {
-  const mounts = (await readFile('/proc/self/mounts', 'utf8')).split('\n').map((l) => l.split(' ')).filter((f) => f[2] === 'cgroup' || f[2] === 'cgroup2')
+  const mounts = (await readFile('/proc/self/mounts', 'utf8'))
+    .split('\n')
+    .map((l) => l.split(' '))
+    .filter((f) => f[2] === 'cgroup' || f[2] === 'cgroup2')
   return mounts.map((f) => join(f[1], cgroupRoot))
 }
 
@@ -143,7 +148,10 @@ async function removeCgroupTree(path: string): Promise<void> {
 
 /** kubelet bind-mounts its root dir onto itself; pod volumes, shm, overlays and netns files sit below it. */
 async function unmountBelow(dir: string): Promise<void> {
-  const mounts = (await readFile('/proc/self/mounts', 'utf8')).split('\n').map((l) => l.split(' ')[1]).filter((m): m is string => m !== undefined && (m === dir || m.startsWith(`${dir}/`)))
+  const mounts = (await readFile('/proc/self/mounts', 'utf8'))
+    .split('\n')
+    .map((l) => l.split(' ')[1])
+    .filter((m): m is string => m !== undefined && (m === dir || m.startsWith(`${dir}/`)))
   for (const mount of mounts.sort().reverse()) {
     await run('umount', [mount]).catch(() => run('umount', ['-l', mount]))
   }

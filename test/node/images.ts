@@ -42,13 +42,15 @@ export async function buildBusyboxImage(path: string, ref = busyboxImage): Promi
     schemaVersion: 2,
   })
   const index = json({
-    manifests: [{
-      annotations: {'io.containerd.image.name': ref, 'org.opencontainers.image.ref.name': ref},
-      digest: digest(manifest),
-      mediaType: 'application/vnd.oci.image.manifest.v1+json',
-      platform: {architecture: 'amd64', os: 'linux'},
-      size: manifest.length,
-    }],
+    manifests: [
+      {
+        annotations: {'io.containerd.image.name': ref, 'org.opencontainers.image.ref.name': ref},
+        digest: digest(manifest),
+        mediaType: 'application/vnd.oci.image.manifest.v1+json',
+        platform: {architecture: 'amd64', os: 'linux'},
+        size: manifest.length,
+      },
+    ],
     mediaType: 'application/vnd.oci.image.index.v1+json',
     schemaVersion: 2,
   })

@@ -51,24 +51,32 @@ export class Kubelet {
     await writeFile(join(dir, 'kubelet-config.yaml'), configYaml(this.options, join(dir, 'pod-logs')))
     const startedAt = Date.now()
     this.#starts++
-    const child = launchDaemon(this.options.binary, [
-      `--config=${join(dir, 'kubelet-config.yaml')}`,
-      `--kubeconfig=${this.options.kubeconfig}`,
-      `--root-dir=${this.rootDir}`,
-      `--cert-dir=${join(dir, 'pki')}`,
-      `--hostname-override=${this.options.nodeName}`,
-      `--node-ip=${this.options.nodeIp}`,
-      '--v=2',
-    ], {detached: this.options.detached, logFile: join(dir, `kubelet.${this.#starts}.log`)})
+    const child = launchDaemon(
+      this.options.binary,
+      [
+        `--config=${join(dir, 'kubelet-config.yaml')}`,
+        `--kubeconfig=${this.options.kubeconfig}`,
+        `--root-dir=${this.rootDir}`,
+        `--cert-dir=${join(dir, 'pki')}`,
+        `--hostname-override=${this.options.nodeName}`,
+        `--node-ip=${this.options.nodeIp}`,
+        '--v=2',
+      ],
+      {detached: this.options.detached, logFile: join(dir, `kubelet.${this.#starts}.log`)},
+    )
     this.#child = child
     if (client === undefined) return
     const exited = new Promise<Error>((resolve) => child.once('exit', (code) => resolve(new Error(`kubelet exited (${code}); see ${dir}/kubelet.${this.#starts}.log`))))
-    await waitFor(`Node ${this.options.nodeName} Ready`, async () => {
-      const node = await client.request<NodeStatus>('GET', `/api/v1/nodes/${this.options.nodeName}`)
-      const ready = node.status?.conditions?.find((c) => c.type === 'Ready')
-      // Heartbeats have second precision; a Ready written by an earlier kubelet does not count.
-      return ready?.status === 'True' && Date.parse(ready.lastHeartbeatTime) >= Math.floor(startedAt / 1000) * 1000
-    }, {giveUpOn: exited, timeoutMs: 60_000})
+    await waitFor(
+      `Node ${this.options.nodeName} Ready`,
+      async () => {
+        const node = await client.request<NodeStatus>('GET', `/api/v1/nodes/${this.options.nodeName}`)
+        const ready = node.status?.conditions?.find((c) => c.type === 'Ready')
+        // Heartbeats have second precision; a Ready written by an earlier kubelet does not count.
+        return ready?.status === 'True' && Date.parse(ready.lastHeartbeatTime) >= Math.floor(startedAt / 1000) * 1000
+      },
+      {giveUpOn: exited, timeoutMs: 60_000},
+    )
   }
 
   async stop(): Promise<void> {

@@ -98,7 +98,10 @@ export class TestNode {
   static async stopDetached(dir: string): Promise<boolean> {
     const host = await HostChanges.load(dir)
     if (host === undefined) return false
-    const state = await readFile(join(dir, 'state.json'), 'utf8').then((text) => JSON.parse(text) as State, () => undefined)
+    const state = await readFile(join(dir, 'state.json'), 'utf8').then(
+      (text) => JSON.parse(text) as State,
+      () => undefined,
+    )
     if (state !== undefined) {
       await terminate(state.pids.kubelet)
       await stopContainerd(state.pids.containerd, state.containerdSocket)
@@ -124,6 +127,17 @@ export class TestNode {
 
   /** Runs a command in a running container (through containerd, as `kubectl exec` would end up doing). */
   async exec(containerId: string, command: readonly string[]): Promise<string> {
-    return this.containerd.ctr('-n', 'k8s.io', 'tasks', 'exec', '--fifo-dir', join(this.options.dir, 'fifo'), '--exec-id', `nfdctl-test-${Date.now()}-${Math.random().toString(36).slice(2, 8)}`, containerId, ...command)
+    return this.containerd.ctr(
+      '-n',
+      'k8s.io',
+      'tasks',
+      'exec',
+      '--fifo-dir',
+      join(this.options.dir, 'fifo'),
+      '--exec-id',
+      `nfdctl-test-${Date.now()}-${Math.random().toString(36).slice(2, 8)}`,
+      containerId,
+      ...command,
+    )
   }
 }

@@ -19,17 +19,38 @@ export function runDeviceProgram(program: readonly Instruction[], request: {type
         if (i.src !== 1 || i.off % 4 !== 0 || i.off / 4 > 2) throw new Error(`bad context load at ${pc}`)
         r[i.dst] = context[i.off / 4]
         break
-      case 0x54: case 0x5c: r[i.dst] = (r[i.dst] & source) >>> 0; break
-      case 0x74: case 0x7c: r[i.dst] = r[i.dst] >>> (source & 31); break
-      case 0xb4: case 0xbc: r[i.dst] = source >>> 0; break
+      case 0x54:
+      case 0x5c:
+        r[i.dst] = (r[i.dst] & source) >>> 0
+        break
+      case 0x74:
+      case 0x7c:
+        r[i.dst] = r[i.dst] >>> (source & 31)
+        break
+      case 0xb4:
+      case 0xbc:
+        r[i.dst] = source >>> 0
+        break
       // 64-bit compares: registers hold zero-extended 32-bit values here, an immediate is sign-extended.
-      case 0x55: if (i.imm < 0 || r[i.dst] !== i.imm) pc += i.off; break
-      case 0x15: if (i.imm >= 0 && r[i.dst] === i.imm) pc += i.off; break
-      case 0x5d: if (r[i.dst] !== r[i.src]) pc += i.off; break
-      case 0x1d: if (r[i.dst] === r[i.src]) pc += i.off; break
-      case 0x05: pc += i.off; break
-      case 0x95: return r[0]
-      default: throw new Error(`instruction 0x${i.code.toString(16)} at ${pc} is not one device programs use`)
+      case 0x55:
+        if (i.imm < 0 || r[i.dst] !== i.imm) pc += i.off
+        break
+      case 0x15:
+        if (i.imm >= 0 && r[i.dst] === i.imm) pc += i.off
+        break
+      case 0x5d:
+        if (r[i.dst] !== r[i.src]) pc += i.off
+        break
+      case 0x1d:
+        if (r[i.dst] === r[i.src]) pc += i.off
+        break
+      case 0x05:
+        pc += i.off
+        break
+      case 0x95:
+        return r[0]
+      default:
+        throw new Error(`instruction 0x${i.code.toString(16)} at ${pc} is not one device programs use`)
     }
     pc++
   }

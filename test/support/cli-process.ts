@@ -30,7 +30,12 @@ export class CliProcess {
    * `as`: run as this uid/gid (root can drop to nobody to prove a command needs no privilege); that user
    * must be able to read `bin` and its package (see installed-cli.ts), which is then also the working directory.
    */
-  constructor(readonly args: readonly string[], bin = devBin, as?: {uid: number; gid: number}, launch: 'node' | 'shebang' = 'node') {
+  constructor(
+    readonly args: readonly string[],
+    bin = devBin,
+    as?: {uid: number; gid: number},
+    launch: 'node' | 'shebang' = 'node',
+  ) {
     const cwd = as ? dirname(dirname(bin)) : undefined
     const stdio: ['ignore', 'pipe', 'pipe'] = ['ignore', 'pipe', 'pipe']
     // 'shebang' runs the file itself, as npm's bin link does, so the V8 flags on its #! line apply (benchmarks).
@@ -83,17 +88,21 @@ export class CliProcess {
   }
 
   async waitForLine<T>(what: string, predicate: (value: T) => boolean, timeoutMs = 10_000): Promise<{value: T; at: number}> {
-    return this.waitFor(what, () => {
-      for (const line of this.lines) {
-        try {
-          const value = JSON.parse(line.text) as T
-          if (predicate(value)) return {at: line.at, value}
-        } catch {
-          // a table line
+    return this.waitFor(
+      what,
+      () => {
+        for (const line of this.lines) {
+          try {
+            const value = JSON.parse(line.text) as T
+            if (predicate(value)) return {at: line.at, value}
+          } catch {
+            // a table line
+          }
         }
-      }
-      return undefined
-    }, {timeoutMs})
+        return undefined
+      },
+      {timeoutMs},
+    )
   }
 
   /**

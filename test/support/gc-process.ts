@@ -17,7 +17,10 @@ export class GcProcess {
   readonly startedAt = Date.now()
   readonly #cli: CliProcess
 
-  private constructor(readonly port: number, args: readonly string[]) {
+  private constructor(
+    readonly port: number,
+    args: readonly string[],
+  ) {
     this.#cli = new CliProcess(['gc', 'run', '--log-format', 'json', '--metrics-port', String(port), ...args])
   }
 

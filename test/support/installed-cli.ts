@@ -50,7 +50,9 @@ async function install(): Promise<InstalledCli> {
 /** node_modules/… paths of the installed packages `npm install --omit=dev` keeps, from package-lock.json. */
 async function productionPackages(): Promise<string[]> {
   const lock = JSON.parse(await readFile(join(root, 'package-lock.json'), 'utf8')) as {packages: Record<string, {dev?: boolean}>}
-  const paths = Object.entries(lock.packages).filter(([path, entry]) => path.startsWith('node_modules/') && entry.dev !== true).map(([path]) => path)
+  const paths = Object.entries(lock.packages)
+    .filter(([path, entry]) => path.startsWith('node_modules/') && entry.dev !== true)
+    .map(([path]) => path)
   const present = paths.filter((path) => exists(join(root, path))) // optional packages of other platforms are not installed
   // A nested package (a/node_modules/b) is copied with its parent.
   return present.filter((path) => !present.some((other) => other !== path && path.startsWith(`${other}/`)))

@@ -21,9 +21,6 @@ function recordSkipReason(context: Mocha.Context, reason: string): void {
   const runnable = context.test
   if (runnable === undefined) return
   const hook = runnable as Mocha.Runnable & {type?: string; originalTitle?: string}
-  const target: object | undefined =
-    hook.type !== 'hook' ? runnable
-    : (hook.originalTitle ?? hook.title).startsWith('"before each"') ? context.currentTest
-    : runnable.parent
+  const target: object | undefined = hook.type !== 'hook' ? runnable : (hook.originalTitle ?? hook.title).startsWith('"before each"') ? context.currentTest : runnable.parent
   if (target !== undefined) Object.assign(target, {[skipReasonKey]: reason})
 }

@@ -130,14 +130,18 @@ interface PodObject {
 /** Waits until the pod (`name`, or `namespace/name`) runs. */
 export async function waitForPod(env: NodeEnv, ref: string, timeoutMs = 30_000): Promise<RunningPod> {
   const {name, namespace} = podRef(ref)
-  return waitFor(`pod ${ref} Running`, async () => {
-    const pod = await env.client.request<PodObject>('GET', podPath(ref))
-    if (pod.status?.phase === 'Failed') throw new Error(`pod ${name} failed: ${pod.status.reason}: ${pod.status.message}`)
-    const statuses = pod.status?.containerStatuses ?? []
-    if (pod.status?.phase !== 'Running' || statuses.length === 0 || statuses.some((c) => c.containerID === undefined)) return undefined
-    const containerIds = Object.fromEntries(statuses.map((c) => [c.name, c.containerID!.replace(/^containerd:\/\//, '')]))
-    return {containerId: containerIds.main, containerIds, name, namespace, uid: pod.metadata.uid}
-  }, {intervalMs: 100, timeoutMs})
+  return waitFor(
+    `pod ${ref} Running`,
+    async () => {
+      const pod = await env.client.request<PodObject>('GET', podPath(ref))
+      if (pod.status?.phase === 'Failed') throw new Error(`pod ${name} failed: ${pod.status.reason}: ${pod.status.message}`)
+      const statuses = pod.status?.containerStatuses ?? []
+      if (pod.status?.phase !== 'Running' || statuses.length === 0 || statuses.some((c) => c.containerID === undefined)) return undefined
+      const containerIds = Object.fromEntries(statuses.map((c) => [c.name, c.containerID!.replace(/^containerd:\/\//, '')]))
+      return {containerId: containerIds.main, containerIds, name, namespace, uid: pod.metadata.uid}
+    },
+    {intervalMs: 100, timeoutMs},
+  )
 }
 
 /** The pod's phase, reason and message as the API server has them. */
@@ -150,14 +154,18 @@ export async function podStatus(env: NodeEnv, name: string): Promise<{phase?: st
 export async function deletePods(env: NodeEnv, names: readonly string[]): Promise<void> {
   for (const name of names) await env.client.request('DELETE', podPath(name), {body: {gracePeriodSeconds: 0}}).catch(() => {})
   for (const name of names) {
-    await waitFor(`pod ${name} gone`, async () => {
-      try {
-        await env.client.request('GET', podPath(name))
-        return false
-      } catch {
-        return true
-      }
-    }, {timeoutMs: 30_000})
+    await waitFor(
+      `pod ${name} gone`,
+      async () => {
+        try {
+          await env.client.request('GET', podPath(name))
+          return false
+        } catch {
+          return true
+        }
+      },
+      {timeoutMs: 30_000},
+    )
   }
 }
 
@@ -168,7 +176,11 @@ export async function podLog(env: NodeEnv, pod: RunningPod): Promise<string> {
   if (podDir === undefined) return ''
   const text = await readFile(join(podsDir, podDir, 'main', '0.log'), 'utf8').catch(() => '')
   // CRI log lines: <time> <stream> <tag> <text>
-  return text.split('\n').filter(Boolean).map((l) => l.split(' ').slice(3).join(' ')).join('\n')
+  return text
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => l.split(' ').slice(3).join(' '))
+    .join('\n')
 }
 
 /** The Node's allocatable count of a resource, as kubelet last reported it. */

@@ -166,7 +166,10 @@ describe('EventBatcher (group commit)', function () {
     await timers.advanceTo(1000) // due at 500, but batch 1 still runs
     expect(held.seen.map((x) => x.events)).to.deep.equal([[1]])
     await held.release()
-    expect(held.seen).to.deep.equal([{at: 200, events: [1]}, {at: 1000, events: [2]}])
+    expect(held.seen).to.deep.equal([
+      {at: 200, events: [1]},
+      {at: 1000, events: [2]},
+    ])
     await held.release()
   })
 

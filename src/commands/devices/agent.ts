@@ -22,7 +22,8 @@ import {PluginSet} from '../../lib/plugins/plugin-set.js'
 import {ContainerdClient} from '../../lib/runtime/containerd-client.js'
 
 export default class DevicesAgent extends NfdctlCommand {
-  static override description = `The node agent: running containers get the devices of the DeviceClasses (devices.nfdctl.io) they asked for, including devices plugged in after they started, and lose them when the devices go.
+  static override description =
+    `The node agent: running containers get the devices of the DeviceClasses (devices.nfdctl.io) they asked for, including devices plugged in after they started, and lose them when the devices go.
 
 Containers ask by resource limit devices.nfdctl.io/<class> (the agent also serves the kubelet device plugins, as plugins serve does) or by the pod annotation devices.nfdctl.io/<container-name>: class-a,class-b, which a class admits only with spec.annotationAccess (refusals are Events on the pod). Kernel uevents, containerd's events and the node's pods are batched by group commit (an event that finds no batch running is processed at once; what arrives meanwhile goes in the next batch) and each batch applies only the difference: a cgroup v1 device rule or a replaced cgroup v2 device program, and a device node inside the container. SIGTERM stops the agent and leaves granted access in place.`
   static override examples = [
@@ -31,16 +32,28 @@ Containers ask by resource limit devices.nfdctl.io/<class> (the agent also serve
   ]
   static override flags = {
     'batch-max-wait': Flags.string({default: '1s', description: 'with --batch-quiet: a batch waits at most this long after its first event'}),
-    'batch-quiet': Flags.string({default: '0s', description: 'optional minimum delay: a batch waits until events pause this long (at most --batch-max-wait). Default 0s, off: an event that finds no batch running is processed at once, and what arrives during a batch goes in the next, which starts as soon as that one ends'}),
+    'batch-quiet': Flags.string({
+      default: '0s',
+      description:
+        'optional minimum delay: a batch waits until events pause this long (at most --batch-max-wait). Default 0s, off: an event that finds no batch running is processed at once, and what arrives during a batch goes in the next, which starts as soon as that one ends',
+    }),
     cdi: Flags.boolean({description: 'also name CDI devices in Allocate answers and write CDI specs to --cdi-dir'}),
     'cdi-dir': Flags.string({default: '/var/run/cdi', description: 'where CDI spec files go (with --cdi)'}),
-    'cgroup-mode': Flags.option({default: 'auto', description: 'device control to change: auto (per container: v2 when its cgroup2 directory has a device program, or the host has no v1 devices controller), v1 (devices.allow), v2 (BPF device programs; also the v1 rule on a hybrid host)', options: ['auto', 'v1', 'v2'] as const})(),
-    'class-file': Flags.string({description: 'DeviceClass file (YAML or JSON; repeatable), besides the cluster\'s classes', multiple: true}),
-    'containerd-address': Flags.string({default: '/run/containerd/containerd.sock', description: 'containerd\'s gRPC socket'}),
-    'containerd-namespace': Flags.string({default: 'k8s.io', description: 'containerd namespace of kubelet\'s containers'}),
-    'plugin-dir': Flags.string({default: '/var/lib/kubelet/device-plugins', description: 'kubelet\'s device-plugin directory'}),
-    'pod-resources-socket': Flags.string({default: '/var/lib/kubelet/pod-resources/kubelet.sock', description: 'kubelet\'s PodResources socket (the devices it allocated)'}),
-    'state-dir': Flags.string({default: '/var/lib/nfdctl/agent', description: 'where the node\'s classes (for a start without the API server) and the devices granted to containers (taken back after a restart) are kept'}),
+    'cgroup-mode': Flags.option({
+      default: 'auto',
+      description:
+        'device control to change: auto (per container: v2 when its cgroup2 directory has a device program, or the host has no v1 devices controller), v1 (devices.allow), v2 (BPF device programs; also the v1 rule on a hybrid host)',
+      options: ['auto', 'v1', 'v2'] as const,
+    })(),
+    'class-file': Flags.string({description: "DeviceClass file (YAML or JSON; repeatable), besides the cluster's classes", multiple: true}),
+    'containerd-address': Flags.string({default: '/run/containerd/containerd.sock', description: "containerd's gRPC socket"}),
+    'containerd-namespace': Flags.string({default: 'k8s.io', description: "containerd namespace of kubelet's containers"}),
+    'plugin-dir': Flags.string({default: '/var/lib/kubelet/device-plugins', description: "kubelet's device-plugin directory"}),
+    'pod-resources-socket': Flags.string({default: '/var/lib/kubelet/pod-resources/kubelet.sock', description: "kubelet's PodResources socket (the devices it allocated)"}),
+    'state-dir': Flags.string({
+      default: '/var/lib/nfdctl/agent',
+      description: "where the node's classes (for a start without the API server) and the devices granted to containers (taken back after a restart) are kept",
+    }),
     workers: Flags.integer({default: 4, description: 'containers updated in parallel'}),
     ...nodeFlags,
     ...observeFlags,
@@ -59,16 +72,38 @@ Containers ask by resource limit devices.nfdctl.io/<class> (the agent also serve
     const metrics = createAgentMetrics(registry)
     const containerd = new ContainerdClient({address: flags['containerd-address'], namespace: flags['containerd-namespace']})
     const classStore = new ClassStore({
-      client, fileClasses, logger: log, nodeName, onPersistError: () => metrics.errors.inc({kind: 'state'}), stateDir: flags['state-dir'],
+      client,
+      fileClasses,
+      logger: log,
+      nodeName,
+      onPersistError: () => metrics.errors.inc({kind: 'state'}),
+      stateDir: flags['state-dir'],
     })
     const scanner = new SysfsScanner({})
     const members = new ClassMembers(scanner.readAttribute)
     const plugins = new PluginSet({
-      cdiDir: flags.cdi ? flags['cdi-dir'] : undefined, logger: log, members, metrics: createPluginMetrics(registry), pluginDir: flags['plugin-dir'],
+      cdiDir: flags.cdi ? flags['cdi-dir'] : undefined,
+      logger: log,
+      members,
+      metrics: createPluginMetrics(registry),
+      pluginDir: flags['plugin-dir'],
     })
     const agent = new NodeAgent({
-      cgroupMode: options.cgroupMode, classStore, client, containerd, devices: scanner, grants: new GrantRecord({stateDir: flags['state-dir']}), logger: log, maxWaitMs: options.maxWaitMs,
-      members, metrics, nodeName, plugins, podResourcesSocket: flags['pod-resources-socket'], quietMs: options.quietMs, workers: options.workers,
+      cgroupMode: options.cgroupMode,
+      classStore,
+      client,
+      containerd,
+      devices: scanner,
+      grants: new GrantRecord({stateDir: flags['state-dir']}),
+      logger: log,
+      maxWaitMs: options.maxWaitMs,
+      members,
+      metrics,
+      nodeName,
+      plugins,
+      podResourcesSocket: flags['pod-resources-socket'],
+      quietMs: options.quietMs,
+      workers: options.workers,
     })
     const health = new HealthServer({host: options.metricsHost, port: options.metricsPort, readiness: () => agent.status(), registry})
     if (options.metricsPort > 0) await health.start()

@@ -22,7 +22,7 @@ Classes come from --class-file (YAML or JSON, several documents) and/or the clus
   static override flags = {
     all: Flags.boolean({description: 'also show devices in no class'}),
     'class-file': Flags.string({description: 'DeviceClass file (YAML or JSON; repeatable)', multiple: true}),
-    'node-label': Flags.string({description: 'a label of this node, key=value, for nodeSelectors (repeatable; added to the cluster\'s)', multiple: true}),
+    'node-label': Flags.string({description: "a label of this node, key=value, for nodeSelectors (repeatable; added to the cluster's)", multiple: true}),
     output: Flags.option({char: 'o', default: 'table', description: 'output format', options: ['table', 'json', 'yaml'] as const})(),
     watch: Flags.boolean({char: 'w', description: 'after the list, stream device events until interrupted'}),
     ...nodeFlags,

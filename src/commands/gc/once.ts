@@ -33,10 +33,7 @@ Exit codes: 0 done, 1 some deletions failed or the sweep was refused for safety,
     const {flags} = await this.parse(GcOnce)
     const options = sweepOptionsFrom(flags)
     const signal = options.timeoutMs > 0 ? AbortSignal.any([this.signal, AbortSignal.timeout(options.timeoutMs)]) : this.signal
-    const {client} = await openCluster(
-      {context: flags.context, kubeconfig: flags.kubeconfig},
-      {burst: options.burst, maxConnections: options.concurrency, qps: options.qps},
-    )
+    const {client} = await openCluster({context: flags.context, kubeconfig: flags.kubeconfig}, {burst: options.burst, maxConnections: options.concurrency, qps: options.qps})
     const progress = await Progress.open(this.jsonEnabled() ? 'silent' : this.interactive ? 'spinner' : 'lines')
     try {
       const report = await sweepOnce(client, options, {onEvent: sweepProgress(progress)}, signal)

@@ -31,16 +31,20 @@ Watches Nodes (metadata only) and collects a deleted node's objects at once; a b
     const {flags} = await this.parse(GcRun)
     const options = runOptionsFrom(flags, Boolean(process.stdout.isTTY))
     const log = createLogger({base: {component: 'gc'}, format: options.logFormat, level: options.logLevel})
-    const {client, namespace, origin} = await openCluster(
-      {context: flags.context, kubeconfig: flags.kubeconfig},
-      {burst: options.burst, maxConnections: options.concurrency + 2, qps: options.qps},
-    )
+    const {client, namespace, origin} = await openCluster({context: flags.context, kubeconfig: flags.kubeconfig}, {burst: options.burst, maxConnections: options.concurrency + 2, qps: options.qps})
     const registry = new Registry()
     const metrics = createGcMetrics(registry, this.config.version, () => client.window)
     const newCollector = (): Collector =>
       new Collector({
-        client, concurrency: options.concurrency, graceMs: options.graceMs, intervalMs: options.intervalMs, kinds: options.kinds,
-        listSize: options.listSize, logger: log, metrics, plan: options,
+        client,
+        concurrency: options.concurrency,
+        graceMs: options.graceMs,
+        intervalMs: options.intervalMs,
+        kinds: options.kinds,
+        listSize: options.listSize,
+        logger: log,
+        metrics,
+        plan: options,
       })
 
     let collector: Collector | undefined
@@ -79,10 +83,18 @@ Watches Nodes (metadata only) and collects a deleted node's objects at once; a b
       registry,
     })
     if (options.metricsPort > 0) await server.start()
-    log.info({
-      gracePeriod: flags['grace-period'], interval: flags.interval, kinds: options.kinds.map((k) => k.kind), leaderElect: Boolean(election),
-      metricsHost: options.metricsHost, metricsPort: options.metricsPort, origin,
-    }, 'gc run starting')
+    log.info(
+      {
+        gracePeriod: flags['grace-period'],
+        interval: flags.interval,
+        kinds: options.kinds.map((k) => k.kind),
+        leaderElect: Boolean(election),
+        metricsHost: options.metricsHost,
+        metricsPort: options.metricsPort,
+        origin,
+      },
+      'gc run starting',
+    )
 
     if (elector) {
       elector.start(this.signal)

@@ -29,7 +29,7 @@ Each class is served on <plugin-dir>/nfdctl-<class>.sock and registered with kub
     'cdi-dir': Flags.string({default: '/var/run/cdi', description: 'where CDI spec files go (with --cdi)'}),
     class: Flags.string({description: 'serve only this class (repeatable; default: every class that applies to this node)', multiple: true}),
     'class-file': Flags.string({description: 'DeviceClass file (YAML or JSON; repeatable)', multiple: true}),
-    'plugin-dir': Flags.string({default: '/var/lib/kubelet/device-plugins', description: 'kubelet\'s device-plugin directory (its kubelet.sock and our sockets)'}),
+    'plugin-dir': Flags.string({default: '/var/lib/kubelet/device-plugins', description: "kubelet's device-plugin directory (its kubelet.sock and our sockets)"}),
     ...nodeFlags,
     ...observeFlags,
   }
@@ -45,7 +45,8 @@ Each class is served on <plugin-dir>/nfdctl-<class>.sock and registered with kub
     for (const warning of found.warnings) log.warn({}, warning)
     const wanted = flags.class ?? []
     const unknown = wanted.filter((name) => !found.all.some((c) => c.metadata.name === name))
-    if (unknown.length > 0) throw new UsageError(`unknown DeviceClass ${unknown.join(', ')}: the known ones are ${found.all.map((c) => c.metadata.name).join(', ') || 'none'} (--class-file, the cluster)`)
+    if (unknown.length > 0)
+      throw new UsageError(`unknown DeviceClass ${unknown.join(', ')}: the known ones are ${found.all.map((c) => c.metadata.name).join(', ') || 'none'} (--class-file, the cluster)`)
     const notHere = wanted.filter((name) => !found.applicable.some((c) => c.metadata.name === name))
     if (notHere.length > 0) throw new UsageError(`DeviceClass ${notHere.join(', ')} does not apply to node ${nodeName} (its nodeSelector); set --node-name or drop --class`)
     const classes = wanted.length > 0 ? found.applicable.filter((c) => wanted.includes(c.metadata.name)) : found.applicable
@@ -55,7 +56,11 @@ Each class is served on <plugin-dir>/nfdctl-<class>.sock and registered with kub
     const scanner = new SysfsScanner({})
     const members = new ClassMembers(scanner.readAttribute, classes)
     const plugins = new PluginSet({
-      cdiDir: flags.cdi ? flags['cdi-dir'] : undefined, logger: log, members, metrics: createPluginMetrics(registry), pluginDir: flags['plugin-dir'],
+      cdiDir: flags.cdi ? flags['cdi-dir'] : undefined,
+      logger: log,
+      members,
+      metrics: createPluginMetrics(registry),
+      pluginDir: flags['plugin-dir'],
     })
     const health = new HealthServer({host: observe.metricsHost, port: observe.metricsPort, readiness: () => plugins.status(), registry})
     const watch = new DeviceWatch(this.signal, {

@@ -94,8 +94,13 @@ export async function applyAccess(handle: ContainerHandle, change: AccessChange,
     try {
       const host = await stat(access.device.devNode).catch(() => undefined)
       createDeviceNode(root, {
-        gid: host?.gid ?? 0, major: access.device.major, minor: access.device.minor, mode: host === undefined ? 0o660 : host.mode & 0o777,
-        path: access.device.devNode, type: access.device.type, uid: host?.uid ?? 0,
+        gid: host?.gid ?? 0,
+        major: access.device.major,
+        minor: access.device.minor,
+        mode: host === undefined ? 0o660 : host.mode & 0o777,
+        path: access.device.devNode,
+        type: access.device.type,
+        uid: host?.uid ?? 0,
       })
       if (v1Dir !== undefined) await allowDevice(v1Dir, ruleOf(access))
     } catch (error) {

@@ -17,7 +17,13 @@ import {requestKey, type ContainerRequest, type RequestedVia} from './container-
 
 /** Why a request for a class is refused; the label of nfdctl_agent_requests_refused_total. */
 export type RefusalReason =
-  | 'annotation-access-off' | 'namespace-not-admitted' | 'allocation-device' | 'capacity' | 'unknown-class' | 'bad-annotation' | 'not-allocated'
+  | 'annotation-access-off'
+  | 'namespace-not-admitted'
+  | 'allocation-device'
+  | 'capacity'
+  | 'unknown-class'
+  | 'bad-annotation'
+  | 'not-allocated'
   /** The namespace is not in the agent's cache yet: refused without a word, the next batch decides. */
   | 'namespace-pending'
 
@@ -89,8 +95,10 @@ export function decideAccess(input: PolicyInput): PolicyDecision {
         if (deviceClass === undefined || input.limitAllocated(request, name)) allow(request, name, via)
         else {
           refuse(request, {
-            class: name, reason: 'not-allocated',
-            message: `kubelet allocated no ${resourceDomain}/${name} to container ${request.container} (was the class's device plugin registered when the pod started?); `
+            class: name,
+            reason: 'not-allocated',
+            message:
+              `kubelet allocated no ${resourceDomain}/${name} to container ${request.container} (was the class's device plugin registered when the pod started?); `
               + 'delete the pod so that it is admitted again',
           })
         }
@@ -110,9 +118,13 @@ export function decideAccess(input: PolicyInput): PolicyDecision {
     for (const request of requests.sort(capacityOrder(name, input.holders))) {
       if (free <= 0) {
         refuse(request, {
-          class: name, reason: 'capacity',
-          message: `DeviceClass (devices.nfdctl.io) ${name} is held by ${capacity} container(s) on node ${input.nodeName}, its capacity; `
-            + 'container ' + request.container + ' gets it when one of them stops, or ask the class\'s owner to raise spec.capacity',
+          class: name,
+          reason: 'capacity',
+          message:
+            `DeviceClass (devices.nfdctl.io) ${name} is held by ${capacity} container(s) on node ${input.nodeName}, its capacity; `
+            + 'container '
+            + request.container
+            + " gets it when one of them stops, or ask the class's owner to raise spec.capacity",
         })
         continue
       }
@@ -132,23 +144,29 @@ function annotationRefusal(request: ContainerRequest, name: string, deviceClass:
   const annotation = `${resourceDomain}/${request.container}`
   if (deviceClass === undefined) {
     return {
-      class: name, reason: 'unknown-class',
-      message: `the annotation ${annotation} names ${name}, but no DeviceClass (devices.nfdctl.io) of that name applies to node ${input.nodeName}; `
+      class: name,
+      reason: 'unknown-class',
+      message:
+        `the annotation ${annotation} names ${name}, but no DeviceClass (devices.nfdctl.io) of that name applies to node ${input.nodeName}; `
         + 'check the name with kubectl get deviceclasses.devices.nfdctl.io',
     }
   }
   if (deviceClass.spec.allocation === 'Device') {
     return {
-      class: name, reason: 'allocation-device',
-      message: `DeviceClass (devices.nfdctl.io) ${name} has allocation Device, whose devices kubelet gives one container each, so the annotation ${annotation} `
+      class: name,
+      reason: 'allocation-device',
+      message:
+        `DeviceClass (devices.nfdctl.io) ${name} has allocation Device, whose devices kubelet gives one container each, so the annotation ${annotation} `
         + `cannot take them; ask with the resource limit ${limit}: 1`,
     }
   }
   const policy = deviceClass.spec.annotationAccess
   if (policy === undefined) {
     return {
-      class: name, reason: 'annotation-access-off',
-      message: `DeviceClass (devices.nfdctl.io) ${name} does not admit the annotation ${annotation} (it has no spec.annotationAccess); `
+      class: name,
+      reason: 'annotation-access-off',
+      message:
+        `DeviceClass (devices.nfdctl.io) ${name} does not admit the annotation ${annotation} (it has no spec.annotationAccess); `
         + `ask with the resource limit ${limit}: 1, or have the class's owner set spec.annotationAccess`,
     }
   }
@@ -156,8 +174,10 @@ function annotationRefusal(request: ContainerRequest, name: string, deviceClass:
   if (labels === undefined) return {class: name, message: `namespace ${request.namespace} is not known yet`, reason: 'namespace-pending'}
   if (!matchesLabelSelector(policy.namespaceSelector, labels)) {
     return {
-      class: name, reason: 'namespace-not-admitted',
-      message: `namespace ${request.namespace} is not selected by spec.annotationAccess.namespaceSelector of DeviceClass (devices.nfdctl.io) ${name}, `
+      class: name,
+      reason: 'namespace-not-admitted',
+      message:
+        `namespace ${request.namespace} is not selected by spec.annotationAccess.namespaceSelector of DeviceClass (devices.nfdctl.io) ${name}, `
         + `so the annotation ${annotation} is refused; ask with the resource limit ${limit}: 1, or have the class's owner admit the namespace`,
     }
   }

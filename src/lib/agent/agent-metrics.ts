@@ -15,7 +15,12 @@ export interface AgentMetrics {
 export function createAgentMetrics(registry: Registry): AgentMetrics {
   const registers = [registry]
   return {
-    batchSeconds: new Histogram({buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5], help: 'Time to process one batch of events', name: 'nfdctl_agent_batch_duration_seconds', registers}),
+    batchSeconds: new Histogram({
+      buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+      help: 'Time to process one batch of events',
+      name: 'nfdctl_agent_batch_duration_seconds',
+      registers,
+    }),
     batchSize: new Histogram({buckets: [1, 2, 5, 10, 20, 50, 100, 500], help: 'Events per processed batch', name: 'nfdctl_agent_batch_events', registers}),
     classContainers: new Gauge({help: 'Running containers holding the class', labelNames: ['class'], name: 'nfdctl_agent_class_containers', registers}),
     classDevices: new Gauge({help: 'Devices of the class present on this node', labelNames: ['class'], name: 'nfdctl_agent_class_devices', registers}),
@@ -23,7 +28,9 @@ export function createAgentMetrics(registry: Registry): AgentMetrics {
     invalidClasses: new Gauge({help: 'Cluster DeviceClasses whose spec is invalid (condition Valid=False)', name: 'nfdctl_agent_invalid_classes', registers}),
     requestsRefused: new Counter({
       help: 'Requests for a class a container may not hold (counted once while the refusal lasts), by reason: annotation-access-off, namespace-not-admitted, allocation-device, capacity, unknown-class',
-      labelNames: ['class', 'reason'], name: 'nfdctl_agent_requests_refused_total', registers,
+      labelNames: ['class', 'reason'],
+      name: 'nfdctl_agent_requests_refused_total',
+      registers,
     }),
     ruleChanges: new Counter({help: 'Device access granted or revoked in running containers', labelNames: ['action'], name: 'nfdctl_agent_rule_changes_total', registers}),
   }

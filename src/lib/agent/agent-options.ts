@@ -44,7 +44,11 @@ export function agentOptionsFrom(flags: RawAgentFlags, stdoutIsTty: boolean, sou
   }
   return {
     ...observeOptionsFrom(flags, stdoutIsTty),
-    cgroupMode: flags['cgroup-mode'] as CgroupMode, maxWaitMs, nodeName, quietMs, workers: flags.workers,
+    cgroupMode: flags['cgroup-mode'] as CgroupMode,
+    maxWaitMs,
+    nodeName,
+    quietMs,
+    workers: flags.workers,
   }
 }
 

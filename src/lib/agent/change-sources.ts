@@ -49,7 +49,9 @@ export class ChangeSources {
   constructor(readonly options: ChangeSourcesOptions) {
     const {client, logger, members, metrics, onChange, plugins} = options
     this.#watcher = new DeviceWatcher({
-      coalesceChanges: true, logger, source: options.devices,
+      coalesceChanges: true,
+      logger,
+      source: options.devices,
       onEvent: ({action, device}) => {
         const touched = members.deviceEvent(action, device)
         plugins.publish(touched)
@@ -57,12 +59,24 @@ export class ChangeSources {
         if (touched.size > 0) onChange(`device ${action} ${device.devName}`)
       },
     })
-    this.#pods = new Informer<NodePod>({
-      client, fieldSelector: `spec.nodeName=${options.nodeName}`, logger, onChanged: (pod, previous) => this.#podChanged(pod, previous),
-      onDeleted: (pod) => onChange(`pod ${pod.metadata.namespace}/${pod.metadata.name} deleted`), pageSize: 500, resource: podsResource,
-    }, podCodec)
+    this.#pods = new Informer<NodePod>(
+      {
+        client,
+        fieldSelector: `spec.nodeName=${options.nodeName}`,
+        logger,
+        onChanged: (pod, previous) => this.#podChanged(pod, previous),
+        onDeleted: (pod) => onChange(`pod ${pod.metadata.namespace}/${pod.metadata.name} deleted`),
+        pageSize: 500,
+        resource: podsResource,
+      },
+      podCodec,
+    )
     this.#namespaces = new MetadataInformer({
-      client, logger, onDeleted: (ns) => onChange(`namespace ${ns.name} deleted`), pageSize: 500, resource: namespacesResource,
+      client,
+      logger,
+      onDeleted: (ns) => onChange(`namespace ${ns.name} deleted`),
+      pageSize: 500,
+      resource: namespacesResource,
       onChanged: (ns, previous) => {
         if (ns === undefined || previous === undefined || JSON.stringify(ns.labels ?? {}) !== JSON.stringify(previous.labels ?? {})) onChange(`namespace ${ns?.name ?? 'list'}`)
       },

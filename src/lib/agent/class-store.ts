@@ -137,25 +137,35 @@ export class ClassStore {
     const onChanged = (): void => this.#refresh()
     // Most updates change nothing here: status writes (the agents' own) keep a class's generation, and
     // kubelet's heartbeats keep the Node's labels. Only the others make the view be computed again.
-    this.#classes = new Informer({
-      client: options.client, logger: options.logger, pageSize: 500, resource: deviceClassesResource,
-      onChanged: (item) => {
-        if (item === undefined) {
-          this.#takeList()
+    this.#classes = new Informer(
+      {
+        client: options.client,
+        logger: options.logger,
+        pageSize: 500,
+        resource: deviceClassesResource,
+        onChanged: (item) => {
+          if (item === undefined) {
+            this.#takeList()
+            this.#refresh()
+          } else if (this.#specs.get(item.metadata.name)?.metadata.generation !== item.metadata.generation) this.#readSpec(item)
+        },
+        onDeleted: (item) => {
+          this.#specs.delete(item.metadata.name)
           this.#refresh()
-        } else if (this.#specs.get(item.metadata.name)?.metadata.generation !== item.metadata.generation) this.#readSpec(item)
+        },
       },
-      onDeleted: (item) => {
-        this.#specs.delete(item.metadata.name)
-        this.#refresh()
-      },
-    }, deviceClassCodec)
+      deviceClassCodec,
+    )
     this.#node = new MetadataInformer({
-      client: options.client, fieldSelector: `metadata.name=${options.nodeName}`, logger: options.logger, onDeleted: onChanged,
+      client: options.client,
+      fieldSelector: `metadata.name=${options.nodeName}`,
+      logger: options.logger,
+      onDeleted: onChanged,
       onChanged: (node) => {
         if (node === undefined || JSON.stringify(node.labels ?? {}) !== JSON.stringify(this.#labels)) this.#refresh()
       },
-      pageSize: 0, resource: nodesResource,
+      pageSize: 0,
+      resource: nodesResource,
     })
   }
 
@@ -192,11 +202,17 @@ export class ClassStore {
     this.#lastValid = new Map(persisted.classes.map((c) => [c.metadata.name, c]))
     this.#labels = persisted.nodeLabels
     this.#setView({applicable: classesForNode(this.options.fileClasses, this.#lastValid.values(), this.#labels).applicable, invalid: []})
-    this.#log.warn({classes: this.#view.applicable.map((c) => c.metadata.name), file: this.#file, savedAt: persisted.savedAt}, 'the API server does not answer; using the classes persisted under --state-dir until it does')
-    void synced.then(() => {
-      this.#log.info({}, 'the API server answers; following the cluster\'s classes')
-      this.#listener?.(this.#takeCluster())
-    }, () => {})
+    this.#log.warn(
+      {classes: this.#view.applicable.map((c) => c.metadata.name), file: this.#file, savedAt: persisted.savedAt},
+      'the API server does not answer; using the classes persisted under --state-dir until it does',
+    )
+    void synced.then(
+      () => {
+        this.#log.info({}, "the API server answers; following the cluster's classes")
+        this.#listener?.(this.#takeCluster())
+      },
+      () => {},
+    )
     return {source: 'state-dir', view: this.#view}
   }
 
@@ -259,7 +275,10 @@ export class ClassStore {
     if (!this.#setView(view)) return
     for (const problem of view.invalid) {
       if (before.has(`${problem.name}@${problem.generation}`)) continue // reported already
-      this.#log.warn({class: problem.name, generation: problem.generation, problem: problem.message, using: problem.using}, problem.using === undefined ? 'DeviceClass is invalid and not served' : 'DeviceClass is invalid; its last valid spec stays in use')
+      this.#log.warn(
+        {class: problem.name, generation: problem.generation, problem: problem.message, using: problem.using},
+        problem.using === undefined ? 'DeviceClass is invalid and not served' : 'DeviceClass is invalid; its last valid spec stays in use',
+      )
     }
     this.#persist()
     if (notify) this.#listener?.(view)
@@ -276,13 +295,15 @@ export class ClassStore {
   /** Serialised, so that the file always ends with the latest view. */
   #persist(): void {
     const state: ClassState = {classes: [...this.#lastValid.values()], node: this.options.nodeName, nodeLabels: this.#labels, savedAt: new Date().toISOString(), version: 1}
-    this.#persisting = this.#persisting.then(async () => {
-      await mkdir(this.options.stateDir, {mode: 0o700, recursive: true})
-      await writeFileAtomic(this.#file, JSON.stringify(state, null, 2) + '\n', {mode: 0o600})
-    }).catch((error: unknown) => {
-      this.options.onPersistError?.(error)
-      this.#log.error({err: errorMessage(error), file: this.#file}, 'cannot persist the DeviceClasses; a start without the API server would use older ones')
-    })
+    this.#persisting = this.#persisting
+      .then(async () => {
+        await mkdir(this.options.stateDir, {mode: 0o700, recursive: true})
+        await writeFileAtomic(this.#file, JSON.stringify(state, null, 2) + '\n', {mode: 0o600})
+      })
+      .catch((error: unknown) => {
+        this.options.onPersistError?.(error)
+        this.#log.error({err: errorMessage(error), file: this.#file}, 'cannot persist the DeviceClasses; a start without the API server would use older ones')
+      })
   }
 
   /** The persisted classes, each validated again; an unreadable file is reported and treated as absent. */

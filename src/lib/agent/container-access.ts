@@ -74,8 +74,13 @@ export function containerRequests(pod: PodLike): ContainerRequest[] {
     }
     if (classes.size === 0 && problem === undefined) continue
     requests.push({
-      annotationProblem: problem, classes, container: container.name, createdAt: pod.metadata.creationTimestamp, namespace: pod.metadata.namespace ?? 'default',
-      pod: pod.metadata.name, podUid: pod.metadata.uid ?? '',
+      annotationProblem: problem,
+      classes,
+      container: container.name,
+      createdAt: pod.metadata.creationTimestamp,
+      namespace: pod.metadata.namespace ?? 'default',
+      pod: pod.metadata.name,
+      podUid: pod.metadata.uid ?? '',
     })
   }
   return requests
@@ -93,7 +98,10 @@ const isClassName = (name: string): boolean => name.length <= 63 && dnsSubdomain
  */
 function annotatedClasses(annotation: string, value: string | undefined): {names: string[]; problem?: string} {
   if (value === undefined) return {names: []}
-  const parts = value.split(',').map((c) => c.replace(/^[ \t]+|[ \t]+$/g, '')).filter((c) => c !== '')
+  const parts = value
+    .split(',')
+    .map((c) => c.replace(/^[ \t]+|[ \t]+$/g, ''))
+    .filter((c) => c !== '')
   const invalid = parts.filter((c) => !isClassName(c))
   const valid = [...new Set(parts.filter(isClassName))]
   const problems = [
@@ -108,8 +116,11 @@ function annotatedClasses(annotation: string, value: string | undefined): {names
 
 /** The CRI labels containerd's kubelet-made containers carry. */
 export const criLabels = {
-  container: 'io.kubernetes.container.name', kind: 'io.cri-containerd.kind', namespace: 'io.kubernetes.pod.namespace',
-  pod: 'io.kubernetes.pod.name', podUid: 'io.kubernetes.pod.uid',
+  container: 'io.kubernetes.container.name',
+  kind: 'io.cri-containerd.kind',
+  namespace: 'io.kubernetes.pod.namespace',
+  pod: 'io.kubernetes.pod.name',
+  podUid: 'io.kubernetes.pod.uid',
 } as const
 
 /** A request's key, and the key a container's CRI labels give: the pod's UID and the container's name. */

@@ -69,7 +69,12 @@ export class ContainerReconciler {
   async reconcile(work: ContainerWork, node: NodeView, allocated: ContainerPlanInput['allocated']): Promise<boolean> {
     const {container, request} = work
     const plan = planContainer({
-      ...node, allocated, asked: work.asked, ociDevices: container.spec?.linux?.resources?.devices, recorded: this.options.grants.grants(container.id), request,
+      ...node,
+      allocated,
+      asked: work.asked,
+      ociDevices: container.spec?.linux?.resources?.devices,
+      recorded: this.options.grants.grants(container.id),
+      request,
     })
     const settled = this.#settled.get(container.id)
     if (settled !== undefined && settled.key === settledKey(work, node.generation, plan.wanted, this.options.grants.grants(container.id))) return settled.holds
@@ -110,7 +115,7 @@ export class ContainerReconciler {
       if ((asked || recorded.length > 0) && !this.#unsupported.has(container.id)) {
         this.#unsupported.add(container.id)
         metrics.errors.inc({kind: 'unsupported-cgroup'})
-        this.#log.warn({container: container.id, err: error.message}, 'cannot change the container\'s device program; its devices are left as they are')
+        this.#log.warn({container: container.id, err: error.message}, "cannot change the container's device program; its devices are left as they are")
       }
       return {asPlanned: false, holds: false}
     }
@@ -138,10 +143,17 @@ export class ContainerReconciler {
     }
     const after = grantsAfter(grants.grants(container.id), held.devices, change)
     const written = await this.#record(() => grants.set(container.id, after))
-    this.#log.info({
-      cgroup: handle.control.mode, container: container.id.slice(0, 12), granted: change.grant.map((a) => `${a.device.devNode} ${a.access}`), pod: `${request.namespace}/${request.pod}`,
-      revoked: change.revoke.map((a) => a.device.devNode), workload: request.container,
-    }, 'devices updated')
+    this.#log.info(
+      {
+        cgroup: handle.control.mode,
+        container: container.id.slice(0, 12),
+        granted: change.grant.map((a) => `${a.device.devNode} ${a.access}`),
+        pod: `${request.namespace}/${request.pod}`,
+        revoked: change.revoke.map((a) => a.device.devNode),
+        workload: request.container,
+      },
+      'devices updated',
+    )
     return {asPlanned: written && granting === plan.wanted, holds: granting.size > 0 || after.length > 0}
   }
 

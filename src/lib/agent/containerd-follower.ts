@@ -99,32 +99,34 @@ export class ContainerdFollower {
     while (!signal.aborted && !this.#stopped) {
       const error = await new Promise<Error>((resolve) => {
         this.#endSubscription = () => resolve(new Error('agent stopped'))
-        containerd.subscribe((event) => this.#event(event), resolve).then(async (unsubscribe) => {
-          // Stopped while subscribing: an open stream would keep the process alive.
-          if (this.#stopped) {
-            unsubscribe()
-            resolve(new Error('agent stopped'))
-            return
-          }
-          this.#unsubscribe = unsubscribe
-          // No replay: list what runs now (events meanwhile are applied after), then follow the events.
-          this.#pending = []
-          try {
-            const tasks = await containerd.listTasks()
-            this.#running = new Map(tasks.filter((t) => t.status === 'RUNNING').map((t) => [t.containerId, t.pid]))
-            for (const event of this.#pending) runningAfter(this.#running, event)
-          } catch (listError) {
-            unsubscribe()
-            resolve(new Error(`cannot list containerd's tasks: ${errorMessage(listError)}`))
-            return
-          } finally {
-            this.#pending = undefined
-          }
-          this.#generation++
-          backoff.reset()
-          this.#setConnected(true)
-          this.options.onChange('containerd connected')
-        }, resolve)
+        containerd
+          .subscribe((event) => this.#event(event), resolve)
+          .then(async (unsubscribe) => {
+            // Stopped while subscribing: an open stream would keep the process alive.
+            if (this.#stopped) {
+              unsubscribe()
+              resolve(new Error('agent stopped'))
+              return
+            }
+            this.#unsubscribe = unsubscribe
+            // No replay: list what runs now (events meanwhile are applied after), then follow the events.
+            this.#pending = []
+            try {
+              const tasks = await containerd.listTasks()
+              this.#running = new Map(tasks.filter((t) => t.status === 'RUNNING').map((t) => [t.containerId, t.pid]))
+              for (const event of this.#pending) runningAfter(this.#running, event)
+            } catch (listError) {
+              unsubscribe()
+              resolve(new Error(`cannot list containerd's tasks: ${errorMessage(listError)}`))
+              return
+            } finally {
+              this.#pending = undefined
+            }
+            this.#generation++
+            backoff.reset()
+            this.#setConnected(true)
+            this.options.onChange('containerd connected')
+          }, resolve)
       })
       if (signal.aborted || this.#stopped) return
       this.#setConnected(false, error)

@@ -21,7 +21,11 @@ export interface RecordedGrant {
 export type GrantRecords = ReadonlyMap<string, readonly RecordedGrant[]>
 
 const grantOf = (a: DeviceAccess): RecordedGrant => ({
-  access: a.access, devNode: a.device.devNode, major: a.device.major, minor: a.device.minor, type: a.device.type === 'block' ? 'b' : 'c',
+  access: a.access,
+  devNode: a.device.devNode,
+  major: a.device.major,
+  minor: a.device.minor,
+  type: a.device.type === 'block' ? 'b' : 'c',
 })
 
 /**
@@ -31,8 +35,16 @@ const grantOf = (a: DeviceAccess): RecordedGrant => ({
 export function deviceOfGrant(g: RecordedGrant): Device {
   const devName = g.devNode.replace(/^\/dev\//, '')
   return {
-    devName, devNode: g.devNode, devPath: '', id: ruleDeviceId(g), kernelName: devName.split('/').at(-1) ?? devName, major: g.major, minor: g.minor,
-    properties: {}, subsystem: '', type: g.type === 'b' ? 'block' : 'char',
+    devName,
+    devNode: g.devNode,
+    devPath: '',
+    id: ruleDeviceId(g),
+    kernelName: devName.split('/').at(-1) ?? devName,
+    major: g.major,
+    minor: g.minor,
+    properties: {},
+    subsystem: '',
+    type: g.type === 'b' ? 'block' : 'char',
   }
 }
 
@@ -85,7 +97,10 @@ export function decodeGrants(text: string): Map<string, RecordedGrant[]> {
   for (const [id, grants] of Object.entries(containers)) {
     if (!/^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/.test(id)) throw new Error(`containers: ${JSON.stringify(id)} is not a container id`)
     if (!Array.isArray(grants)) throw new Error(`containers["${id}"] must be a list of grants`)
-    records.set(id, grants.map((g: unknown, i) => decodeGrant(g, `containers["${id}"][${i}]`)))
+    records.set(
+      id,
+      grants.map((g: unknown, i) => decodeGrant(g, `containers["${id}"][${i}]`)),
+    )
   }
   return records
 }

@@ -66,11 +66,19 @@ export class NodeAgent {
     this.#status = new StatusReporter({client, logger, metrics, nodeName, retry: () => changed('status retry')})
     this.#trim = new NativeMemoryTrim((returnedMb, rssMb) => logger.debug({returnedMb, rssMb}, 'free native memory returned to the kernel'))
     const reconciler = new NodeReconciler({
-      classes: () => options.classStore.view, containers: () => this.#sources.containers(),
-      logger, members: options.members, metrics, namespaceLabels: (name) => this.#sources.namespaceLabels(name), nodeName,
-      notices: new RefusalNotices({events: this.#events, logger, metrics}), podResourcesSocket: options.podResourcesSocket,
-      pods: () => this.#sources.pods(), reconciler: new ContainerReconciler({cgroupMode: options.cgroupMode, grants: options.grants, logger, metrics}),
-      status: this.#status, workers: options.workers,
+      classes: () => options.classStore.view,
+      containers: () => this.#sources.containers(),
+      logger,
+      members: options.members,
+      metrics,
+      namespaceLabels: (name) => this.#sources.namespaceLabels(name),
+      nodeName,
+      notices: new RefusalNotices({events: this.#events, logger, metrics}),
+      podResourcesSocket: options.podResourcesSocket,
+      pods: () => this.#sources.pods(),
+      reconciler: new ContainerReconciler({cgroupMode: options.cgroupMode, grants: options.grants, logger, metrics}),
+      status: this.#status,
+      workers: options.workers,
     })
     this.#batcher = new EventBatcher<string>({
       maxWaitMs: options.maxWaitMs,

@@ -78,13 +78,21 @@ export class NodeReconciler {
     const byLimit = (r: ContainerRequest): boolean => [...r.classes].some(([name, via]) => via === 'limit' && classes.has(name))
     const allocations = work.some((w) => byLimit(w.request)) ? await this.#podResources() : []
     const decision = decideAccess({
-      classes, holders: this.#annotationHolders,
+      classes,
+      holders: this.#annotationHolders,
       // Skipped below when PodResources is away: true keeps their units counted meanwhile.
       limitAllocated: (r, name) => allocations === undefined || allocatedDevices(allocations, {name: r.pod, namespace: r.namespace}, r.container, resourceNameOf(name)).length > 0,
-      limitHolders: limitHoldersOf(pods), namespaceLabels: this.options.namespaceLabels, nodeName,
+      limitHolders: limitHoldersOf(pods),
+      namespaceLabels: this.options.namespaceLabels,
+      nodeName,
       requests: work.map((w) => w.request).filter((r) => r.classes.size > 0 || r.annotationProblem !== undefined),
     })
-    this.options.notices.tell(work.map((w) => w.request), decision, this.#annotationHolders, new Set(pods.map((p) => p.uid)))
+    this.options.notices.tell(
+      work.map((w) => w.request),
+      decision,
+      this.#annotationHolders,
+      new Set(pods.map((p) => p.uid)),
+    )
     this.#annotationHolders = decision.holders
     const admitted = work.map((w) => ({...w, request: decision.admitted.get(requestKey(w.request)) ?? w.request}))
     const mayHold = new Set(admitted.filter((w) => w.request.classes.size > 0).map((w) => w.container.id))
@@ -94,19 +102,25 @@ export class NodeReconciler {
     const holding = new Map<string, Holder[]>()
     const node = {classes, generation, known: (id: string) => members.known(id), members: members.all()}
     const limit = pLimit(Math.max(1, this.options.workers))
-    await Promise.all(admitted.map((w) => limit(async () => {
-      const {container, request} = w
-      for (const name of request.classes.keys()) holding.set(name, [...(holding.get(name) ?? []), {container: request.container, namespace: request.namespace, pod: request.pod}])
-      if (allocations === undefined && byLimit(request)) return
-      const allocated = new Map([...request.classes.keys()].map((name) => [name, allocatedDevices(allocations ?? [], {name: request.pod, namespace: request.namespace}, request.container, resourceNameOf(name))]))
-      try {
-        // Still holding class devices (a revoke that failed): looked at again in the next batch.
-        if (await reconciler.reconcile(w, node, allocated)) mayHold.add(container.id)
-      } catch (error) {
-        mayHold.add(container.id)
-        logger.warn({container: container.id, err: errorMessage(error), pod: `${request.namespace}/${request.pod}`}, 'could not update a container\'s devices')
-      }
-    })))
+    await Promise.all(
+      admitted.map((w) =>
+        limit(async () => {
+          const {container, request} = w
+          for (const name of request.classes.keys()) holding.set(name, [...(holding.get(name) ?? []), {container: request.container, namespace: request.namespace, pod: request.pod}])
+          if (allocations === undefined && byLimit(request)) return
+          const allocated = new Map(
+            [...request.classes.keys()].map((name) => [name, allocatedDevices(allocations ?? [], {name: request.pod, namespace: request.namespace}, request.container, resourceNameOf(name))]),
+          )
+          try {
+            // Still holding class devices (a revoke that failed): looked at again in the next batch.
+            if (await reconciler.reconcile(w, node, allocated)) mayHold.add(container.id)
+          } catch (error) {
+            mayHold.add(container.id)
+            logger.warn({container: container.id, err: errorMessage(error), pod: `${request.namespace}/${request.pod}`}, "could not update a container's devices")
+          }
+        }),
+      ),
+    )
     this.options.status.report({classes, holding, invalid: view.invalid, members: node.members})
     // Where a batch's time goes, for an operator who finds hot-plugs slow.
     const ms = (from: number, to: number): number => Math.round((to - from) * 10) / 10
@@ -117,7 +131,7 @@ export class NodeReconciler {
   async #podResources(): Promise<PodResources[] | undefined> {
     return listPodResources(this.options.podResourcesSocket).catch((error: unknown) => {
       this.options.metrics.errors.inc({kind: 'pod-resources'})
-      this.options.logger.warn({err: errorMessage(error)}, 'cannot read kubelet\'s PodResources; containers that ask by resource limit keep their access for now')
+      this.options.logger.warn({err: errorMessage(error)}, "cannot read kubelet's PodResources; containers that ask by resource limit keep their access for now")
       return undefined
     })
   }

@@ -52,14 +52,20 @@ export class PodEvents {
       source: {component: 'nfdctl-agent', host: this.options.nodeName},
       type: 'Warning',
     }
-    const write = this.options.client.request('POST', `/api/v1/namespaces/${encodeURIComponent(pod.namespace)}/events`, {body: event}).then(() => {
-      if (this.#failing) this.#log.info({}, 'pod Events written again')
-      this.#failing = false
-    }, (error: unknown) => {
-      this.options.onError?.()
-      if (!this.#failing) this.#log.warn({err: errorMessage(error), namespace: pod.namespace, pod: pod.name}, 'cannot write a pod Event; Events are dropped until the API server takes them')
-      this.#failing = true
-    }).finally(() => this.#pending.delete(write))
+    const write = this.options.client
+      .request('POST', `/api/v1/namespaces/${encodeURIComponent(pod.namespace)}/events`, {body: event})
+      .then(
+        () => {
+          if (this.#failing) this.#log.info({}, 'pod Events written again')
+          this.#failing = false
+        },
+        (error: unknown) => {
+          this.options.onError?.()
+          if (!this.#failing) this.#log.warn({err: errorMessage(error), namespace: pod.namespace, pod: pod.name}, 'cannot write a pod Event; Events are dropped until the API server takes them')
+          this.#failing = true
+        },
+      )
+      .finally(() => this.#pending.delete(write))
     this.#pending.add(write)
   }
 

@@ -42,9 +42,18 @@ export function containersToReconcile(input: WorkInput): ContainerWork[] {
     const request = requestOfContainer(l, input.requests)
     if (request !== undefined) work.push({asked: request.classes.size > 0, container, pid, request})
     else if (input.mayHold === undefined || input.mayHold.has(container.id)) {
-      work.push({asked: false, container, pid, request: {
-        classes: new Map(), container: l[criLabels.container] ?? '', namespace: l[criLabels.namespace] ?? '', pod: l[criLabels.pod] ?? '', podUid: l[criLabels.podUid] ?? '',
-      }})
+      work.push({
+        asked: false,
+        container,
+        pid,
+        request: {
+          classes: new Map(),
+          container: l[criLabels.container] ?? '',
+          namespace: l[criLabels.namespace] ?? '',
+          pod: l[criLabels.pod] ?? '',
+          podUid: l[criLabels.podUid] ?? '',
+        },
+      })
     }
   }
   return work
@@ -86,8 +95,13 @@ export interface ContainerPlan {
  */
 export function planContainer(input: ContainerPlanInput): ContainerPlan {
   const recorded = new Map(input.recorded.map((g) => [ruleDeviceId(g), g]))
-  const base = new Set(input.asked ? [] : ociDeviceRules(input.ociDevices)
-    .filter((r) => r.allow && r.type !== 'a' && r.major !== '*' && r.minor !== '*').map(ruleDeviceId))
+  const base = new Set(
+    input.asked
+      ? []
+      : ociDeviceRules(input.ociDevices)
+          .filter((r) => r.allow && r.type !== 'a' && r.major !== '*' && r.minor !== '*')
+          .map(ruleDeviceId),
+  )
   return {
     base,
     managed: (id) => {

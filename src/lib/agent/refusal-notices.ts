@@ -38,10 +38,21 @@ export class RefusalNotices {
         // Names no class has are the pod author's to choose: one metric series for all of them.
         const known = refusal.reason !== 'unknown-class' && refusal.reason !== 'bad-annotation'
         metrics.requestsRefused.inc({class: known ? refusal.class : '(unknown)', reason: refusal.reason})
-        logger.warn({
-          class: refusal.class, container: request.container, namespace: request.namespace, pod: request.pod, reason: refusal.reason,
-        }, `${revoked ? 'device access revoked' : 'device access refused'}: ${refusal.message}`)
-        events.warn({name: request.pod, namespace: request.namespace, uid: request.podUid}, revoked ? 'DeviceAccessRevoked' : 'DeviceAccessRefused', `container ${request.container}: ${refusal.message}`)
+        logger.warn(
+          {
+            class: refusal.class,
+            container: request.container,
+            namespace: request.namespace,
+            pod: request.pod,
+            reason: refusal.reason,
+          },
+          `${revoked ? 'device access revoked' : 'device access refused'}: ${refusal.message}`,
+        )
+        events.warn(
+          {name: request.pod, namespace: request.namespace, uid: request.podUid},
+          revoked ? 'DeviceAccessRevoked' : 'DeviceAccessRefused',
+          `container ${request.container}: ${refusal.message}`,
+        )
       }
     }
   }

@@ -91,8 +91,12 @@ export class StatusWriter {
       this.#transitions.set(name, transition)
     }
     return {
-      lastTransitionTime: transition.at, message: condition.message, observedGeneration: condition.generation,
-      reason: condition.valid ? 'SpecValid' : 'InvalidSpec', status: condition.valid ? 'True' : 'False', type: 'Valid',
+      lastTransitionTime: transition.at,
+      message: condition.message,
+      observedGeneration: condition.generation,
+      reason: condition.valid ? 'SpecValid' : 'InvalidSpec',
+      status: condition.valid ? 'True' : 'False',
+      type: 'Valid',
     }
   }
 }

@@ -48,30 +48,32 @@ export async function loadClassFiles(paths: readonly string[]): Promise<DeviceCl
 export function parseClassFile(file: string, text: string): ParsedClassFile {
   const classes: PlacedClass[] = []
   const problems: string[] = []
-  yaml().parseAllDocuments(text).forEach((document, index) => {
-    const where = `${file}: document ${index + 1}`
-    const [syntax] = document.errors
-    if (syntax) {
-      // The yaml error's message continues with a multi-line excerpt; keep its first line, minus the position.
-      const position = syntax.linePos ? `line ${syntax.linePos[0].line}, column ${syntax.linePos[0].col}: ` : ''
-      problems.push(`${where}: ${position}not valid YAML: ${syntax.message.split('\n')[0].replace(/ at line \d+, column \d+:?$/, '')}`)
-      return
-    }
-    let value: unknown
-    try {
-      value = document.toJS()
-    } catch (error) {
-      problems.push(`${where}: not valid YAML: ${errorMessage(error)}`) // e.g. an alias to an anchor not set before it
-      return
-    }
-    if (value === null || value === undefined) return // an empty document (a stray ---, only comments)
-    for (const item of itemsOf(value, where, problems)) {
-      const result = validateDeviceClass(item.value)
-      const label = `${item.where}${nameLabel(item.value)}`
-      if (result.ok) classes.push({deviceClass: result.deviceClass, where: label})
-      else problems.push(`${label}: ${result.issues.map((i) => (i.path ? `${i.path}: ${i.message}` : i.message)).join('; ')}`)
-    }
-  })
+  yaml()
+    .parseAllDocuments(text)
+    .forEach((document, index) => {
+      const where = `${file}: document ${index + 1}`
+      const [syntax] = document.errors
+      if (syntax) {
+        // The yaml error's message continues with a multi-line excerpt; keep its first line, minus the position.
+        const position = syntax.linePos ? `line ${syntax.linePos[0].line}, column ${syntax.linePos[0].col}: ` : ''
+        problems.push(`${where}: ${position}not valid YAML: ${syntax.message.split('\n')[0].replace(/ at line \d+, column \d+:?$/, '')}`)
+        return
+      }
+      let value: unknown
+      try {
+        value = document.toJS()
+      } catch (error) {
+        problems.push(`${where}: not valid YAML: ${errorMessage(error)}`) // e.g. an alias to an anchor not set before it
+        return
+      }
+      if (value === null || value === undefined) return // an empty document (a stray ---, only comments)
+      for (const item of itemsOf(value, where, problems)) {
+        const result = validateDeviceClass(item.value)
+        const label = `${item.where}${nameLabel(item.value)}`
+        if (result.ok) classes.push({deviceClass: result.deviceClass, where: label})
+        else problems.push(`${label}: ${result.issues.map((i) => (i.path ? `${i.path}: ${i.message}` : i.message)).join('; ')}`)
+      }
+    })
   return {classes, problems}
 }
 

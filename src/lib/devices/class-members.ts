@@ -17,7 +17,10 @@ export class ClassMembers {
   /** Every device that has been in a class since start, present or not. */
   readonly #known = new Map<string, Device>()
 
-  constructor(readonly readAttribute: AttributeReader, classes: readonly DeviceClass[] = []) {
+  constructor(
+    readonly readAttribute: AttributeReader,
+    classes: readonly DeviceClass[] = [],
+  ) {
     this.#memory = new ClassMemory(new DeviceMatcher([]), readAttribute)
     this.setClasses(classes)
   }

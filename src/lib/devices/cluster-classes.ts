@@ -9,9 +9,7 @@ export const deviceClassesResource: ResourceRef = {group: deviceClassGroup, name
 export const deviceClassesPath = collectionPath(deviceClassesResource)
 
 /** A DeviceClass object from the API server, checked: the class with its defaults, or why it cannot be used. */
-export type ListedClass =
-  | {readonly ok: true; readonly deviceClass: DeviceClass}
-  | {readonly ok: false; readonly name: string; readonly generation?: number; readonly message: string}
+export type ListedClass = {readonly ok: true; readonly deviceClass: DeviceClass} | {readonly ok: false; readonly name: string; readonly generation?: number; readonly message: string}
 
 /** Checks a DeviceClass object from the API server (or the agent's copy of one) with the same rules as class files. */
 export function listedClass(item: unknown): ListedClass {

@@ -34,19 +34,21 @@ export function deviceClassCrd(): Record<string, unknown> {
       group: deviceClassGroup,
       names: {kind: 'DeviceClass', listKind: 'DeviceClassList', plural: 'deviceclasses', singular: 'deviceclass'},
       scope: 'Cluster',
-      versions: [{
-        name: deviceClassVersion,
-        served: true,
-        storage: true,
-        subresources: {status: {}},
-        additionalPrinterColumns: [
-          {name: 'Allocation', type: 'string', jsonPath: '.spec.allocation'},
-          {name: 'Permissions', type: 'string', jsonPath: '.spec.permissions'},
-          {name: 'Capacity', type: 'integer', description: 'Containers that may hold the class at once (allocation Class; empty means 1)', jsonPath: '.spec.capacity'},
-          {name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp'},
-        ],
-        schema: {openAPIV3Schema: crdSchema(deviceClassSchema)},
-      }],
+      versions: [
+        {
+          name: deviceClassVersion,
+          served: true,
+          storage: true,
+          subresources: {status: {}},
+          additionalPrinterColumns: [
+            {name: 'Allocation', type: 'string', jsonPath: '.spec.allocation'},
+            {name: 'Permissions', type: 'string', jsonPath: '.spec.permissions'},
+            {name: 'Capacity', type: 'integer', description: 'Containers that may hold the class at once (allocation Class; empty means 1)', jsonPath: '.spec.capacity'},
+            {name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp'},
+          ],
+          schema: {openAPIV3Schema: crdSchema(deviceClassSchema)},
+        },
+      ],
     },
   }
 }

@@ -11,8 +11,7 @@
 import {globProblem} from './glob.js'
 import {labelKeyProblem} from './label-selector.js'
 
-export type SchemaKeyword =
-  | 'enum' | 'maxItems' | 'maxLength' | 'maxProperties' | 'minimum' | 'minItems' | 'minLength' | 'minProperties' | 'pattern' | 'type'
+export type SchemaKeyword = 'enum' | 'maxItems' | 'maxLength' | 'maxProperties' | 'minimum' | 'minItems' | 'minLength' | 'minProperties' | 'pattern' | 'type'
 
 /**
  * Wording of the validator's issues at one field. Placeholders: {got} the value as a message shows it,
@@ -155,11 +154,16 @@ function globMap(description: string, what: string, whats: string, example: stri
       },
     },
     // Map keys have no schema of their own: CEL checks them (within the cost budget thanks to the caps).
-    'x-kubernetes-validations': [{
-      rule: "self.all(k, k != '')",
-      message: `${what} names must not be empty`,
-      check: (self) => Object.keys(isRecord(self) ? self : {}).filter((k) => k === '').map((k) => ({at: [k], message: `${what} names must not be empty`})),
-    }],
+    'x-kubernetes-validations': [
+      {
+        rule: "self.all(k, k != '')",
+        message: `${what} names must not be empty`,
+        check: (self) =>
+          Object.keys(isRecord(self) ? self : {})
+            .filter((k) => k === '')
+            .map((k) => ({at: [k], message: `${what} names must not be empty`})),
+      },
+    ],
   }
 }
 
@@ -167,10 +171,7 @@ function globMap(description: string, what: string, whats: string, example: stri
  * A metav1.LabelSelector: node labels for nodeSelector, namespace labels for annotationAccess. `text` words
  * the selector's own issues where the default does not fit (its unknown fields are always "a LabelSelector"'s).
  */
-const labelSelector = (
-  description: string,
-  text: Omit<FieldText, 'fieldsOf'> = {is: 'a LabelSelector mapping with matchLabels and/or matchExpressions'},
-): SchemaNode => ({
+const labelSelector = (description: string, text: Omit<FieldText, 'fieldsOf'> = {is: 'a LabelSelector mapping with matchLabels and/or matchExpressions'}): SchemaNode => ({
   description,
   type: 'object',
   'x-kubernetes-map-type': 'atomic',
@@ -182,11 +183,13 @@ const labelSelector = (
       additionalProperties: labelValue,
       'x-nfdctl-text': {is: 'a mapping of label keys to values', on: {maxProperties: 'must have at most {limit} labels (got {count})'}},
       // Map keys have no schema of their own: CEL checks them.
-      'x-kubernetes-validations': [{
-        rule: 'self.all(k, !format.qualifiedName().validate(k).hasValue())',
-        message: "keys must be label keys: an optional DNS subdomain prefix and '/', then a name of at most 63 alphanumerics, '-', '_' or '.', starting and ending alphanumeric",
-        check: (self) => Object.keys(isRecord(self) ? self : {}).flatMap((key) => labelKeyIssue(key, [key])),
-      }],
+      'x-kubernetes-validations': [
+        {
+          rule: 'self.all(k, !format.qualifiedName().validate(k).hasValue())',
+          message: "keys must be label keys: an optional DNS subdomain prefix and '/', then a name of at most 63 alphanumerics, '-', '_' or '.', starting and ending alphanumeric",
+          check: (self) => Object.keys(isRecord(self) ? self : {}).flatMap((key) => labelKeyIssue(key, [key])),
+        },
+      ],
     },
     matchExpressions: {
       type: 'array',
@@ -204,9 +207,7 @@ const labelSelector = (
             fieldPath: '.values',
             check: (self) => {
               const operator = field(self, 'operator')
-              return (operator === 'In' || operator === 'NotIn') && size(field(self, 'values')) === 0
-                ? [{at: ['values'], message: `operator ${operator} needs at least one value`}]
-                : []
+              return (operator === 'In' || operator === 'NotIn') && size(field(self, 'values')) === 0 ? [{at: ['values'], message: `operator ${operator} needs at least one value`}] : []
             },
           },
           {
@@ -215,9 +216,7 @@ const labelSelector = (
             fieldPath: '.values',
             check: (self) => {
               const operator = field(self, 'operator')
-              return (operator === 'Exists' || operator === 'DoesNotExist') && size(field(self, 'values')) > 0
-                ? [{at: ['values'], message: `operator ${operator} takes no values; remove values`}]
-                : []
+              return (operator === 'Exists' || operator === 'DoesNotExist') && size(field(self, 'values')) > 0 ? [{at: ['values'], message: `operator ${operator} takes no values; remove values`}] : []
             },
           },
         ],
@@ -226,11 +225,13 @@ const labelSelector = (
             type: 'string',
             maxLength: 317,
             'x-nfdctl-text': {is: 'a label key string', required: 'required: the label key to test'},
-            'x-kubernetes-validations': [{
-              rule: '!format.qualifiedName().validate(self).hasValue()',
-              message: labelKeyMessage,
-              check: (self) => labelKeyIssue(self),
-            }],
+            'x-kubernetes-validations': [
+              {
+                rule: '!format.qualifiedName().validate(self).hasValue()',
+                message: labelKeyMessage,
+                check: (self) => labelKeyIssue(self),
+              },
+            ],
           },
           operator: {
             type: 'string',
@@ -253,7 +254,8 @@ const labelSelector = (
 const nodeSelector = labelSelector('The nodes this class applies to (a LabelSelector); empty or absent means every node.')
 
 const annotationAccess: SchemaNode = {
-  description: 'Who may take this class with the pod annotation devices.nfdctl.io/<container>: <class> (access without '
+  description:
+    'Who may take this class with the pod annotation devices.nfdctl.io/<container>: <class> (access without '
     + 'scheduling accounting). Absent: nobody, the annotation is refused. namespaceSelector selects the admitted '
     + 'namespaces by their labels (kubernetes.io/metadata.name selects one by name); {} admits every namespace.',
   type: 'object',
@@ -298,23 +300,33 @@ const spec: SchemaNode = {
     is: 'a mapping with match and optionally nodeSelector, permissions, allocation, capacity, annotationAccess',
     required: 'required: a mapping with match (the device rules) and optionally nodeSelector, permissions, allocation, capacity',
   },
-  'x-kubernetes-validations': [{
-    rule: "!has(self.annotationAccess) || self.allocation == 'Class'",
-    message: 'annotationAccess applies only to allocation Class: with allocation Device each device is a unit kubelet gives one container',
-    fieldPath: '.annotationAccess',
-    reason: 'FieldValueForbidden',
-    check: (self) => (field(self, 'annotationAccess') !== undefined && field(self, 'allocation') !== 'Class'
-      ? [{at: ['annotationAccess'], message: 'annotationAccess applies only to allocation Class (with allocation Device each device is a unit kubelet gives one container); remove it, or ask by resource limit'}]
-      : []),
-  }, {
-    rule: "!has(self.capacity) || self.allocation == 'Class'",
-    message: 'capacity applies only to allocation Class',
-    fieldPath: '.capacity',
-    reason: 'FieldValueForbidden',
-    check: (self) => (field(self, 'capacity') !== undefined && field(self, 'allocation') !== 'Class'
-      ? [{at: ['capacity'], message: 'capacity applies only to allocation Class; remove it (each device is one unit) or set allocation: Class'}]
-      : []),
-  }],
+  'x-kubernetes-validations': [
+    {
+      rule: "!has(self.annotationAccess) || self.allocation == 'Class'",
+      message: 'annotationAccess applies only to allocation Class: with allocation Device each device is a unit kubelet gives one container',
+      fieldPath: '.annotationAccess',
+      reason: 'FieldValueForbidden',
+      check: (self) =>
+        field(self, 'annotationAccess') !== undefined && field(self, 'allocation') !== 'Class'
+          ? [
+              {
+                at: ['annotationAccess'],
+                message: 'annotationAccess applies only to allocation Class (with allocation Device each device is a unit kubelet gives one container); remove it, or ask by resource limit',
+              },
+            ]
+          : [],
+    },
+    {
+      rule: "!has(self.capacity) || self.allocation == 'Class'",
+      message: 'capacity applies only to allocation Class',
+      fieldPath: '.capacity',
+      reason: 'FieldValueForbidden',
+      check: (self) =>
+        field(self, 'capacity') !== undefined && field(self, 'allocation') !== 'Class'
+          ? [{at: ['capacity'], message: 'capacity applies only to allocation Class; remove it (each device is one unit) or set allocation: Class'}]
+          : [],
+    },
+  ],
   properties: {
     nodeSelector,
     match: {

@@ -50,30 +50,33 @@ export class DeviceWatcher {
 
   constructor(readonly options: DeviceWatcherOptions) {
     this.#log = options.logger ?? noopLogger
-    this.#socket = new NetlinkUeventSocket({
-      onDatagram: (datagram) => {
-        const event = parseUevent(datagram)
-        if (!event) return
-        // A storm of `change` events for one device needs one sysfs read, not one each: a change still
-        // queued for the same device reads the latest state when its turn comes.
-        if (event.action === 'change' && options.coalesceChanges) {
-          const key = event.devPath
-          if (this.#changesQueued.has(key)) return
-          this.#changesQueued.add(key)
-          this.#enqueue(() => {
-            this.#changesQueued.delete(key)
-            return this.#handle(event)
-          })
-          return
-        }
-        this.#enqueue(() => this.#handle(event))
+    this.#socket = new NetlinkUeventSocket(
+      {
+        onDatagram: (datagram) => {
+          const event = parseUevent(datagram)
+          if (!event) return
+          // A storm of `change` events for one device needs one sysfs read, not one each: a change still
+          // queued for the same device reads the latest state when its turn comes.
+          if (event.action === 'change' && options.coalesceChanges) {
+            const key = event.devPath
+            if (this.#changesQueued.has(key)) return
+            this.#changesQueued.add(key)
+            this.#enqueue(() => {
+              this.#changesQueued.delete(key)
+              return this.#handle(event)
+            })
+            return
+          }
+          this.#enqueue(() => this.#handle(event))
+        },
+        onError: (error) => {
+          this.#log.error({err: errorMessage(error)}, 'uevent socket failed; no more device events')
+          this.options.onError?.(error)
+        },
+        onOverflow: () => this.#rescan(),
       },
-      onError: (error) => {
-        this.#log.error({err: errorMessage(error)}, 'uevent socket failed; no more device events')
-        this.options.onError?.(error)
-      },
-      onOverflow: () => this.#rescan(),
-    }, options.receiveBufferBytes)
+      options.receiveBufferBytes,
+    )
   }
 
   /**

@@ -31,8 +31,7 @@ interface Token {
 }
 
 const code = (c: string): number => c.codePointAt(0)!
-const [BACKSLASH, SLASH, STAR_SIGN, QUESTION, OPEN_SET, CLOSE_SET, BANG, CARET, DASH, COLON, OPEN_PAREN, OPEN_BRACE, CLOSE_BRACE] =
-  Array.from('\\/*?[]!^-:({}', code)
+const [BACKSLASH, SLASH, STAR_SIGN, QUESTION, OPEN_SET, CLOSE_SET, BANG, CARET, DASH, COLON, OPEN_PAREN, OPEN_BRACE, CLOSE_BRACE] = Array.from('\\/*?[]!^-:({}', code)
 const EXTGLOB_SIGNS = new Set(Array.from('+@!*?', code))
 
 const literal = (c: number): Token => ({code: c, kind: CHAR})
@@ -168,7 +167,11 @@ function automaton(tokens: readonly Token[], path: boolean): (text: string) => b
   while (first < m && tokens[first].kind === CHAR) first++
   let last = m
   while (last > first && tokens[last - 1].kind === CHAR) last--
-  const spell = (from: number, to: number): string => tokens.slice(from, to).map((t) => String.fromCodePoint(t.code!)).join('')
+  const spell = (from: number, to: number): string =>
+    tokens
+      .slice(from, to)
+      .map((t) => String.fromCodePoint(t.code!))
+      .join('')
   const [prefix, suffix] = [spell(0, first), spell(last, m)]
   const tokenBits = bits() // 0..m-1: the end is no token
   for (let j = 0; j < m; j++) setBit(tokenBits, j)
@@ -249,7 +252,8 @@ function automaton(tokens: readonly Token[], path: boolean): (text: string) => b
         // A character that changed nothing: perhaps nothing will until some literal.
         const at = nextChange(live, text, k + 1)
         if (at === -1) break
-        if (at === undefined) unknown = true // not until the live states change
+        if (at === undefined)
+          unknown = true // not until the live states change
         else k = at - 1
       }
     }

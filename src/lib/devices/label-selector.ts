@@ -22,11 +22,16 @@ export function matchesLabelSelector(selector: LabelSelector | undefined, labels
 function holds(expression: Expression, value: string | undefined): boolean {
   const values = expression.values ?? []
   switch (expression.operator) {
-    case 'In': return value !== undefined && values.includes(value)
-    case 'NotIn': return value === undefined || !values.includes(value)
-    case 'Exists': return value !== undefined
-    case 'DoesNotExist': return value === undefined
-    default: return false // an operator the validator would have rejected selects nothing
+    case 'In':
+      return value !== undefined && values.includes(value)
+    case 'NotIn':
+      return value === undefined || !values.includes(value)
+    case 'Exists':
+      return value !== undefined
+    case 'DoesNotExist':
+      return value === undefined
+    default:
+      return false // an operator the validator would have rejected selects nothing
   }
 }
 

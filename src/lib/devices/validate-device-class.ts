@@ -53,7 +53,10 @@ function typeMetaIssues(object: Record<string, unknown>): Issue[] {
   if (isAbsent(apiVersion)) issues.push({at: ['apiVersion'], message: `required; set apiVersion: ${deviceClassApiVersion}`})
   else if (typeof apiVersion === 'string' && apiVersion.startsWith('resource.k8s.io/')) {
     // The one mix-up worth naming: kubectl get deviceclass often answers with the DRA kind.
-    issues.push({at: ['apiVersion'], message: `must be ${deviceClassApiVersion} (got ${got(apiVersion)}): resource.k8s.io is the unrelated Kubernetes DRA DeviceClass; nfdctl reads DeviceClass (devices.nfdctl.io)`})
+    issues.push({
+      at: ['apiVersion'],
+      message: `must be ${deviceClassApiVersion} (got ${got(apiVersion)}): resource.k8s.io is the unrelated Kubernetes DRA DeviceClass; nfdctl reads DeviceClass (devices.nfdctl.io)`,
+    })
   } else if (apiVersion !== deviceClassApiVersion) issues.push({at: ['apiVersion'], message: `must be ${deviceClassApiVersion} (got ${got(apiVersion)})`})
   if (isAbsent(kind)) issues.push({at: ['kind'], message: 'required; set kind: DeviceClass'})
   else if (kind !== 'DeviceClass') issues.push({at: ['kind'], message: `must be DeviceClass (got ${got(kind)})`})
@@ -113,7 +116,8 @@ function visit(value: unknown, node: SchemaNode, at: readonly Segment[], issues:
 function visitObject(value: Record<string, unknown>, node: SchemaNode, at: readonly Segment[], issues: Issue[]): Record<string, unknown> {
   const {additionalProperties, properties} = node
   let checked: Record<string, unknown>
-  if (properties === undefined) checked = {...value} // a map: every key is data
+  if (properties === undefined)
+    checked = {...value} // a map: every key is data
   else {
     const known = Object.keys(properties)
     const fieldsOf = node['x-nfdctl-text']?.fieldsOf
@@ -158,7 +162,7 @@ function hasType(value: unknown, type: SchemaNode['type']): boolean {
 function messageFor(node: SchemaNode, keyword: SchemaKeyword, value: unknown, limit?: number): string {
   const text = node['x-nfdctl-text']
   const override = text?.on?.[keyword]
-  const template = typeof override === 'function' ? override(value) : override ?? countMessages[keyword] ?? `must be ${text?.is ?? describe(node)} (got {got})`
+  const template = typeof override === 'function' ? override(value) : (override ?? countMessages[keyword] ?? `must be ${text?.is ?? describe(node)} (got {got})`)
   return fill(template, {limit, node, value})
 }
 
@@ -194,11 +198,13 @@ function valueAt(value: unknown, at: readonly Segment[]): unknown {
 
 /** `spec.match[0].properties.ID_VENDOR_ID`, or `matchLabels["kubernetes.io/arch"]` for keys that are not plain words. */
 function pathOf(at: readonly Segment[]): string {
-  return at.map((segment, i) => {
-    if (typeof segment === 'number') return `[${segment}]`
-    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(segment)) return `[${JSON.stringify(segment)}]`
-    return i === 0 ? segment : `.${segment}`
-  }).join('')
+  return at
+    .map((segment, i) => {
+      if (typeof segment === 'number') return `[${segment}]`
+      if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(segment)) return `[${JSON.stringify(segment)}]`
+      return i === 0 ? segment : `.${segment}`
+    })
+    .join('')
 }
 
 function dedupe(issues: readonly Issue[]): Issue[] {

@@ -151,15 +151,19 @@ export class Collector {
     const end = this.options.metrics?.sweepDuration.startTimer()
     try {
       if (!this.#informer.connected) throw new Error('the node watch is not connected, so the node cache may be stale')
-      const read = await readAndPlan(this.options.client, {
-        kinds: this.options.kinds,
-        listSize: this.options.listSize,
-        nodes: () => this.#informer.cache.keys(),
-        onEvent: (e) => {
-          if (e.type === 'list-failed') this.options.metrics?.listErrors.inc({resource: e.what})
+      const read = await readAndPlan(
+        this.options.client,
+        {
+          kinds: this.options.kinds,
+          listSize: this.options.listSize,
+          nodes: () => this.#informer.cache.keys(),
+          onEvent: (e) => {
+            if (e.type === 'list-failed') this.options.metrics?.listErrors.inc({resource: e.what})
+          },
+          signal: this.#controller.signal,
         },
-        signal: this.#controller.signal,
-      }, this.options.plan)
+        this.options.plan,
+      )
       this.#namespaces = read.namespaces
       const {plan} = read
       for (const kind of this.options.kinds) this.options.metrics?.staleFound.set({kind: kind.kind}, plan.stale.filter((s) => s.kind === kind).length)
@@ -173,10 +177,19 @@ export class Collector {
       const {deleted, failed} = await this.#observe(plan.stale, 'all')
       this.#lastSweepOk = failed === 0
       if (failed === 0) this.options.metrics?.lastSuccessfulSweep.set(Date.now() / 1000)
-      this.#log.info({
-        deleted, durationMs: Date.now() - started, failed, nodes: read.nodes, pending: this.#sightings.size,
-        scanned: read.objects, stale: plan.stale.length, trigger: why,
-      }, 'sweep done')
+      this.#log.info(
+        {
+          deleted,
+          durationMs: Date.now() - started,
+          failed,
+          nodes: read.nodes,
+          pending: this.#sightings.size,
+          scanned: read.objects,
+          stale: plan.stale.length,
+          trigger: why,
+        },
+        'sweep done',
+      )
       returnIdleMemory()
     } catch (error) {
       this.#lastSweepOk = false
@@ -230,7 +243,10 @@ export class Collector {
     // A node that exists (again) saves its objects; no answer deletes nothing (the caller logs the error).
     const alive = await staleWithExistingNode(this.options.client, due, this.options.listSize, this.#controller.signal)
     const back = due.filter((s) => alive.has(s) || (s.node !== undefined && this.#informer.cache.has(s.node)))
-    this.#sightings = forgetStale(this.#sightings, back.map((s) => s.meta.uid))
+    this.#sightings = forgetStale(
+      this.#sightings,
+      back.map((s) => s.meta.uid),
+    )
     if (back.length > 0) this.#log.info({nodes: [...new Set(back.map((s) => s.node))]}, 'nodes exist after all; their objects are kept')
     const doomed = due.filter((s) => !back.includes(s))
     if (doomed.length === 0) return {deleted: 0, failed: 0}
@@ -261,7 +277,10 @@ export class Collector {
       }
     }
     // Failed deletions stay in the sightings and are retried by the next sweep.
-    this.#sightings = forgetStale(this.#sightings, results.filter((r) => r.outcome !== 'failed').map((r) => r.object.meta.uid))
+    this.#sightings = forgetStale(
+      this.#sightings,
+      results.filter((r) => r.outcome !== 'failed').map((r) => r.object.meta.uid),
+    )
     return {deleted, failed}
   }
 

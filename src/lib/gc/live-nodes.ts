@@ -18,10 +18,12 @@ export async function existingNodes(client: KubeClient, names: readonly string[]
     return new Set(list.items.map((n) => n.name).filter((n) => wanted.has(n)))
   }
   // Side by side: a handful of small, consistent reads (no resourceVersion: as fresh as a quorum read).
-  const found = await Promise.all([...wanted].map(async (name) => {
-    const list = await listMetadata(client, nodesResource, {fieldSelector: `metadata.name=${name}`, pageSize: 1, signal})
-    return list.items.some((n) => n.name === name) ? [name] : []
-  }))
+  const found = await Promise.all(
+    [...wanted].map(async (name) => {
+      const list = await listMetadata(client, nodesResource, {fieldSelector: `metadata.name=${name}`, pageSize: 1, signal})
+      return list.items.some((n) => n.name === name) ? [name] : []
+    }),
+  )
   return new Set(found.flat())
 }
 

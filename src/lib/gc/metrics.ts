@@ -26,14 +26,16 @@ export function createGcMetrics(registry: Registry, version: string, apiWindow?:
         this.inc(apiWindow().throttled)
       },
       help: 'API answers 429 Too Many Requests (API Priority and Fairness); each was retried after its Retry-After',
-      name: 'nfd_gc_api_throttled_total', registers,
+      name: 'nfd_gc_api_throttled_total',
+      registers,
     })
     new Gauge({
       collect() {
         this.set(apiWindow().limit)
       },
-      help: 'Requests the collector may have in flight now, adapted to the server\'s answers (at most --concurrency)',
-      name: 'nfd_gc_api_concurrency', registers,
+      help: "Requests the collector may have in flight now, adapted to the server's answers (at most --concurrency)",
+      name: 'nfd_gc_api_concurrency',
+      registers,
     })
   }
   return {
@@ -41,7 +43,9 @@ export function createGcMetrics(registry: Registry, version: string, apiWindow?:
     deleted: new Counter({help: 'Number of objects deleted by the garbage collector', labelNames: ['kind'], name: 'nfd_gc_objects_deleted_total', registers}),
     kept: new Counter({
       help: 'Objects judged stale but kept when deleting them: changed since judged (reason="changed") or re-created (reason="replaced")',
-      labelNames: ['kind', 'reason'], name: 'nfd_gc_objects_kept_total', registers,
+      labelNames: ['kind', 'reason'],
+      name: 'nfd_gc_objects_kept_total',
+      registers,
     }),
     lastSuccessfulSweep: new Gauge({help: 'Unix time of the last sweep that completed without errors', name: 'nfd_gc_last_successful_sweep_timestamp_seconds', registers}),
     leader: new Gauge({help: '1 while this replica holds the leader lease (always 1 without --leader-elect)', name: 'nfd_gc_leader', registers}),

@@ -17,7 +17,11 @@ const namesPerSelector = 50
  * their label; what else the label selector would find is for findObjectsOfNodes.
  */
 export async function findObjectsNamedAfterNodes(
-  client: KubeClient, kinds: readonly GcKind[], nodes: readonly string[], namespaces: (kind: GcKind) => Iterable<string>, signal?: AbortSignal,
+  client: KubeClient,
+  kinds: readonly GcKind[],
+  nodes: readonly string[],
+  namespaces: (kind: GcKind) => Iterable<string>,
+  signal?: AbortSignal,
 ): Promise<ObservedObject[]> {
   const found: ObservedObject[] = []
   for (const kind of kinds) {

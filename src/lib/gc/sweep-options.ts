@@ -70,7 +70,10 @@ export function sweepOptionsFrom(flags: RawSweepFlags): SweepOptions {
 
 function parseKinds(text: string | undefined): readonly GcKind[] {
   if (text === undefined) return gcKinds
-  const names = text.split(',').map((s) => s.trim()).filter((s) => s.length > 0)
+  const names = text
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s.length > 0)
   if (names.length === 0) throw new UsageError(`--kinds needs at least one of ${gcKindNames.join(', ')}`)
   const chosen: GcKind[] = []
   for (const name of names) {

@@ -28,9 +28,7 @@ export interface PlanOptions {
   readonly maxDeleteRatio: number
 }
 
-export type SweepPlan =
-  | {readonly action: 'delete'; readonly stale: readonly StaleObject[]}
-  | {readonly action: 'refuse'; readonly reason: string; readonly stale: readonly StaleObject[]}
+export type SweepPlan = {readonly action: 'delete'; readonly stale: readonly StaleObject[]} | {readonly action: 'refuse'; readonly reason: string; readonly stale: readonly StaleObject[]}
 
 export const staleReasonText: Record<StaleReason, string> = {
   'no-node-label': 'no nfd.node.kubernetes.io/node-name label',

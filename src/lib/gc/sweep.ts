@@ -8,10 +8,7 @@ import type {GcKind} from './kinds.js'
 import {planSweep, type ObservedObject, type PlanOptions, type StaleObject, type SweepPlan} from './sweep-planner.js'
 import type {KindSummary, ObjectResult, StaleObjectReport, SweepReport} from './sweep-report.js'
 
-export type SweepEvent =
-  | ReadEvent
-  | {type: 'planned'; stale: number; refused?: string}
-  | {type: 'deleting'; done: number; failed: number; total: number}
+export type SweepEvent = ReadEvent | {type: 'planned'; stale: number; refused?: string} | {type: 'deleting'; done: number; failed: number; total: number}
 
 export interface SweepHooks {
   readonly onEvent?: (event: SweepEvent) => void

@@ -5,30 +5,33 @@ import {decodeStatus, isProtobufBody} from './protobuf-metadata.js'
  * Kubernetes status classes, decided once here from the HTTP code (and the Status reason where the code
  * is ambiguous) so that nothing else duck-types `code === 410`.
  */
-export type StatusClass =
-  | 'BadRequest'
-  | 'Conflict'
-  | 'Forbidden'
-  | 'Gone'
-  | 'Invalid'
-  | 'NotFound'
-  | 'Other'
-  | 'TooManyRequests'
-  | 'Unauthorized'
-  | 'Unavailable'
+export type StatusClass = 'BadRequest' | 'Conflict' | 'Forbidden' | 'Gone' | 'Invalid' | 'NotFound' | 'Other' | 'TooManyRequests' | 'Unauthorized' | 'Unavailable'
 
 export function classifyStatus(code: number): StatusClass {
   switch (code) {
-    case 400: return 'BadRequest'
-    case 401: return 'Unauthorized'
-    case 403: return 'Forbidden'
-    case 404: return 'NotFound'
-    case 409: return 'Conflict'
-    case 410: return 'Gone'
-    case 422: return 'Invalid'
-    case 429: return 'TooManyRequests'
-    case 500: case 502: case 503: case 504: return 'Unavailable'
-    default: return 'Other'
+    case 400:
+      return 'BadRequest'
+    case 401:
+      return 'Unauthorized'
+    case 403:
+      return 'Forbidden'
+    case 404:
+      return 'NotFound'
+    case 409:
+      return 'Conflict'
+    case 410:
+      return 'Gone'
+    case 422:
+      return 'Invalid'
+    case 429:
+      return 'TooManyRequests'
+    case 500:
+    case 502:
+    case 503:
+    case 504:
+      return 'Unavailable'
+    default:
+      return 'Other'
   }
 }
 

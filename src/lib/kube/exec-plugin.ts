@@ -80,13 +80,21 @@ export async function runExecPlugin(exec: ExecConfig, info: {cluster: ClusterEnt
   const exit = await new Promise<{code: number | null; signal: NodeJS.Signals | null}>((resolve, reject) => {
     child.once('error', reject)
     child.once('close', (code, signal) => resolve({code, signal}))
-  }).finally(() => clearTimeout(timer)).catch((error: unknown) => {
-    if ((error as {code?: string}).code === 'ENOENT') {
-      const hint = exec.installHint ? ` ${exec.installHint.split('\n').map((l) => l.trim()).filter(Boolean).join(' ')}` : ''
-      throw new ConfigError(`${where} not found. ${installHintHelp}${hint}`, {cause: error})
-    }
-    throw new ConfigError(`${where} could not be started: ${errorMessage(error)}`, {cause: error})
   })
+    .finally(() => clearTimeout(timer))
+    .catch((error: unknown) => {
+      if ((error as {code?: string}).code === 'ENOENT') {
+        const hint = exec.installHint
+          ? ` ${exec.installHint
+              .split('\n')
+              .map((l) => l.trim())
+              .filter(Boolean)
+              .join(' ')}`
+          : ''
+        throw new ConfigError(`${where} not found. ${installHintHelp}${hint}`, {cause: error})
+      }
+      throw new ConfigError(`${where} could not be started: ${errorMessage(error)}`, {cause: error})
+    })
   if (exit.code !== 0) {
     const how = exit.signal ? `was stopped by ${exit.signal}${exit.signal === 'SIGTERM' && !interactive ? ` after ${nonInteractiveTimeoutMs / 1000}s` : ''}` : `failed with exit code ${exit.code}`
     throw new ConfigError(`${where} ${how} (its stderr is shown above)`)

@@ -254,19 +254,24 @@ function readKubeconfig(file: string): Merged {
           clientKey: path(body['client-key']),
           clientKeyData: str(body['client-key-data']),
           authProvider: provider === undefined || isOidc ? undefined : `"${(provider?.name as string | undefined) ?? 'unnamed'}" (in ${file})`,
-          exec: exec && typeof command === 'string'
-            ? {
-                apiVersion: str(exec.apiVersion),
-                args: exec.args as string[] | undefined,
-                command,
-                env: exec.env as ExecConfig['env'],
-                installHint: str(exec.installHint),
-                interactiveMode: str(exec.interactiveMode) as InteractiveMode | undefined,
-                provideClusterInfo: exec.provideClusterInfo === true,
-              }
-            : undefined,
-          impersonate: impersonation(str(body.as), strings(body['as-groups'], `user "${name}": as-groups`), str(body['as-uid']),
-            Object.fromEntries(Object.entries(extra).map(([k, v]) => [k, strings(v, `user "${name}": as-user-extra.${k}`)]))),
+          exec:
+            exec && typeof command === 'string'
+              ? {
+                  apiVersion: str(exec.apiVersion),
+                  args: exec.args as string[] | undefined,
+                  command,
+                  env: exec.env as ExecConfig['env'],
+                  installHint: str(exec.installHint),
+                  interactiveMode: str(exec.interactiveMode) as InteractiveMode | undefined,
+                  provideClusterInfo: exec.provideClusterInfo === true,
+                }
+              : undefined,
+          impersonate: impersonation(
+            str(body.as),
+            strings(body['as-groups'], `user "${name}": as-groups`),
+            str(body['as-uid']),
+            Object.fromEntries(Object.entries(extra).map(([k, v]) => [k, strings(v, `user "${name}": as-user-extra.${k}`)])),
+          ),
           oidc: isOidc ? {config: stringMap(provider?.config), file: resolvePath(file), userName: name} : undefined,
           password: str(body.password),
           token: str(body.token),

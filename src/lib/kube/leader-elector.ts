@@ -153,9 +153,8 @@ export class LeaderElector {
       }
       const body: Lease = {apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: {name, namespace, resourceVersion: lease?.metadata.resourceVersion}, spec}
       // resourceVersion makes the update conditional: two candidates racing for an expired lease cannot both win.
-      this.#lease = decision === 'create'
-        ? await client.request<Lease>('POST', path, {body, critical: true, signal})
-        : await client.request<Lease>('PUT', `${path}/${name}`, {body, critical: true, signal})
+      this.#lease =
+        decision === 'create' ? await client.request<Lease>('POST', path, {body, critical: true, signal}) : await client.request<Lease>('PUT', `${path}/${name}`, {body, critical: true, signal})
       this.#observed = {atMs: now, record: JSON.stringify(this.#lease.spec)}
       this.#setFailing(false)
       return true

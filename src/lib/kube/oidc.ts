@@ -77,9 +77,7 @@ export async function refreshOidcTokens(config: Readonly<Record<string, string>>
     answer = await send(new URL(tokenEndpoint), new URLSearchParams(inForm).toString(), formHeaders)
   }
   if (answer.status < 200 || answer.status >= 300) throw new Error(`the token endpoint ${tokenEndpoint} answered ${answer.status}: ${answer.text.slice(0, 200)}`)
-  const fields: Record<string, unknown> = answer.type.includes('json')
-    ? (JSON.parse(answer.text) as Record<string, unknown>)
-    : Object.fromEntries(new URLSearchParams(answer.text))
+  const fields: Record<string, unknown> = answer.type.includes('json') ? (JSON.parse(answer.text) as Record<string, unknown>) : Object.fromEntries(new URLSearchParams(answer.text))
   const idToken = fields.id_token
   if (typeof idToken !== 'string' || idToken === '') {
     throw new Error('the token response has no id_token (was the "openid" scope requested at login? does the provider refresh id_tokens?)')

@@ -127,18 +127,29 @@ function decodeObjectMeta(reader: protobuf.Reader, end: number): ObjectMeta {
       continue
     }
     switch (tag >>> 3) {
-      case objectMetaField.name: meta.name = reader.string(); break
-      case objectMetaField.namespace: meta.namespace = reader.string(); break
-      case objectMetaField.uid: meta.uid = reader.string(); break
-      case objectMetaField.resourceVersion: meta.resourceVersion = reader.string(); break
-      case objectMetaField.deletionTimestamp: meta.deletionTimestamp = decodeTime(reader, messageEnd(reader)); break
+      case objectMetaField.name:
+        meta.name = reader.string()
+        break
+      case objectMetaField.namespace:
+        meta.namespace = reader.string()
+        break
+      case objectMetaField.uid:
+        meta.uid = reader.string()
+        break
+      case objectMetaField.resourceVersion:
+        meta.resourceVersion = reader.string()
+        break
+      case objectMetaField.deletionTimestamp:
+        meta.deletionTimestamp = decodeTime(reader, messageEnd(reader))
+        break
       case objectMetaField.labels: {
         const [key, value] = decodeMapEntry(reader, messageEnd(reader))
         labels ??= {}
         labels[key] = value
         break
       }
-      default: reader.skipType(lengthDelimited)
+      default:
+        reader.skipType(lengthDelimited)
     }
   }
   checkEnd(reader, end)

@@ -10,9 +10,7 @@ export interface RetryPolicy {
 export const defaultRetryPolicy: RetryPolicy = {baseDelayMs: 200, maxDelayMs: 10_000, maxRetries: 5}
 
 /** What went wrong with one attempt, as far as retrying is concerned. */
-export type AttemptFailure =
-  | {kind: 'network'}
-  | {kind: 'status'; retryAfterSeconds?: number; statusClass: StatusClass}
+export type AttemptFailure = {kind: 'network'} | {kind: 'status'; retryAfterSeconds?: number; statusClass: StatusClass}
 
 /**
  * Delay before the next attempt, or undefined when the failure is final. Pure: `random` is passed in.

@@ -48,7 +48,11 @@ export class HealthServer {
         const address = `${this.options.host?.includes(':') ? `[${this.options.host}]` : (this.options.host ?? '')}:${this.options.port}`
         const message = `cannot serve /metrics, /healthz and /readyz on ${address}: ${error.message}`
         // An address this host does not have is a configuration mistake; a port in use may be a passing one.
-        reject(error.code === 'EADDRNOTAVAIL' || error.code === 'ENOTFOUND' ? new ConfigError(`${message}; give one of this host's addresses with --metrics-bind-address`, {cause: error}) : new Error(message, {cause: error}))
+        reject(
+          error.code === 'EADDRNOTAVAIL' || error.code === 'ENOTFOUND'
+            ? new ConfigError(`${message}; give one of this host's addresses with --metrics-bind-address`, {cause: error})
+            : new Error(message, {cause: error}),
+        )
       })
       server.listen(this.options.port, this.options.host, () => resolve())
     })

@@ -65,7 +65,12 @@ export class CdiSpecWriter {
   ) {}
 
   write(className: string, spec: CdiSpec): void {
-    this.#writes.set(className, this.written(className).then(() => writeCdiSpec(this.cdiDir, spec)).catch((error: unknown) => this.onError(className, error)))
+    this.#writes.set(
+      className,
+      this.written(className)
+        .then(() => writeCdiSpec(this.cdiDir, spec))
+        .catch((error: unknown) => this.onError(className, error)),
+    )
   }
 
   /** When the class's writes asked for so far are done. */

@@ -28,7 +28,11 @@ export function stableDeviceId(device: Device): string {
   const path = p.ID_PATH === undefined ? undefined : `path:${p.ID_PATH}:${device.subsystem}:${device.type}`
   const identity = serial ?? path ?? `sysfs:${device.devPath}:${device.type}`
   // CDI device names, which these IDs also are, begin with a letter or digit.
-  const word = (p.ID_SERIAL ?? device.devPath.split('/').at(-1) ?? device.kernelName).replaceAll(/[^A-Za-z0-9_.-]/g, '_').replace(/^[^A-Za-z0-9]+/, '').slice(0, 40) || 'device'
+  const word =
+    (p.ID_SERIAL ?? device.devPath.split('/').at(-1) ?? device.kernelName)
+      .replaceAll(/[^A-Za-z0-9_.-]/g, '_')
+      .replace(/^[^A-Za-z0-9]+/, '')
+      .slice(0, 40) || 'device'
   return `${word}-${createHash('sha256').update(identity).digest('hex').slice(0, 12)}`
 }
 
@@ -45,7 +49,10 @@ export class ClassAllocation {
   readonly #present = new Map<string, Device>()
   readonly #gone = new Set<string>()
 
-  constructor(readonly deviceClass: DeviceClass, readonly cdi: boolean) {}
+  constructor(
+    readonly deviceClass: DeviceClass,
+    readonly cdi: boolean,
+  ) {}
 
   get name(): string {
     return this.deviceClass.metadata.name

@@ -5,7 +5,15 @@ import type * as grpc from '@grpc/grpc-js'
 import {errorMessage} from '../errors.js'
 import type {Logger} from '../observe/logger.js'
 import type {ClassAllocation} from './class-allocation.js'
-import {kubeletApi, type AllocateRequest, type AllocateResponse, type DevicePluginOptions, type ListAndWatchResponse, type PreferredAllocationRequest, type PreferredAllocationResponse} from './kubelet-api.js'
+import {
+  kubeletApi,
+  type AllocateRequest,
+  type AllocateResponse,
+  type DevicePluginOptions,
+  type ListAndWatchResponse,
+  type PreferredAllocationRequest,
+  type PreferredAllocationResponse,
+} from './kubelet-api.js'
 import type {PluginMetrics} from './plugin-metrics.js'
 
 /**

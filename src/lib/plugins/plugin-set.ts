@@ -42,10 +42,13 @@ export class PluginSet {
 
   constructor(readonly options: PluginSetOptions) {
     this.#log = options.logger
-    this.#cdi = options.cdiDir === undefined ? undefined : new CdiSpecWriter(options.cdiDir, (name, error) => {
-      options.metrics.errors.inc({class: name, kind: 'cdi'})
-      this.#log.error({class: name, cdiDir: options.cdiDir, err: errorMessage(error)}, 'cannot write the CDI spec')
-    })
+    this.#cdi =
+      options.cdiDir === undefined
+        ? undefined
+        : new CdiSpecWriter(options.cdiDir, (name, error) => {
+            options.metrics.errors.inc({class: name, kind: 'cdi'})
+            this.#log.error({class: name, cdiDir: options.cdiDir, err: errorMessage(error)}, 'cannot write the CDI spec')
+          })
     for (const deviceClass of options.members.classes) this.#plugins.set(deviceClass.metadata.name, this.#pluginOf(deviceClass))
   }
 
@@ -135,15 +138,17 @@ export class PluginSet {
   #retire(plugin: PluginRegistration): void {
     const {name} = plugin
     this.#log.info({class: name}, `device plugin ${name}: class changed or gone; shutting its plugin down`)
-    const done = this.#shutDown(plugin).then(() => {
-      if (this.#plugins.has(name)) return
-      const {metrics} = this.options
-      metrics.registered.remove({class: name})
-      for (const health of [healthy, unhealthy]) metrics.devices.remove({class: name, health})
-      plugin.allocation.setDevices([])
-      this.#writeCdi(plugin.allocation)
-      return this.#cdi?.written(name)
-    }).finally(() => this.#retiring.delete(done))
+    const done = this.#shutDown(plugin)
+      .then(() => {
+        if (this.#plugins.has(name)) return
+        const {metrics} = this.options
+        metrics.registered.remove({class: name})
+        for (const health of [healthy, unhealthy]) metrics.devices.remove({class: name, health})
+        plugin.allocation.setDevices([])
+        this.#writeCdi(plugin.allocation)
+        return this.#cdi?.written(name)
+      })
+      .finally(() => this.#retiring.delete(done))
     this.#retiring.add(done)
   }
 

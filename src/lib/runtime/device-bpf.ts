@@ -100,6 +100,8 @@ export class ProgramChangedError extends Error {
     readonly programId: number,
     readonly attached: readonly number[],
   ) {
-    super(`the device programs of ${cgroupDir} changed since they were read (read: id ${programId}; attached now: ${attached.length === 0 ? 'none' : `id ${attached.join(', ')}`}); not replaced, read again`)
+    super(
+      `the device programs of ${cgroupDir} changed since they were read (read: id ${programId}; attached now: ${attached.length === 0 ? 'none' : `id ${attached.join(', ')}`}); not replaced, read again`,
+    )
   }
 }

@@ -14,12 +14,15 @@ export const formatRule = (r: DeviceRule): string => `${r.type} ${r.major}:${r.m
 
 /** Parses `devices.list` (one rule a line; `a *:* rwm` when everything is allowed). */
 export function parseDeviceRules(text: string): DeviceRule[] {
-  return text.split('\n').filter((l) => l.trim() !== '').map((line) => {
-    const match = /^([abc]) (\*|\d+):(\*|\d+) ([rwm]+)$/.exec(line.trim())
-    if (!match) throw new Error(`unexpected devices.list line "${line}"`)
-    const number = (s: string): number | '*' => (s === '*' ? '*' : Number(s))
-    return {access: match[4], major: number(match[2]), minor: number(match[3]), type: match[1] as DeviceRule['type']}
-  })
+  return text
+    .split('\n')
+    .filter((l) => l.trim() !== '')
+    .map((line) => {
+      const match = /^([abc]) (\*|\d+):(\*|\d+) ([rwm]+)$/.exec(line.trim())
+      if (!match) throw new Error(`unexpected devices.list line "${line}"`)
+      const number = (s: string): number | '*' => (s === '*' ? '*' : Number(s))
+      return {access: match[4], major: number(match[2]), minor: number(match[3]), type: match[1] as DeviceRule['type']}
+    })
 }
 
 /**
@@ -27,9 +30,7 @@ export function parseDeviceRules(text: string): DeviceRule[] {
  * cgroup v2 directory whose BPF device program decides; on a hybrid host (v1 devices controller and a cgroup2
  * hierarchy both) the v1 cgroup has a say as well, as both must allow.
  */
-export type DeviceControl =
-  | {readonly mode: 'v1'; readonly dir: string}
-  | {readonly mode: 'v2'; readonly dir: string; readonly v1Dir?: string}
+export type DeviceControl = {readonly mode: 'v1'; readonly dir: string} | {readonly mode: 'v2'; readonly dir: string; readonly v1Dir?: string}
 
 export type CgroupMode = 'auto' | 'v1' | 'v2'
 
@@ -112,7 +113,10 @@ let hostCgroupMounts: Promise<CgroupMounts> | undefined
 /** Where the v1 devices hierarchy and the cgroup2 hierarchy are mounted. */
 function cgroupMounts(procRoot: string): Promise<CgroupMounts> {
   const read = async (): Promise<CgroupMounts> => {
-    const mounts = (await readFile(join(procRoot, 'self', 'mounts'), 'utf8')).split('\n').map((l) => l.split(' ')).filter((f) => f.length > 3)
+    const mounts = (await readFile(join(procRoot, 'self', 'mounts'), 'utf8'))
+      .split('\n')
+      .map((l) => l.split(' '))
+      .filter((f) => f.length > 3)
     return {
       unified: mounts.find((f) => f[2] === 'cgroup2')?.[1],
       v1Devices: mounts.find((f) => f[2] === 'cgroup' && f[3].split(',').includes('devices'))?.[1],

@@ -80,8 +80,9 @@ export function emulateRules(rules: readonly DeviceProgramRule[]): EmulatedRules
     }
     const existing = exceptions.find((e) => sameDevice(e, rule))
     if (rule.allow === defaultAllow) {
-      const covering = exceptions.find((e) => e !== existing && e.type === rule.type && (e.major === '*' || e.major === rule.major) &&
-        (e.minor === '*' || e.minor === rule.minor) && [...e.access].some((c) => access.includes(c)))
+      const covering = exceptions.find(
+        (e) => e !== existing && e.type === rule.type && (e.major === '*' || e.major === rule.major) && (e.minor === '*' || e.minor === rule.minor) && [...e.access].some((c) => access.includes(c)),
+      )
       if (covering !== undefined) {
         throw new Error(`device rule "${formatProgramRule({...rule, access})}" cannot punch a hole in the wildcard rule "${formatProgramRule(covering)}" (runc refuses it: cgroup v1 would ignore it)`)
       }
@@ -137,8 +138,10 @@ export const deviceProgramLicense = 'Apache'
 export function compileDeviceProgram(rules: readonly DeviceProgramRule[]): Instruction[] {
   const {defaultAllow, rules: emulated} = emulateRules(rules)
   const program: Instruction[] = [
-    insn(op.loadWord, 2, 1, 0), insn(op.and32Imm, 2, 0, 0, 0xffff),
-    insn(op.loadWord, 3, 1, 0), insn(op.rsh32Imm, 3, 0, 0, 16),
+    insn(op.loadWord, 2, 1, 0),
+    insn(op.and32Imm, 2, 0, 0, 0xffff),
+    insn(op.loadWord, 3, 1, 0),
+    insn(op.rsh32Imm, 3, 0, 0, 16),
     insn(op.loadWord, 4, 1, 4),
     insn(op.loadWord, 5, 1, 8),
   ]
@@ -146,7 +149,11 @@ export function compileDeviceProgram(rules: readonly DeviceProgramRule[]): Instr
     const checks: Array<(next: number) => Instruction> = [(next) => insn(op.jneImm, 2, 0, next, deviceType[rule.type as 'b' | 'c'])]
     if (rule.access !== 'rwm') {
       const bits = accessBits(rule.access)
-      checks.push(() => insn(op.mov32Reg, 1, 3), () => insn(op.and32Imm, 1, 0, 0, bits), (next) => insn(op.jneReg, 1, 3, next))
+      checks.push(
+        () => insn(op.mov32Reg, 1, 3),
+        () => insn(op.and32Imm, 1, 0, 0, bits),
+        (next) => insn(op.jneReg, 1, 3, next),
+      )
     }
     if (rule.major !== '*') checks.push((next) => insn(op.jneImm, 4, 0, next, rule.major as number))
     if (rule.minor !== '*') checks.push((next) => insn(op.jneImm, 5, 0, next, rule.minor as number))

@@ -96,7 +96,10 @@ export function loadDeviceProgram(instructions: Buffer, license: string, name: s
     } catch (again) {
       if (!(again instanceof BpfError)) throw again
       const end = log.indexOf(0)
-      const text = log.subarray(0, end < 0 ? log.length : end).toString().trim()
+      const text = log
+        .subarray(0, end < 0 ? log.length : end)
+        .toString()
+        .trim()
       if (text === '') throw error
       throw new BpfError('BPF_PROG_LOAD', error.code, `; the verifier said: ${text.split('\n').slice(-4).join(' | ')}`)
     }

@@ -52,9 +52,32 @@ export function errno(): number {
 }
 
 export const errnoNames: Record<number, string> = {
-  1: 'EPERM', 2: 'ENOENT', 4: 'EINTR', 9: 'EBADF', 11: 'EAGAIN', 12: 'ENOMEM', 13: 'EACCES', 14: 'EFAULT', 17: 'EEXIST', 19: 'ENODEV', 22: 'EINVAL',
-  20: 'ENOTDIR', 21: 'EISDIR', 23: 'ENFILE', 24: 'EMFILE', 28: 'ENOSPC', 7: 'E2BIG', 95: 'EOPNOTSUPP', 3: 'ESRCH', 40: 'ELOOP', 88: 'ENOTSOCK', 93: 'EPROTONOSUPPORT', 105: 'ENOBUFS',
-  16: 'EBUSY', 18: 'EXDEV', 38: 'ENOSYS',
+  1: 'EPERM',
+  2: 'ENOENT',
+  4: 'EINTR',
+  9: 'EBADF',
+  11: 'EAGAIN',
+  12: 'ENOMEM',
+  13: 'EACCES',
+  14: 'EFAULT',
+  17: 'EEXIST',
+  19: 'ENODEV',
+  22: 'EINVAL',
+  20: 'ENOTDIR',
+  21: 'EISDIR',
+  23: 'ENFILE',
+  24: 'EMFILE',
+  28: 'ENOSPC',
+  7: 'E2BIG',
+  95: 'EOPNOTSUPP',
+  3: 'ESRCH',
+  40: 'ELOOP',
+  88: 'ENOTSOCK',
+  93: 'EPROTONOSUPPORT',
+  105: 'ENOBUFS',
+  16: 'EBUSY',
+  18: 'EXDEV',
+  38: 'ENOSYS',
 }
 
 export function errnoText(code: number): string {

@@ -29,7 +29,13 @@ const sysStatx = process.arch === 'arm64' ? 291 : 332
 const STATX_MNT_ID = 0x1000
 const TMPFS_MAGIC = 0x0102_1994
 const filesystemNames: Record<number, string> = {
-  0x0102_1994: 'tmpfs', 0x5846_5342: 'xfs', 0x794c_7630: 'overlay', 0x9123_683e: 'btrfs', 0xef53: 'ext4', 0x6969: 'nfs', 0x6573_5546: 'fuse',
+  0x0102_1994: 'tmpfs',
+  0x5846_5342: 'xfs',
+  0x794c_7630: 'overlay',
+  0x9123_683e: 'btrfs',
+  0xef53: 'ext4',
+  0x6969: 'nfs',
+  0x6573_5546: 'fuse',
 }
 
 export interface DeviceNodeSpec {
@@ -198,7 +204,10 @@ function judgeDev(root: RootDir, devFd: number, devMount: bigint): string | unde
   } catch (error) {
     return `the host's mount table ${hostMountInfo} cannot be read (${(error as Error).message}) to tell it from a volume`
   }
-  const shared = table.split('\n').map((line) => line.split(' ')).find((fields) => fields[2] === dev)
+  const shared = table
+    .split('\n')
+    .map((line) => line.split(' '))
+    .find((fields) => fields[2] === dev)
   if (shared !== undefined) return `its filesystem (${dev}) is the host's ${unescapeMountPath(shared[4])} (a volume or the host's /dev)`
   return undefined
 }

@@ -29,9 +29,13 @@ interface Extra {
 
 function decide(classes: DeviceClass[], requests: ContainerRequest[], extra: Extra = {}): ReturnType<typeof decideAccess> {
   const input: PolicyInput = {
-    classes: new Map(classes.map((c) => [c.metadata.name, c])), holders: extra.holders ?? new Set(),
-    limitAllocated: (r) => !(extra.notAllocated ?? []).includes(r), limitHolders: extra.limitHolders ?? limitHoldersOf([{requests}]),
-    namespaceLabels: (ns) => namespaces[ns], nodeName: 'worker-1', requests,
+    classes: new Map(classes.map((c) => [c.metadata.name, c])),
+    holders: extra.holders ?? new Set(),
+    limitAllocated: (r) => !(extra.notAllocated ?? []).includes(r),
+    limitHolders: extra.limitHolders ?? limitHoldersOf([{requests}]),
+    namespaceLabels: (ns) => namespaces[ns],
+    nodeName: 'worker-1',
+    requests,
   }
   return decideAccess(input)
 }
@@ -76,7 +80,7 @@ describe('decideAccess: who may hold a DeviceClass (devices.nfdctl.io)', functio
     expect(reasons(decide([devices], [r]), r)).to.deep.equal(['disk:allocation-device'])
   })
 
-  it('refuses an annotation naming a class that does not apply to the node; a limit is always kubelet\'s business', function () {
+  it("refuses an annotation naming a class that does not apply to the node; a limit is always kubelet's business", function () {
     const r = request('prod', {nope: 'annotation', serial: 'limit'})
     const decision = decide([roomyClass('serial')], [r])
     expect(admittedClasses(decision, r)).to.deep.equal(['serial'])
@@ -128,7 +132,10 @@ describe('decideAccess: who may hold a DeviceClass (devices.nfdctl.io)', functio
     const running = {phase: 'Running', requests: [request('a', {serial: 'limit', x: 'annotation'}), request('a', {serial: 'limit'})]}
     const pending = {phase: 'Pending', requests: [request('a', {gpio: 'limit'})]}
     const ended = {phase: 'Succeeded', requests: [request('a', {serial: 'limit'})]}
-    expect([...limitHoldersOf([running, pending, ended])]).to.deep.equal([['serial', 2], ['gpio', 1]])
+    expect([...limitHoldersOf([running, pending, ended])]).to.deep.equal([
+      ['serial', 2],
+      ['gpio', 1],
+    ])
   })
 
   it('one decision per container: two runtime containers of one pod container take one slot', function () {

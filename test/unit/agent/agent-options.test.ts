@@ -3,16 +3,31 @@ import {expect} from 'chai'
 import {agentOptionsFrom, type RawAgentFlags} from '../../../src/lib/agent/agent-options.js'
 
 const defaults: RawAgentFlags = {
-  'batch-max-wait': '1s', 'batch-quiet': '0s', 'cgroup-mode': 'auto', 'containerd-address': '/run/containerd/containerd.sock',
-  'containerd-namespace': 'k8s.io', 'log-level': 'info', 'metrics-port': 0, 'plugin-dir': '/var/lib/kubelet/device-plugins',
-  'pod-resources-socket': '/var/lib/kubelet/pod-resources/kubelet.sock', 'state-dir': '/var/lib/nfdctl/agent', workers: 4,
+  'batch-max-wait': '1s',
+  'batch-quiet': '0s',
+  'cgroup-mode': 'auto',
+  'containerd-address': '/run/containerd/containerd.sock',
+  'containerd-namespace': 'k8s.io',
+  'log-level': 'info',
+  'metrics-port': 0,
+  'plugin-dir': '/var/lib/kubelet/device-plugins',
+  'pod-resources-socket': '/var/lib/kubelet/pod-resources/kubelet.sock',
+  'state-dir': '/var/lib/nfdctl/agent',
+  workers: 4,
 }
 const host = {env: {}, hostname: 'worker-7'}
 
 describe('agentOptionsFrom', function () {
   it('turns the defaults into the documented options', function () {
     expect(agentOptionsFrom(defaults, false, host)).to.deep.equal({
-      cgroupMode: 'auto', logFormat: 'json', logLevel: 'info', maxWaitMs: 1000, metricsPort: 0, nodeName: 'worker-7', quietMs: 0, workers: 4,
+      cgroupMode: 'auto',
+      logFormat: 'json',
+      logLevel: 'info',
+      maxWaitMs: 1000,
+      metricsPort: 0,
+      nodeName: 'worker-7',
+      quietMs: 0,
+      workers: 4,
     })
   })
 
@@ -39,7 +54,12 @@ describe('agentOptionsFrom', function () {
     ['no workers', {workers: 0}, {}, /^--workers must be a whole number from 1 to 64, got 0$/],
     ['an unknown cgroup mode', {'cgroup-mode': 'v3'}, {}, /^--cgroup-mode must be one of auto, v1, v2, got "v3"$/],
     ['an empty state dir', {'state-dir': ' '}, {}, /^--state-dir must not be empty; leave it out for its default$/],
-    ['a hostname that is no Node name', {}, {hostname: 'Worker_7'}, /^the node name "Worker_7" is not a valid Node name \(lower-case DNS subdomain\); pass the Node's name with --node-name or \$NODE_NAME$/],
+    [
+      'a hostname that is no Node name',
+      {},
+      {hostname: 'Worker_7'},
+      /^the node name "Worker_7" is not a valid Node name \(lower-case DNS subdomain\); pass the Node's name with --node-name or \$NODE_NAME$/,
+    ],
   ]
   for (const [name, flags, sources, message] of bad) {
     it(`refuses ${name} with one line`, function () {

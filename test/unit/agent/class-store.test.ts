@@ -12,7 +12,9 @@ describe('classView: the classes a node uses', function () {
   it('keeps valid classes whose nodeSelector selects the node, with defaults applied and the generation kept', function () {
     const {lastValid, view} = classView({
       clusterItems: [valid('a'), valid('b', 1, {nodeSelector: {matchLabels: {gpu: 'yes'}}}), valid('c', 4, {nodeSelector: {matchLabels: {gpu: 'no'}}})],
-      fileClasses: [], lastValid: new Map(), nodeLabels: {gpu: 'yes'},
+      fileClasses: [],
+      lastValid: new Map(),
+      nodeLabels: {gpu: 'yes'},
     })
     expect(names(view.applicable)).to.deep.equal(['a', 'b'])
     expect(view.applicable[0].spec).to.include({allocation: 'Class', capacity: 1, permissions: 'rw'})
@@ -47,7 +49,7 @@ describe('classView: the classes a node uses', function () {
     expect([...after.lastValid.keys()]).to.deep.equal(['b'])
   })
 
-  it('puts class files first, and a cluster class of the same name in the place of the file\'s', function () {
+  it("puts class files first, and a cluster class of the same name in the place of the file's", function () {
     const fromFile = (name: string, devName: string): DeviceClass => deviceClass(name, {match: [{devName, subsystem: 'block'}]})
     const {view} = classView({clusterItems: [valid('shared')], fileClasses: [fromFile('own', 'own*'), fromFile('shared', 'file*')], lastValid: new Map(), nodeLabels: {}})
     expect(names(view.applicable)).to.deep.equal(['own', 'shared'])

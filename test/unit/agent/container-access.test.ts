@@ -6,29 +6,54 @@ import {stableDeviceId} from '../../../src/lib/plugins/class-allocation.js'
 import {deviceClass} from '../../support/device-class.js'
 
 function loop(minor: number): Device {
-  return {devName: `loop${minor}`, devNode: `/dev/loop${minor}`, devPath: `/devices/virtual/block/loop${minor}`, id: `b7:${minor}`, kernelName: `loop${minor}`, major: 7, minor, properties: {}, subsystem: 'block', type: 'block'}
+  return {
+    devName: `loop${minor}`,
+    devNode: `/dev/loop${minor}`,
+    devPath: `/devices/virtual/block/loop${minor}`,
+    id: `b7:${minor}`,
+    kernelName: `loop${minor}`,
+    major: 7,
+    minor,
+    properties: {},
+    subsystem: 'block',
+    type: 'block',
+  }
 }
 
 describe('containerRequests', function () {
   it('reads limits devices.nfdctl.io/<class> and the annotation devices.nfdctl.io/<container>, per container', function () {
     const requests = containerRequests({
-      metadata: {annotations: {'devices.nfdctl.io/app': 'serial, gpio', 'devices.nfdctl.io/nope': 'x', unrelated: 'y'}, creationTimestamp: '2026-12-05T10:00:00Z', name: 'p', namespace: 'ns', uid: 'u1'},
-      spec: {containers: [
-        {name: 'app', resources: {limits: {cpu: '1', 'devices.nfdctl.io/gpio': '1', 'devices.nfdctl.io/loop': '2'}}},
-        {name: 'sidecar'},
-        {name: 'zero', resources: {limits: {'devices.nfdctl.io/loop': '0'}}},
-      ]},
+      metadata: {
+        annotations: {'devices.nfdctl.io/app': 'serial, gpio', 'devices.nfdctl.io/nope': 'x', unrelated: 'y'},
+        creationTimestamp: '2026-12-05T10:00:00Z',
+        name: 'p',
+        namespace: 'ns',
+        uid: 'u1',
+      },
+      spec: {
+        containers: [
+          {name: 'app', resources: {limits: {cpu: '1', 'devices.nfdctl.io/gpio': '1', 'devices.nfdctl.io/loop': '2'}}},
+          {name: 'sidecar'},
+          {name: 'zero', resources: {limits: {'devices.nfdctl.io/loop': '0'}}},
+        ],
+      },
     })
     expect(requests).to.have.length(1)
     expect(requests[0]).to.deep.include({container: 'app', createdAt: '2026-12-05T10:00:00Z', namespace: 'ns', pod: 'p', podUid: 'u1'})
-    expect([...requests[0].classes]).to.deep.equal([['serial', 'annotation'], ['gpio', 'limit'], ['loop', 'limit']])
+    expect([...requests[0].classes]).to.deep.equal([
+      ['serial', 'annotation'],
+      ['gpio', 'limit'],
+      ['loop', 'limit'],
+    ])
   })
 })
 
 describe('containerRequests: the annotation is hostile input', function () {
-  const annotated = (value: string): ReturnType<typeof containerRequests> => containerRequests({
-    metadata: {annotations: {'devices.nfdctl.io/main': value}, name: 'p', namespace: 'ns', uid: 'u'}, spec: {containers: [{name: 'main'}]},
-  })
+  const annotated = (value: string): ReturnType<typeof containerRequests> =>
+    containerRequests({
+      metadata: {annotations: {'devices.nfdctl.io/main': value}, name: 'p', namespace: 'ns', uid: 'u'},
+      spec: {containers: [{name: 'main'}]},
+    })
 
   it('trims only blanks and tabs, and drops names no class can have, saying so', function () {
     const [r] = annotated(' serial,\tgpio ,usb.serial-0,\uFEFFserial,Serial,a/b,,x'.concat('y'.repeat(70)))
@@ -44,22 +69,53 @@ describe('containerRequests: the annotation is hostile input', function () {
 })
 
 describe('wantedAccess', function () {
-  const classes = new Map([['c', deviceClass('c', {permissions: 'r'})], ['d', deviceClass('d', {allocation: 'Device', permissions: 'w'})]])
-  const members = new Map([['c', [loop(1), loop(2)]], ['d', [loop(2), loop(3), loop(4)]]])
+  const classes = new Map([
+    ['c', deviceClass('c', {permissions: 'r'})],
+    ['d', deviceClass('d', {allocation: 'Device', permissions: 'w'})],
+  ])
+  const members = new Map([
+    ['c', [loop(1), loop(2)]],
+    ['d', [loop(2), loop(3), loop(4)]],
+  ])
 
   it('Class allocation: every device present; Device allocation by limit: only what kubelet allocated; a device in two classes gets both permissions', function () {
     const wanted = wantedAccess({
       allocated: new Map([['d', [stableDeviceId(loop(2)), stableDeviceId(loop(4)), 'gone-device-id']]]),
-      classes, members,
-      request: {classes: new Map([['c', 'limit'], ['d', 'limit']]), container: 'main', namespace: 'default', pod: 'p', podUid: 'u'},
+      classes,
+      members,
+      request: {
+        classes: new Map([
+          ['c', 'limit'],
+          ['d', 'limit'],
+        ]),
+        container: 'main',
+        namespace: 'default',
+        pod: 'p',
+        podUid: 'u',
+      },
     })
-    expect([...wanted].map(([id, a]) => [id, a.access])).to.deep.equal([['b7:1', 'r'], ['b7:2', 'rw'], ['b7:4', 'w']])
+    expect([...wanted].map(([id, a]) => [id, a.access])).to.deep.equal([
+      ['b7:1', 'r'],
+      ['b7:2', 'rw'],
+      ['b7:4', 'w'],
+    ])
   })
 
-  it('Device allocation by annotation: nothing, not even devices no one holds (they are kubelet\'s to give); an unknown class gives nothing', function () {
+  it("Device allocation by annotation: nothing, not even devices no one holds (they are kubelet's to give); an unknown class gives nothing", function () {
     const wanted = wantedAccess({
-      allocated: new Map([['d', [stableDeviceId(loop(2))]]]), classes, members,
-      request: {classes: new Map([['d', 'annotation'], ['zz', 'limit']]), container: 'main', namespace: 'default', pod: 'p', podUid: 'u'},
+      allocated: new Map([['d', [stableDeviceId(loop(2))]]]),
+      classes,
+      members,
+      request: {
+        classes: new Map([
+          ['d', 'annotation'],
+          ['zz', 'limit'],
+        ]),
+        container: 'main',
+        namespace: 'default',
+        pod: 'p',
+        podUid: 'u',
+      },
     })
     expect([...wanted.keys()]).to.deep.equal([])
   })
@@ -69,7 +125,10 @@ describe('requestOfContainer', function () {
   const request: ContainerRequest = {classes: new Map([['c', 'limit']]), container: 'main', namespace: 'ns', pod: 'web-0', podUid: 'new-uid'}
   const requests = new Map([['new-uid/main', request]])
   const labels = (uid: string | undefined): Record<string, string> => ({
-    [criLabels.container]: 'main', [criLabels.namespace]: 'ns', [criLabels.pod]: 'web-0', ...(uid === undefined ? {} : {[criLabels.podUid]: uid}),
+    [criLabels.container]: 'main',
+    [criLabels.namespace]: 'ns',
+    [criLabels.pod]: 'web-0',
+    ...(uid === undefined ? {} : {[criLabels.podUid]: uid}),
   })
 
   it('finds the request by pod UID and container name', function () {
@@ -93,7 +152,7 @@ describe('diffAccess', function () {
     expect(grant.map((a) => `${a.device.id} ${a.access}`)).to.deep.equal(['b7:3 rw', 'b7:4 r'])
   })
 
-  it('never revokes what the container\'s runtime spec allowed from the start', function () {
+  it("never revokes what the container's runtime spec allowed from the start", function () {
     const {grant, revoke} = diffAccess(new Map([access(5, 'rw')]), new Map(), new Set(['b7:5']))
     expect([grant, revoke]).to.deep.equal([[], []])
   })

@@ -14,18 +14,30 @@ const grant = (text: string): RecordedGrant => {
 }
 const loop = (minor: number, access = 'rw'): DeviceAccess => ({
   access,
-  device: {devName: `loop${minor}`, devNode: `/dev/loop${minor}`, devPath: `/devices/virtual/block/loop${minor}`, id: `b7:${minor}`, kernelName: `loop${minor}`, major: 7, minor, properties: {}, subsystem: 'block', type: 'block'} satisfies Device,
+  device: {
+    devName: `loop${minor}`,
+    devNode: `/dev/loop${minor}`,
+    devPath: `/devices/virtual/block/loop${minor}`,
+    id: `b7:${minor}`,
+    kernelName: `loop${minor}`,
+    major: 7,
+    minor,
+    properties: {},
+    subsystem: 'block',
+    type: 'block',
+  } satisfies Device,
 })
 const held = (...ids: string[]): Map<string, unknown> => new Map(ids.map((id) => [id, true]))
 const show = (grants: readonly RecordedGrant[]): string[] => grants.map((g) => `${g.type} ${g.major}:${g.minor} ${g.access} ${g.devNode}`)
 
 describe('grant record: what the agent granted each container', function () {
   describe('grantsBefore: recorded before a change is applied', function () {
-    it('adds the change\'s grants beside the recorded ones, and a device granted anew takes its own place', function () {
+    it("adds the change's grants beside the recorded ones, and a device granted anew takes its own place", function () {
       const recorded = [grant('b 7:1 r /dev/loop1'), grant('b 7:2 rw /dev/loop2')]
       expect(show(grantsBefore(recorded, {grant: [loop(2, 'r'), loop(3)], revoke: [loop(1, 'r')]}))).to.deep.equal([
         'b 7:1 r /dev/loop1', // taken back only once the change is applied
-        'b 7:2 r /dev/loop2', 'b 7:3 rw /dev/loop3',
+        'b 7:2 r /dev/loop2',
+        'b 7:3 rw /dev/loop3',
       ])
       expect(grantsBefore([], {grant: [], revoke: []})).to.deep.equal([])
     })
@@ -38,7 +50,7 @@ describe('grant record: what the agent granted each container', function () {
       ['a grant whose rule is gone from the cgroup goes', [grant('b 7:1 rw /dev/loop1')], held(), {grant: [], revoke: []}, []],
       ['a grant comes', [], held(), {grant: [loop(4)], revoke: []}, ['b 7:4 rw /dev/loop4']],
       ['an access changed: revoked and granted, recorded once with the new access', [grant('b 7:1 rw /dev/loop1')], held('b7:1'), {grant: [loop(1, 'r')], revoke: [loop(1)]}, ['b 7:1 r /dev/loop1']],
-      ['a device held but never recorded stays unrecorded (kubelet\'s, or the runtime\'s)', [], held('b7:9'), {grant: [], revoke: [loop(9)]}, []],
+      ["a device held but never recorded stays unrecorded (kubelet's, or the runtime's)", [], held('b7:9'), {grant: [], revoke: [loop(9)]}, []],
     ]
     for (const [name, recorded, heldNow, change, want] of cases) it(name, () => expect(show(grantsAfter(recorded, heldNow, change))).to.deep.equal(want))
   })
@@ -50,10 +62,16 @@ describe('grant record: what the agent granted each container', function () {
 
   describe('encodeGrants and decodeGrants', function () {
     it('round-trips, with the containers in id order and those without grants left out', function () {
-      const records = new Map([['b2', [grant('b 7:2 rw /dev/loop2')]], ['a1', [grant('c 188:0 r /dev/ttyUSB0'), grant('b 259:1048575 rwm /dev/nvme0n1')]], ['c3', []]])
+      const records = new Map([
+        ['b2', [grant('b 7:2 rw /dev/loop2')]],
+        ['a1', [grant('c 188:0 r /dev/ttyUSB0'), grant('b 259:1048575 rwm /dev/nvme0n1')]],
+        ['c3', []],
+      ])
       const text = encodeGrants(records)
-      expect(text).to.equal('{"containers":{"a1":[{"access":"r","devNode":"/dev/ttyUSB0","major":188,"minor":0,"type":"c"},{"access":"rwm","devNode":"/dev/nvme0n1","major":259,"minor":1048575,"type":"b"}],'
-        + '"b2":[{"access":"rw","devNode":"/dev/loop2","major":7,"minor":2,"type":"b"}]},"version":1}\n')
+      expect(text).to.equal(
+        '{"containers":{"a1":[{"access":"r","devNode":"/dev/ttyUSB0","major":188,"minor":0,"type":"c"},{"access":"rwm","devNode":"/dev/nvme0n1","major":259,"minor":1048575,"type":"b"}],'
+          + '"b2":[{"access":"rw","devNode":"/dev/loop2","major":7,"minor":2,"type":"b"}]},"version":1}\n',
+      )
       expect(decodeGrants(text)).to.deep.equal(new Map([...records].filter(([, g]) => g.length > 0)))
     })
 

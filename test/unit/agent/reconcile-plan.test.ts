@@ -10,7 +10,18 @@ import type {EmulatedRules} from '../../../src/lib/runtime/device-program.js'
 import {deviceClass} from '../../support/device-class.js'
 
 function loop(minor: number): Device {
-  return {devName: `loop${minor}`, devNode: `/dev/loop${minor}`, devPath: `/devices/virtual/block/loop${minor}`, id: `b7:${minor}`, kernelName: `loop${minor}`, major: 7, minor, properties: {}, subsystem: 'block', type: 'block'}
+  return {
+    devName: `loop${minor}`,
+    devNode: `/dev/loop${minor}`,
+    devPath: `/devices/virtual/block/loop${minor}`,
+    id: `b7:${minor}`,
+    kernelName: `loop${minor}`,
+    major: 7,
+    minor,
+    properties: {},
+    subsystem: 'block',
+    type: 'block',
+  }
 }
 
 const loopClass = deviceClass('loop')
@@ -25,12 +36,21 @@ function request(podUid: string, classes: Array<[string, 'limit' | 'annotation']
 
 describe('containersToReconcile', function () {
   const containers = [container('c1', 'u1'), container('c2', 'u2'), container('c3', 'u3'), container('s1', 'u1', 'POD', 'sandbox'), container('stopped', 'u1', 'init')]
-  const running = new Map([['c1', 101], ['c2', 102], ['c3', 103], ['s1', 100]])
+  const running = new Map([
+    ['c1', 101],
+    ['c2', 102],
+    ['c3', 103],
+    ['s1', 100],
+  ])
   const requests = new Map([['u1/app', request('u1')]])
 
   it('the first batch looks at every running workload container: one may hold devices from before the agent started', function () {
     const work = containersToReconcile({containers, mayHold: undefined, requests, running})
-    expect(work.map((w) => [w.container.id, w.pid, w.asked])).to.deep.equal([['c1', 101, true], ['c2', 102, false], ['c3', 103, false]])
+    expect(work.map((w) => [w.container.id, w.pid, w.asked])).to.deep.equal([
+      ['c1', 101, true],
+      ['c2', 102, false],
+      ['c3', 103, false],
+    ])
     // A container whose pod asks for nothing is described from its labels, asking for nothing.
     expect(work[1].request).to.deep.equal({classes: new Map(), container: 'app', namespace: 'ns', pod: 'pod-u2', podUid: 'u2'})
   })
@@ -57,9 +77,15 @@ describe('planContainer', function () {
   const classes = new Map([['loop', loopClass]])
   const known = (id: string): Device | undefined => [loop(1), loop(2), loop(3)].find((d) => d.id === id)
 
-  it('a container that asks: every class device present is wanted, every class device seen is the agent\'s, nothing is the runtime\'s', function () {
+  it("a container that asks: every class device present is wanted, every class device seen is the agent's, nothing is the runtime's", function () {
     const plan = planContainer({
-      allocated: new Map(), asked: true, classes, known, members, recorded: [], request: request('u1'),
+      allocated: new Map(),
+      asked: true,
+      classes,
+      known,
+      members,
+      recorded: [],
+      request: request('u1'),
       ociDevices: [{access: 'rwm', allow: true, major: 7, minor: 1, type: 'b'}],
     })
     expect([...plan.wanted.keys()]).to.deep.equal(['b7:1', 'b7:2'])
@@ -70,12 +96,19 @@ describe('planContainer', function () {
     expect(plan.managed('c1:3')).to.equal(undefined)
   })
 
-  it('a container that asks for nothing keeps its OCI spec\'s specific allows; only recorded grants are the agent\'s', function () {
+  it("a container that asks for nothing keeps its OCI spec's specific allows; only recorded grants are the agent's", function () {
     const plan = planContainer({
-      allocated: new Map(), asked: false, classes, known, members, request: request('u1', []),
+      allocated: new Map(),
+      asked: false,
+      classes,
+      known,
+      members,
+      request: request('u1', []),
       ociDevices: [
-        {access: 'rwm', allow: false, type: 'a'}, {access: 'rw', allow: true, major: 7, minor: 2, type: 'b'},
-        {access: 'rwm', allow: true, major: 136, type: 'c'}, {access: 'rwm', allow: true, major: 1, minor: 3, type: 'c'},
+        {access: 'rwm', allow: false, type: 'a'},
+        {access: 'rw', allow: true, major: 7, minor: 2, type: 'b'},
+        {access: 'rwm', allow: true, major: 136, type: 'c'},
+        {access: 'rwm', allow: true, major: 1, minor: 3, type: 'c'},
       ],
       recorded: [{access: 'rw', devNode: '/dev/loop1', major: 7, minor: 1, type: 'b'}],
     })
@@ -87,8 +120,16 @@ describe('planContainer', function () {
 
   it('a recorded grant keeps the node path it was made at, even when the device came back under another name', function () {
     const plan = planContainer({
-      allocated: new Map(), asked: true, classes, known, members, request: request('u1'),
-      recorded: [{access: 'rw', devNode: '/dev/loop1-old', major: 7, minor: 1, type: 'b'}, {access: 'r', devNode: '/dev/sdz', major: 8, minor: 0, type: 'b'}],
+      allocated: new Map(),
+      asked: true,
+      classes,
+      known,
+      members,
+      request: request('u1'),
+      recorded: [
+        {access: 'rw', devNode: '/dev/loop1-old', major: 7, minor: 1, type: 'b'},
+        {access: 'r', devNode: '/dev/sdz', major: 8, minor: 0, type: 'b'},
+      ],
     })
     expect(plan.managed('b7:1')).to.deep.include({devNode: '/dev/loop1-old', devPath: '/devices/virtual/block/loop1'})
     // Known only from the record (unplugged while the agent was away): enough of a device to take its rule back.
@@ -107,19 +148,36 @@ describe('planContainer', function () {
 
 describe('programAfter', function () {
   const held = (program?: {id: number; rules: EmulatedRules}): HeldAccess => ({
-    devices: new Map([['b7:1', {access: 'rw', device: loop(1)}], ['c1:3', {access: 'rwm', device: {...loop(3), id: 'c1:3', major: 1, minor: 3, type: 'char' as const}}]]),
+    devices: new Map([
+      ['b7:1', {access: 'rw', device: loop(1)}],
+      ['c1:3', {access: 'rwm', device: {...loop(3), id: 'c1:3', major: 1, minor: 3, type: 'char' as const}}],
+    ]),
     program,
   })
 
-  it('keeps the runtime\'s rules, drops the agent\'s old ones and adds each device granted', function () {
-    const program = programAfter(held({id: 42, rules: {defaultAllow: false, rules: [
-      {access: 'rwm', allow: true, major: 1, minor: 3, type: 'c'}, {access: 'rw', allow: true, major: 7, minor: 1, type: 'b'},
-    ]}}), new Map([['b7:2', {access: 'r', device: loop(2)}]]), new Set(['c1:3']))
-    expect(program).to.deep.equal({replaces: 42, rules: [
-      {access: 'rwm', allow: false, major: '*', minor: '*', type: 'a'},
-      {access: 'rwm', allow: true, major: 1, minor: 3, type: 'c'},
-      {access: 'r', allow: true, major: 7, minor: 2, type: 'b'},
-    ]})
+  it("keeps the runtime's rules, drops the agent's old ones and adds each device granted", function () {
+    const program = programAfter(
+      held({
+        id: 42,
+        rules: {
+          defaultAllow: false,
+          rules: [
+            {access: 'rwm', allow: true, major: 1, minor: 3, type: 'c'},
+            {access: 'rw', allow: true, major: 7, minor: 1, type: 'b'},
+          ],
+        },
+      }),
+      new Map([['b7:2', {access: 'r', device: loop(2)}]]),
+      new Set(['c1:3']),
+    )
+    expect(program).to.deep.equal({
+      replaces: 42,
+      rules: [
+        {access: 'rwm', allow: false, major: '*', minor: '*', type: 'a'},
+        {access: 'rwm', allow: true, major: 1, minor: 3, type: 'c'},
+        {access: 'r', allow: true, major: 7, minor: 2, type: 'b'},
+      ],
+    })
   })
 
   it('has nothing to replace on cgroup v1 or a hybrid host', function () {

@@ -8,9 +8,12 @@ const loop3: Device = {devName: 'loop3', devNode: '/dev/loop3', devPath: '', id:
 const loopClass = {...deviceClass('loop'), metadata: {generation: 4, name: 'loop'}}
 
 describe('classReports', function () {
-  it('reports the node\'s devices and holders of each class in use, with a Valid condition', function () {
+  it("reports the node's devices and holders of each class in use, with a Valid condition", function () {
     const reports = classReports('worker-1', {
-      classes: new Map([['loop', loopClass]]), holding: new Map([['loop', [{container: 'app', namespace: 'ns', pod: 'p'}]]]), invalid: [], members: new Map([['loop', [loop3]]]),
+      classes: new Map([['loop', loopClass]]),
+      holding: new Map([['loop', [{container: 'app', namespace: 'ns', pod: 'p'}]]]),
+      invalid: [],
+      members: new Map([['loop', [loop3]]]),
     })
     expect(reports.get('loop')).to.deep.equal({
       condition: {generation: 4, message: 'the spec is valid and in use on node worker-1', valid: true},
@@ -20,8 +23,12 @@ describe('classReports', function () {
 
   it('an invalid new spec keeps the entry of the generation still in use and says so; one never valid is not served', function () {
     const reports = classReports('worker-1', {
-      classes: new Map([['loop', loopClass]]), holding: new Map(),
-      invalid: [{generation: 5, message: 'spec.capacity: must be at least 1', name: 'loop', using: 4}, {generation: 1, message: 'spec.match: required', name: 'broken'}],
+      classes: new Map([['loop', loopClass]]),
+      holding: new Map(),
+      invalid: [
+        {generation: 5, message: 'spec.capacity: must be at least 1', name: 'loop', using: 4},
+        {generation: 1, message: 'spec.match: required', name: 'broken'},
+      ],
       members: new Map(),
     })
     expect(reports.get('loop')?.entry?.observedGeneration).to.equal(4)

@@ -21,10 +21,16 @@ describe('sweepProgress', function () {
     const lines = await run('lines', 1000, 500)
     expect(lines[0]).to.equal('found 1000 stale objects')
     expect(lines.slice(1, -1)).to.deep.equal([
-      'deleting stale objects: 1/1000', 'deleting stale objects: 100/1000', 'deleting stale objects: 200/1000',
-      'deleting stale objects: 300/1000', 'deleting stale objects: 400/1000', 'deleting stale objects: 500/1000 (1 failed)',
-      'deleting stale objects: 600/1000 (1 failed)', 'deleting stale objects: 700/1000 (1 failed)',
-      'deleting stale objects: 800/1000 (1 failed)', 'deleting stale objects: 900/1000 (1 failed)',
+      'deleting stale objects: 1/1000',
+      'deleting stale objects: 100/1000',
+      'deleting stale objects: 200/1000',
+      'deleting stale objects: 300/1000',
+      'deleting stale objects: 400/1000',
+      'deleting stale objects: 500/1000 (1 failed)',
+      'deleting stale objects: 600/1000 (1 failed)',
+      'deleting stale objects: 700/1000 (1 failed)',
+      'deleting stale objects: 800/1000 (1 failed)',
+      'deleting stale objects: 900/1000 (1 failed)',
     ])
     expect(lines.at(-1)).to.equal('deleted 999 of 1000 stale objects, 1 failed')
   })

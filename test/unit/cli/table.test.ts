@@ -14,7 +14,13 @@ function columnStarts(line: string, cells: readonly string[]): number[] {
 
 describe('formatTable', () => {
   it('puts the header first, then one line per row', () => {
-    const lines = formatTable(['NAME', 'AGE'], [['a', '1'], ['b', '2']]).split('\n')
+    const lines = formatTable(
+      ['NAME', 'AGE'],
+      [
+        ['a', '1'],
+        ['b', '2'],
+      ],
+    ).split('\n')
     expect(lines).to.have.length(3)
     expect(lines[0]).to.match(/^NAME +AGE$/)
     expect(lines[1]).to.match(/^a +1$/)
@@ -36,9 +42,30 @@ describe('formatTable', () => {
 
   describe('column alignment', () => {
     const cases: Array<{title: string; headers: string[]; rows: string[][]}> = [
-      {headers: ['NAME', 'AGE', 'NODE'], rows: [['a', '1', 'x'], ['bbbbbbbb', '22', 'y']], title: 'a cell wider than its header'},
-      {headers: ['KIND', 'SCANNED', 'STALE'], rows: [['NF', '1', '0'], ['NRT', '10', '3']], title: 'headers wider than every cell'},
-      {headers: ['A', 'B', 'C', 'D'], rows: [['xxxxx', 'y', 'zzz', 'w'], ['x', 'yyyyyyy', 'z', 'wwwwww']], title: 'mixed widths over four columns'},
+      {
+        headers: ['NAME', 'AGE', 'NODE'],
+        rows: [
+          ['a', '1', 'x'],
+          ['bbbbbbbb', '22', 'y'],
+        ],
+        title: 'a cell wider than its header',
+      },
+      {
+        headers: ['KIND', 'SCANNED', 'STALE'],
+        rows: [
+          ['NF', '1', '0'],
+          ['NRT', '10', '3'],
+        ],
+        title: 'headers wider than every cell',
+      },
+      {
+        headers: ['A', 'B', 'C', 'D'],
+        rows: [
+          ['xxxxx', 'y', 'zzz', 'w'],
+          ['x', 'yyyyyyy', 'z', 'wwwwww'],
+        ],
+        title: 'mixed widths over four columns',
+      },
     ]
     for (const c of cases) {
       it(`starts every column at the same offset: ${c.title}`, () => {
@@ -65,7 +92,13 @@ describe('formatTable', () => {
 
   describe('trailing whitespace', () => {
     it('is trimmed when the last cell is empty', () => {
-      const out = formatTable(['KIND', 'NOTE'], [['NodeFeature', ''], ['NodeResourceTopology', 'skipped']])
+      const out = formatTable(
+        ['KIND', 'NOTE'],
+        [
+          ['NodeFeature', ''],
+          ['NodeResourceTopology', 'skipped'],
+        ],
+      )
       const lines = out.split('\n')
       expect(lines[1]).to.equal('NodeFeature')
       for (const line of lines) expect(line).to.equal(line.trimEnd())
@@ -77,7 +110,13 @@ describe('formatTable', () => {
     })
 
     it('does not pad the last column of a line', () => {
-      const lines = formatTable(['NAME', 'RESULT'], [['a', 'deleted'], ['b', 'kept']]).split('\n')
+      const lines = formatTable(
+        ['NAME', 'RESULT'],
+        [
+          ['a', 'deleted'],
+          ['b', 'kept'],
+        ],
+      ).split('\n')
       expect(lines[2].endsWith('kept')).to.equal(true)
     })
   })
@@ -89,7 +128,13 @@ describe('formatTable', () => {
   })
 
   it('keeps empty cells in the middle so later columns stay aligned', () => {
-    const lines = formatTable(['NS', 'NAME'], [['', 'cluster-obj'], ['nfd', 'nf-a']]).split('\n')
+    const lines = formatTable(
+      ['NS', 'NAME'],
+      [
+        ['', 'cluster-obj'],
+        ['nfd', 'nf-a'],
+      ],
+    ).split('\n')
     expect(lines[1].indexOf('cluster-obj')).to.equal(lines[0].indexOf('NAME'))
     expect(lines[2].indexOf('nf-a')).to.equal(lines[0].indexOf('NAME'))
   })

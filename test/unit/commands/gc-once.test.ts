@@ -47,12 +47,20 @@ describe('gc once: bad input', function () {
 
   it('an unknown --context lists the contexts the kubeconfig has', async function () {
     const file = join(kubeconfigDir, 'two-contexts')
-    writeFileSync(file, JSON.stringify({
-      apiVersion: 'v1', kind: 'Config', 'current-context': 'a',
-      clusters: [{cluster: {server: 'https://127.0.0.1:1'}, name: 'c'}],
-      contexts: [{context: {cluster: 'c', user: 'u'}, name: 'a'}, {context: {cluster: 'c', user: 'u'}, name: 'b'}],
-      users: [{name: 'u', user: {token: 't'}}],
-    }))
+    writeFileSync(
+      file,
+      JSON.stringify({
+        apiVersion: 'v1',
+        kind: 'Config',
+        'current-context': 'a',
+        clusters: [{cluster: {server: 'https://127.0.0.1:1'}, name: 'c'}],
+        contexts: [
+          {context: {cluster: 'c', user: 'u'}, name: 'a'},
+          {context: {cluster: 'c', user: 'u'}, name: 'b'},
+        ],
+        users: [{name: 'u', user: {token: 't'}}],
+      }),
+    )
     const run = await nfdctl(['gc', 'once', '--kubeconfig', file, '--context', 'prod'])
     expect(run.exitCode).to.equal(2)
     expect(run.error?.message).to.match(/^context "prod" is not in kubeconfig .*two-contexts; available: a, b$/)

@@ -11,8 +11,16 @@ describe('--metrics-bind-address on every long-running command: bad input', func
     ['plugins serve', ['plugins', 'serve', '--kubeconfig', '/nonexistent/kubeconfig', '--plugin-dir', '/nonexistent/plugins']],
   ]
   const cases: Array<[string, string[], RegExp]> = [
-    ['both flags', ['--metrics-bind-address', '127.0.0.1:8080', '--metrics-port', '8080'], /^--metrics-bind-address and --metrics-port cannot be given together; use --metrics-bind-address alone \(--metrics-port 8080 is short for --metrics-bind-address :8080\)$/],
-    ['an address without a port', ['--metrics-bind-address', '127.0.0.1'], /^--metrics-bind-address must be host:port \(127\.0\.0\.1:8080, \[::1\]:8080, :8080 for every address\) or 0 to disable; "127\.0\.0\.1" has no port$/],
+    [
+      'both flags',
+      ['--metrics-bind-address', '127.0.0.1:8080', '--metrics-port', '8080'],
+      /^--metrics-bind-address and --metrics-port cannot be given together; use --metrics-bind-address alone \(--metrics-port 8080 is short for --metrics-bind-address :8080\)$/,
+    ],
+    [
+      'an address without a port',
+      ['--metrics-bind-address', '127.0.0.1'],
+      /^--metrics-bind-address must be host:port \(127\.0\.0\.1:8080, \[::1\]:8080, :8080 for every address\) or 0 to disable; "127\.0\.0\.1" has no port$/,
+    ],
     ['an IPv6 address without brackets', ['--metrics-bind-address', '::1:8080'], /^--metrics-bind-address must be .*; "::1:8080" needs brackets around the IPv6 address and a port$/],
     ['a port out of range', ['--metrics-bind-address', '0.0.0.0:99999'], /"0\.0\.0\.0:99999" has port 99999, not one from 1 to 65535$/],
     ['--metrics-port out of range', ['--metrics-port', '70000'], /^--metrics-port must be a port from 1 to 65535, or 0 to disable, got 70000$/],

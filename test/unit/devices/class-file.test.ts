@@ -35,20 +35,19 @@ describe('loadClassFiles', () => {
 
   it('reads a JSON file (tab-indented JSON is valid YAML too)', async () => {
     const classes = await loadClassFiles([fixture('good.json')])
-    expect(classes).to.deep.equal([{
-      apiVersion: 'devices.nfdctl.io/v1alpha1',
-      kind: 'DeviceClass',
-      metadata: {name: 'gpio'},
-      spec: {allocation: 'Device', capacity: 1, match: [{devName: 'gpiochip*', subsystem: 'gpio'}], permissions: 'r'},
-    }])
+    expect(classes).to.deep.equal([
+      {
+        apiVersion: 'devices.nfdctl.io/v1alpha1',
+        kind: 'DeviceClass',
+        metadata: {name: 'gpio'},
+        spec: {allocation: 'Device', capacity: 1, match: [{devName: 'gpiochip*', subsystem: 'gpio'}], permissions: 'r'},
+      },
+    ])
   })
 
   it('reads a kind: List, as kubectl prints it, keeping generation and uid and ignoring status', async () => {
     const classes = await loadClassFiles([fixture('list.yaml')])
-    expect(classes.map((c) => c.metadata)).to.deep.equal([
-      {generation: 3, name: 'usb-serial', uid: '6c3d6a52-0000-4000-8000-000000000001'},
-      {name: 'video'},
-    ])
+    expect(classes.map((c) => c.metadata)).to.deep.equal([{generation: 3, name: 'usb-serial', uid: '6c3d6a52-0000-4000-8000-000000000001'}, {name: 'video'}])
   })
 
   it('reads a DeviceClassList whose items leave out apiVersion and kind, as the API answers', async () => {
@@ -67,19 +66,15 @@ describe('loadClassFiles', () => {
 
   describe('one ConfigError (exit 2) on one line naming file, document, field and problem', () => {
     const cases: Array<[title: string, files: string[], message: string]> = [
-      [
-        'a wrong permission in document 2',
-        ['bad-permissions.yaml'],
-        '{bad-permissions.yaml}: document 2 (usb-serial): spec.permissions: must be letters from r, w, m, each once (got "rwx")',
-      ],
+      ['a wrong permission in document 2', ['bad-permissions.yaml'], '{bad-permissions.yaml}: document 2 (usb-serial): spec.permissions: must be letters from r, w, m, each once (got "rwx")'],
       [
         'several mistakes in one document, separated by "; "',
         ['several-mistakes.yaml'],
         '{several-mistakes.yaml}: document 1 (usb-serial): '
-        + 'spec.match[0].devname: unknown field; a match rule takes subsystem, devName, properties, attributes (did you mean devName?); '
-        + 'spec.match[1].properties.ID_VENDOR_ID: must be a non-empty glob string; quote it in YAML, such as "0403" (got the number 403); '
-        + 'spec.permissions: must be letters from r, w, m, each once (got "rwx"); '
-        + 'spec.capacity: capacity applies only to allocation Class; remove it (each device is one unit) or set allocation: Class',
+          + 'spec.match[0].devname: unknown field; a match rule takes subsystem, devName, properties, attributes (did you mean devName?); '
+          + 'spec.match[1].properties.ID_VENDOR_ID: must be a non-empty glob string; quote it in YAML, such as "0403" (got the number 403); '
+          + 'spec.permissions: must be letters from r, w, m, each once (got "rwx"); '
+          + 'spec.capacity: capacity applies only to allocation Class; remove it (each device is one unit) or set allocation: Class',
       ],
       [
         'a YAML syntax error, with its line and column',
@@ -90,9 +85,9 @@ describe('loadClassFiles', () => {
         'a Kubernetes DRA DeviceClass (resource.k8s.io)',
         ['dra-class.yaml'],
         '{dra-class.yaml}: document 1 (gpu.example.com): '
-        + 'apiVersion: must be devices.nfdctl.io/v1alpha1 (got "resource.k8s.io/v1"): resource.k8s.io is the unrelated Kubernetes DRA DeviceClass; nfdctl reads DeviceClass (devices.nfdctl.io); '
-        + 'spec.selectors: unknown field; spec takes nodeSelector, match, permissions, allocation, capacity, annotationAccess; '
-        + 'spec.match: required: a list of rules, at least one (a device is in the class when any rule matches)',
+          + 'apiVersion: must be devices.nfdctl.io/v1alpha1 (got "resource.k8s.io/v1"): resource.k8s.io is the unrelated Kubernetes DRA DeviceClass; nfdctl reads DeviceClass (devices.nfdctl.io); '
+          + 'spec.selectors: unknown field; spec takes nodeSelector, match, permissions, allocation, capacity, annotationAccess; '
+          + 'spec.match: required: a list of rules, at least one (a device is in the class when any rule matches)',
       ],
       [
         'a duplicate name across files, naming both places',
@@ -108,18 +103,14 @@ describe('loadClassFiles', () => {
         'a bad List item and a DeviceClassList without items',
         ['bad-list.yaml'],
         '{bad-list.yaml}: document 1, item 2 (list-bad): spec.match: must have at least one rule, such as {subsystem: tty, devName: "ttyUSB*"}; '
-        + '{bad-list.yaml}: document 2: items: a DeviceClassList needs items, a list of DeviceClass (devices.nfdctl.io) objects',
+          + '{bad-list.yaml}: document 2: items: a DeviceClassList needs items, a list of DeviceClass (devices.nfdctl.io) objects',
       ],
-      [
-        'a missing file',
-        ['missing.yaml'],
-        '{missing.yaml}: cannot read the class file: no such file; check the path',
-      ],
+      ['a missing file', ['missing.yaml'], '{missing.yaml}: cannot read the class file: no such file; check the path'],
       [
         'problems in several files, all in the one message',
         ['missing.yaml', 'good.yaml', 'bad-permissions.yaml'],
         '{missing.yaml}: cannot read the class file: no such file; check the path; '
-        + '{bad-permissions.yaml}: document 2 (usb-serial): spec.permissions: must be letters from r, w, m, each once (got "rwx")',
+          + '{bad-permissions.yaml}: document 2 (usb-serial): spec.permissions: must be letters from r, w, m, each once (got "rwx")',
       ],
     ]
     for (const [title, files, message] of cases) {

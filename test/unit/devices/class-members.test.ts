@@ -5,7 +5,18 @@ import type {Device, DeviceClass} from '../../../src/lib/devices/types.js'
 import {deviceClass} from '../../support/device-class.js'
 
 function loop(minor: number): Device {
-  return {devName: `loop${minor}`, devNode: `/dev/loop${minor}`, devPath: `/devices/virtual/block/loop${minor}`, id: `b7:${minor}`, kernelName: `loop${minor}`, major: 7, minor, properties: {}, subsystem: 'block', type: 'block'}
+  return {
+    devName: `loop${minor}`,
+    devNode: `/dev/loop${minor}`,
+    devPath: `/devices/virtual/block/loop${minor}`,
+    id: `b7:${minor}`,
+    kernelName: `loop${minor}`,
+    major: 7,
+    minor,
+    properties: {},
+    subsystem: 'block',
+    type: 'block',
+  }
 }
 
 const classOf = (name: string, devName: string): DeviceClass => deviceClass(name, {match: [{devName, subsystem: 'block'}]})
@@ -17,7 +28,10 @@ describe('ClassMembers', function () {
     expect([...members.deviceEvent('add', loop(1))]).to.deep.equal(['low', 'all'])
     expect([...members.deviceEvent('add', loop(7))]).to.deep.equal(['all'])
     expect(members.of('low').map((d) => d.id)).to.deep.equal(['b7:1'])
-    expect([...members.all()].map(([name, devices]) => [name, devices.length])).to.deep.equal([['low', 1], ['all', 2]])
+    expect([...members.all()].map(([name, devices]) => [name, devices.length])).to.deep.equal([
+      ['low', 1],
+      ['all', 2],
+    ])
   })
 
   it('a change that leaves the device as it was changes no class; one that changes it changes its classes', function () {

@@ -16,13 +16,12 @@ function nodes(node: Record<string, unknown>, path = ''): Array<[string, Record<
   return [[path, node], ...children.flatMap(([p, child]) => nodes(child, p))]
 }
 
-const openAPIV3Schema = (crd: unknown): Record<string, unknown> =>
-  (crd as {spec: {versions: Array<{schema: {openAPIV3Schema: Record<string, unknown>}}>}}).spec.versions[0].schema.openAPIV3Schema
+const openAPIV3Schema = (crd: unknown): Record<string, unknown> => (crd as {spec: {versions: Array<{schema: {openAPIV3Schema: Record<string, unknown>}}>}}).spec.versions[0].schema.openAPIV3Schema
 
 describe('the DeviceClass schema and the CRD produced from it', () => {
   it(`${deviceClassCrdPath} is what \`npm run generate:crd\` writes, byte for byte`, async () => {
     const generated = deviceClassCrdYaml()
-    expect(await committed() === generated, `${deviceClassCrdPath} differs from src/lib/devices/device-class-schema.ts: run npm run generate:crd`).to.equal(true)
+    expect((await committed()) === generated, `${deviceClassCrdPath} differs from src/lib/devices/device-class-schema.ts: run npm run generate:crd`).to.equal(true)
   })
 
   it('the file reads back as the CRD object', async () => {
@@ -31,7 +30,10 @@ describe('the DeviceClass schema and the CRD produced from it', () => {
 
   it("leaves out what only nfdctl reads: x-nfdctl-* keys and the CEL rules' TypeScript twins", () => {
     for (const [path, node] of nodes(openAPIV3Schema(deviceClassCrd()))) {
-      expect(Object.keys(node).filter((key) => key.startsWith('x-nfdctl-')), path).to.deep.equal([])
+      expect(
+        Object.keys(node).filter((key) => key.startsWith('x-nfdctl-')),
+        path,
+      ).to.deep.equal([])
       for (const rule of (node['x-kubernetes-validations'] ?? []) as Array<Record<string, unknown>>) {
         expect(['fieldPath', 'message', 'reason', 'rule'], `${path}: ${String(rule.rule)}`).to.include.members(Object.keys(rule))
       }

@@ -6,8 +6,16 @@ import {deviceClass} from '../../support/device-class.js'
 
 function device(overrides: Partial<Device> & {devName: string}): Device {
   return {
-    devNode: `/dev/${overrides.devName}`, devPath: `/devices/x/${overrides.devName}`, id: `c1:${overrides.devName.length}`, kernelName: overrides.devName,
-    major: 1, minor: 1, properties: {}, subsystem: 'tty', type: 'char', ...overrides,
+    devNode: `/dev/${overrides.devName}`,
+    devPath: `/devices/x/${overrides.devName}`,
+    id: `c1:${overrides.devName.length}`,
+    kernelName: overrides.devName,
+    major: 1,
+    minor: 1,
+    properties: {},
+    subsystem: 'tty',
+    type: 'char',
+    ...overrides,
   }
 }
 
@@ -23,8 +31,10 @@ function attributes(tree: Record<string, Record<string, string>>): AttributeRead
 }
 
 const usbSerial = device({
-  devName: 'ttyUSB0', devPath: '/devices/pci0000:00/0000:00:14.0/usb1/1-1/1-1:1.0/ttyUSB0/tty/ttyUSB0',
-  properties: {ID_MODEL: 'FT232R_USB_UART', ID_VENDOR_ID: '0403'}, subsystem: 'tty',
+  devName: 'ttyUSB0',
+  devPath: '/devices/pci0000:00/0000:00:14.0/usb1/1-1/1-1:1.0/ttyUSB0/tty/ttyUSB0',
+  properties: {ID_MODEL: 'FT232R_USB_UART', ID_VENDOR_ID: '0403'},
+  subsystem: 'tty',
 })
 const sysfs = attributes({
   '/devices/pci0000:00/0000:00:14.0/usb1/1-1': {idProduct: '6001', idVendor: '0403', manufacturer: 'FTDI'},
@@ -59,7 +69,11 @@ describe('DeviceMatcher', () => {
   }
 
   it('returns every class a device is in, in class order', () => {
-    const matcher = new DeviceMatcher([deviceClass('serial', {match: [{subsystem: 'tty'}]}), deviceClass('disks', {match: [{subsystem: 'block'}]}), deviceClass('ftdi', {match: [{attributes: {idVendor: '0403'}}]})])
+    const matcher = new DeviceMatcher([
+      deviceClass('serial', {match: [{subsystem: 'tty'}]}),
+      deviceClass('disks', {match: [{subsystem: 'block'}]}),
+      deviceClass('ftdi', {match: [{attributes: {idVendor: '0403'}}]}),
+    ])
     expect(matcher.classesOf(usbSerial, sysfs)).to.deep.equal(['serial', 'ftdi'])
   })
 

@@ -27,7 +27,16 @@ describe('matchesLabelSelector', () => {
     ['Exists: key absent', {matchExpressions: [{key: 'gpu', operator: 'Exists'}]}, false],
     ['DoesNotExist: key absent', {matchExpressions: [{key: 'gpu', operator: 'DoesNotExist'}]}, true],
     ['DoesNotExist: key present', {matchExpressions: [{key: 'usb', operator: 'DoesNotExist'}]}, false],
-    ['every expression must hold', {matchExpressions: [{key: 'usb', operator: 'Exists'}, {key: 'gpu', operator: 'Exists'}]}, false],
+    [
+      'every expression must hold',
+      {
+        matchExpressions: [
+          {key: 'usb', operator: 'Exists'},
+          {key: 'gpu', operator: 'Exists'},
+        ],
+      },
+      false,
+    ],
     ['matchLabels and matchExpressions together', {matchExpressions: [{key: 'gpu', operator: 'DoesNotExist'}], matchLabels: {usb: 'true'}}, true],
     ['matchLabels holds but an expression does not', {matchExpressions: [{key: 'usb', operator: 'DoesNotExist'}], matchLabels: {usb: 'true'}}, false],
     ['a key named like an Object.prototype member is absent', {matchExpressions: [{key: 'constructor', operator: 'Exists'}]}, false],

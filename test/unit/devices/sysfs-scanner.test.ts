@@ -285,7 +285,11 @@ describe('SysfsScanner on a fake sysfs tree', () => {
   describe('scanOne', () => {
     it('returns the same device scanAll finds', async () => {
       const all = await scanner.scanAll()
-      for (const [type, major, minor] of [['char', 1, 3], ['char', 188, 0], ['block', 8, 1]] as const) {
+      for (const [type, major, minor] of [
+        ['char', 1, 3],
+        ['char', 188, 0],
+        ['block', 8, 1],
+      ] as const) {
         expect(await scanner.scanOne(type, major, minor)).to.deep.equal(all.find((d) => d.type === type && d.major === major && d.minor === minor))
       }
     })
@@ -298,7 +302,12 @@ describe('SysfsScanner on a fake sysfs tree', () => {
     })
 
     it('returns undefined for numbers that cannot be device numbers', async () => {
-      for (const [major, minor] of [[-1, 3], [1.5, 3], [1, Number.NaN], [1, Number.POSITIVE_INFINITY]]) {
+      for (const [major, minor] of [
+        [-1, 3],
+        [1.5, 3],
+        [1, Number.NaN],
+        [1, Number.POSITIVE_INFINITY],
+      ]) {
         expect(await scanner.scanOne('char', major, minor), `${major}:${minor}`).to.equal(undefined)
       }
     })

@@ -37,10 +37,7 @@ describe('parseUdevDb', () => {
       ID_VENDOR: 'FTDI',
       ID_VENDOR_ID: '0403',
     })
-    expect(record.links).to.deep.equal([
-      'serial/by-id/usb-FTDI_FT232R_USB_UART_A50285BI-if00-port0',
-      'serial/by-path/pci-0000:00:14.0-usb-0:1:1.0-port0',
-    ])
+    expect(record.links).to.deep.equal(['serial/by-id/usb-FTDI_FT232R_USB_UART_A50285BI-if00-port0', 'serial/by-path/pci-0000:00:14.0-usb-0:1:1.0-port0'])
     expect(record.tags).to.deep.equal(['systemd', 'uaccess'])
   })
 

@@ -6,7 +6,19 @@ const datagram = (...parts: string[]): Buffer => Buffer.from(parts.join('\0') + 
 
 describe('parseUevent', () => {
   it('parses a kernel add event with its variables', () => {
-    const event = parseUevent(datagram('add@/devices/virtual/block/loop200', 'ACTION=add', 'DEVPATH=/devices/virtual/block/loop200', 'SUBSYSTEM=block', 'MAJOR=7', 'MINOR=200', 'DEVNAME=loop200', 'DEVTYPE=disk', 'SEQNUM=830'))
+    const event = parseUevent(
+      datagram(
+        'add@/devices/virtual/block/loop200',
+        'ACTION=add',
+        'DEVPATH=/devices/virtual/block/loop200',
+        'SUBSYSTEM=block',
+        'MAJOR=7',
+        'MINOR=200',
+        'DEVNAME=loop200',
+        'DEVTYPE=disk',
+        'SEQNUM=830',
+      ),
+    )
     expect(event).to.deep.equal({
       action: 'add',
       devPath: '/devices/virtual/block/loop200',

@@ -29,7 +29,10 @@ describe('validateDeviceClass', () => {
 
   it('treats a field written with no value (null) as absent, so it gets its default', () => {
     expect(accepted(deviceClassManifest('usb-serial', {allocation: null, capacity: null, nodeSelector: null, permissions: null})).spec).to.deep.equal({
-      allocation: 'Class', capacity: 1, match: [{subsystem: 'tty'}], permissions: 'rw',
+      allocation: 'Class',
+      capacity: 1,
+      match: [{subsystem: 'tty'}],
+      permissions: 'rw',
     })
   })
 
@@ -41,10 +44,7 @@ describe('validateDeviceClass', () => {
       spec: {
         allocation: 'Class',
         capacity: 10,
-        match: [
-          {attributes: {idVendor: '0403'}, devName: 'ttyUSB*', properties: {ID_VENDOR_ID: '0403'}, subsystem: 'tty'},
-          {devName: 'ttyACM[0-9]'},
-        ],
+        match: [{attributes: {idVendor: '0403'}, devName: 'ttyUSB*', properties: {ID_VENDOR_ID: '0403'}, subsystem: 'tty'}, {devName: 'ttyACM[0-9]'}],
         nodeSelector: {
           matchExpressions: [
             {key: 'kubernetes.io/arch', operator: 'In', values: ['amd64', 'arm64']},

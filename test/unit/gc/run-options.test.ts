@@ -110,25 +110,31 @@ describe('runOptionsFrom', () => {
     })
 
     it('on with a namespace, lease name and custom durations', () => {
-      const options = runOptionsFrom({
-        ...defaults,
-        'leader-elect': true,
-        'leader-elect-lease-duration': '1m',
-        'leader-elect-lease-name': 'gc-lock',
-        'leader-elect-namespace': 'nfd',
-        'leader-elect-renew-deadline': '40s',
-        'leader-elect-retry-period': '500ms',
-      }, false)
+      const options = runOptionsFrom(
+        {
+          ...defaults,
+          'leader-elect': true,
+          'leader-elect-lease-duration': '1m',
+          'leader-elect-lease-name': 'gc-lock',
+          'leader-elect-namespace': 'nfd',
+          'leader-elect-renew-deadline': '40s',
+          'leader-elect-retry-period': '500ms',
+        },
+        false,
+      )
       expect(options.leaderElection).to.deep.equal({leaseDurationMs: 60_000, name: 'gc-lock', namespace: 'nfd', renewDeadlineMs: 40_000, retryPeriodMs: 500})
     })
 
     it('off: its durations are not checked, even when wrong', () => {
-      const options = runOptionsFrom({
-        ...defaults,
-        'leader-elect-lease-duration': '1s',
-        'leader-elect-renew-deadline': 'soon',
-        'leader-elect-retry-period': '0',
-      }, false)
+      const options = runOptionsFrom(
+        {
+          ...defaults,
+          'leader-elect-lease-duration': '1s',
+          'leader-elect-renew-deadline': 'soon',
+          'leader-elect-retry-period': '0',
+        },
+        false,
+      )
       expect(options.leaderElection).to.equal(undefined)
     })
   })

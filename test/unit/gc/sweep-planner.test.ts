@@ -95,9 +95,7 @@ describe('planSweep', () => {
       },
       {
         nodes: ['n1'],
-        objects: [
-          {kind: nodeFeatureKind, meta: {labels: {other: 'n9'}, name: 'nf-other-label', namespace: 'nfd', uid: 'u-other'}},
-        ],
+        objects: [{kind: nodeFeatureKind, meta: {labels: {other: 'n9'}, name: 'nf-other-label', namespace: 'nfd', uid: 'u-other'}}],
         stale: [{name: 'nf-other-label', node: undefined, reason: 'no-node-label'}],
         title: 'treats a NodeFeature with only unrelated labels as unlabelled',
       },

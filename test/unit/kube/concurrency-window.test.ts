@@ -109,7 +109,10 @@ describe('ConcurrencyWindow gate', () => {
     const cancelled = window.enter(controller.signal)
     const next = window.enter()
     controller.abort()
-    const error = await cancelled.then(() => undefined, (e: unknown) => e as Error)
+    const error = await cancelled.then(
+      () => undefined,
+      (e: unknown) => e as Error,
+    )
     expect(error?.message).to.match(/cancelled while waiting/)
     held('none')
     ;(await next)('ok')

@@ -150,9 +150,7 @@ describe('Credentials', () => {
     })
 
     it('prefers *-data over the file when a kubeconfig has both, as kubectl does', async () => {
-      const credentials = await load(
-        kubeconfig({user: {'client-certificate': write('client.crt', someBytes(1)), 'client-certificate-data': someBytes(9).toString('base64')}}),
-      )
+      const credentials = await load(kubeconfig({user: {'client-certificate': write('client.crt', someBytes(1)), 'client-certificate-data': someBytes(9).toString('base64')}}))
       expect(credentials.tls.cert?.equals(someBytes(9))).to.equal(true)
     })
 
@@ -306,7 +304,11 @@ describe('Credentials', () => {
     })
 
     function calls(): number {
-      return existsSync(callsFile) ? readFileSync(callsFile, 'utf8').split('\n').filter((l) => l !== '').length : 0
+      return existsSync(callsFile)
+        ? readFileSync(callsFile, 'utf8')
+            .split('\n')
+            .filter((l) => l !== '').length
+        : 0
     }
 
     function execUser(options: {expiry?: string; apiVersion?: string; command?: string; env?: Raw} = {}): Raw {

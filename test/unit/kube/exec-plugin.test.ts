@@ -43,9 +43,16 @@ describe('exec credential plugins', () => {
 
   async function run(exec: Partial<ExecConfig>, io: Partial<ExecIo> = {}, onCluster: ClusterEntry = cluster, caData?: Buffer) {
     const stderr = sink()
-    const status = await runExecPlugin({apiVersion: v1, command, interactiveMode: 'Never', ...exec}, {caData, cluster: onCluster, where: 'test'}, {
-      stderr, stdin: Readable.from(['typed-at-the-terminal\n']), stdinIsTerminal: false, ...io,
-    })
+    const status = await runExecPlugin(
+      {apiVersion: v1, command, interactiveMode: 'Never', ...exec},
+      {caData, cluster: onCluster, where: 'test'},
+      {
+        stderr,
+        stdin: Readable.from(['typed-at-the-terminal\n']),
+        stdinIsTerminal: false,
+        ...io,
+      },
+    )
     const [line, info, fromEnv] = status.token!.split('|')
     return {fromEnv, info: JSON.parse(Buffer.from(info, 'base64').toString('utf8')) as {spec: Record<string, unknown>}, line, stderr: stderr.text()}
   }
@@ -123,9 +130,17 @@ describe('exec credential plugins', () => {
 
   it('shows the installHint when the command is missing', async () => {
     const missing = join(dir, 'kubectl-login')
-    const error = await rejection(runExecPlugin({apiVersion: v1, command: missing, installHint: 'Install it with:\n  brew install kubectl-login', interactiveMode: 'Never'}, {cluster, where: 'kubeconfig k'}, {
-      stderr: sink(), stdin: 'inherit', stdinIsTerminal: false,
-    }))
+    const error = await rejection(
+      runExecPlugin(
+        {apiVersion: v1, command: missing, installHint: 'Install it with:\n  brew install kubectl-login', interactiveMode: 'Never'},
+        {cluster, where: 'kubeconfig k'},
+        {
+          stderr: sink(),
+          stdin: 'inherit',
+          stdinIsTerminal: false,
+        },
+      ),
+    )
     expect(error).to.be.instanceOf(ConfigError)
     expect(error.message).to.include(`kubeconfig k: credential plugin "${missing}" not found`)
     expect(error.message).to.include('client-go credential plugin that is not installed')
@@ -148,7 +163,11 @@ describe('exec credential plugins', () => {
   const answers: Array<{name: string; output: string; message: RegExp}> = [
     {message: /returned neither a token nor a client certificate and key/, name: 'no token and no certificate', output: `{"apiVersion":"${v1}","kind":"ExecCredential","status":{}}`},
     {message: /returned no status/, name: 'no status', output: `{"apiVersion":"${v1}","kind":"ExecCredential"}`},
-    {message: /answered apiVersion "client.authentication.k8s.io\/v1beta1"/, name: 'another apiVersion', output: '{"apiVersion":"client.authentication.k8s.io/v1beta1","kind":"ExecCredential","status":{"token":"t"}}'},
+    {
+      message: /answered apiVersion "client.authentication.k8s.io\/v1beta1"/,
+      name: 'another apiVersion',
+      output: '{"apiVersion":"client.authentication.k8s.io/v1beta1","kind":"ExecCredential","status":{"token":"t"}}',
+    },
     {message: /certificate without its key/, name: 'a certificate without key', output: `{"apiVersion":"${v1}","kind":"ExecCredential","status":{"clientCertificateData":"x"}}`},
   ]
   for (const answer of answers) {

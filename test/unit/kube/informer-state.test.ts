@@ -1,22 +1,10 @@
 import {expect} from 'chai'
 
-import {
-  afterList,
-  afterWait,
-  afterWatch,
-  failuresOf,
-  initialInformerState,
-  reconnectDelayMs,
-  vanished,
-  watchOpened,
-  type Ending,
-  type InformerState,
-} from '../../../src/lib/kube/informer-state.js'
+import {afterList, afterWait, afterWatch, failuresOf, initialInformerState, reconnectDelayMs, vanished, watchOpened, type Ending, type InformerState} from '../../../src/lib/kube/informer-state.js'
 
 const listing = (failures: number): InformerState => ({failures, phase: 'listing'})
 const watching = (resourceVersion: string, failures: number): InformerState => ({failures, phase: 'watching', resourceVersion})
-const waiting = (failures: number, resourceVersion?: string): InformerState =>
-  resourceVersion === undefined ? {failures, phase: 'waiting'} : {failures, phase: 'waiting', resourceVersion}
+const waiting = (failures: number, resourceVersion?: string): InformerState => (resourceVersion === undefined ? {failures, phase: 'waiting'} : {failures, phase: 'waiting', resourceVersion})
 const stopped: InformerState = {phase: 'stopped'}
 
 describe('informer state', () => {
@@ -260,7 +248,10 @@ describe('informer state', () => {
     }
 
     it('returns the values from before (the last known objects), not from after', () => {
-      const before = new Map([['a', {rv: '1'}], ['b', {rv: '2'}]])
+      const before = new Map([
+        ['a', {rv: '1'}],
+        ['b', {rv: '2'}],
+      ])
       const after = new Map([['a', {rv: '9'}]])
       const gone = vanished(before, after)
       expect(gone).to.deep.equal([{rv: '2'}])

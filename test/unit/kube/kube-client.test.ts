@@ -44,7 +44,11 @@ describe('KubeClient against a recording HTTP server', () => {
   })
 
   it('retries a 503 and a 429 with Retry-After, then succeeds', async () => {
-    answers = [{body: '{}', status: 503}, {body: '{}', headers: {'Retry-After': '0'}, status: 429}, {body: '{"ok":true}', status: 200}]
+    answers = [
+      {body: '{}', status: 503},
+      {body: '{}', headers: {'Retry-After': '0'}, status: 429},
+      {body: '{"ok":true}', status: 200},
+    ]
     const c = await client(base)
     const body = await c.request<{ok: boolean}>('GET', '/api/v1/nodes')
     c.close()
@@ -56,7 +60,10 @@ describe('KubeClient against a recording HTTP server', () => {
   it('does not retry a 404 and names the request in the error', async () => {
     answers = [{body: '{"kind":"Status","reason":"NotFound","message":"nodes \\"x\\" not found"}', status: 404}]
     const c = await client(base)
-    const error = await c.request('GET', '/api/v1/nodes/x').then(() => undefined, (e: Error) => e)
+    const error = await c.request('GET', '/api/v1/nodes/x').then(
+      () => undefined,
+      (e: Error) => e,
+    )
     c.close()
     expect(error?.message).to.equal('GET /api/v1/nodes/x: 404 NotFound: nodes "x" not found')
     expect(seen).to.have.length(1)

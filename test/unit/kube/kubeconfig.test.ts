@@ -500,12 +500,15 @@ describe('resolveKubeConfig: file contents', () => {
   describe('what kubectl reads beyond the basics', () => {
     /** One context "x" with the given cluster and user bodies (JSON is YAML). */
     function one(cluster: Record<string, unknown>, user: Record<string, unknown>, context: Record<string, unknown> = {}): string {
-      return write('k.yaml', JSON.stringify({
-        clusters: [{cluster: {server: 'https://k8s.example:6443', ...cluster}, name: 'c'}],
-        contexts: [{context: {cluster: 'c', user: 'u', ...context}, name: 'x'}],
-        'current-context': 'x',
-        users: [{name: 'u', user}],
-      }))
+      return write(
+        'k.yaml',
+        JSON.stringify({
+          clusters: [{cluster: {server: 'https://k8s.example:6443', ...cluster}, name: 'c'}],
+          contexts: [{context: {cluster: 'c', user: 'u', ...context}, name: 'x'}],
+          'current-context': 'x',
+          users: [{name: 'u', user}],
+        }),
+      )
     }
 
     it('reads proxy-url as a URL', () => {
@@ -518,7 +521,12 @@ describe('resolveKubeConfig: file contents', () => {
     })
 
     it("reads the cluster's exec extension", () => {
-      const cluster = {extensions: [{extension: {audience: 'a'}, name: 'client.authentication.k8s.io/exec'}, {extension: {x: 1}, name: 'other'}]}
+      const cluster = {
+        extensions: [
+          {extension: {audience: 'a'}, name: 'client.authentication.k8s.io/exec'},
+          {extension: {x: 1}, name: 'other'},
+        ],
+      }
       expect(resolve(one(cluster, {})).cluster.execExtension).to.deep.equal({audience: 'a'})
     })
 
@@ -551,8 +559,9 @@ describe('resolveKubeConfig: file contents', () => {
     })
 
     it('refuses an unknown interactiveMode and a missing apiVersion', () => {
-      expect(configErrorFrom(() => resolve(one({}, {exec: {apiVersion: 'client.authentication.k8s.io/v1', command: 'p', interactiveMode: 'Sometimes'}}))).message)
-        .to.include('must be Never, IfAvailable or Always, got "Sometimes"')
+      expect(configErrorFrom(() => resolve(one({}, {exec: {apiVersion: 'client.authentication.k8s.io/v1', command: 'p', interactiveMode: 'Sometimes'}}))).message).to.include(
+        'must be Never, IfAvailable or Always, got "Sometimes"',
+      )
       expect(configErrorFrom(() => resolve(one({}, {exec: {command: 'p'}}))).message).to.include('exec needs an apiVersion')
     })
 
@@ -572,7 +581,9 @@ describe('resolveKubeConfig: file contents', () => {
     })
 
     it('still refuses the removed providers (azure) with the way out', () => {
-      expect(configErrorFrom(() => resolve(one({}, {'auth-provider': {name: 'azure'}}))).message).to.include('"azure"').and.include('switch it to an exec credential plugin')
+      expect(configErrorFrom(() => resolve(one({}, {'auth-provider': {name: 'azure'}}))).message)
+        .to.include('"azure"')
+        .and.include('switch it to an exec credential plugin')
     })
   })
 })

@@ -89,27 +89,31 @@ describe('auth-provider oidc against a token endpoint on 127.0.0.1', () => {
   function kubeconfig(config: Record<string, string>, name = 'config'): string {
     const lines = Object.entries({'client-id': 'kubernetes', 'client-secret': 's3cr:t', 'idp-issuer-url': issuer, ...config}).map(([k, v]) => `        ${k}: "${v}"`)
     const path = join(dir, name)
-    writeFileSync(path, [
-      '# managed by hand: keep this comment',
-      'apiVersion: v1',
-      'clusters:',
-      '- name: c',
-      '  cluster: {server: "https://k8s.example:6443"}',
-      'users:',
-      '- name: bob',
-      '  user: {token: bob-token}',
-      '- name: alice',
-      '  user:',
-      '    auth-provider:',
-      '      name: oidc',
-      '      config:',
-      ...lines,
-      'contexts:',
-      '- name: x',
-      '  context: {cluster: c, user: alice}',
-      'current-context: x',
-      '',
-    ].join('\n'), {mode: 0o600})
+    writeFileSync(
+      path,
+      [
+        '# managed by hand: keep this comment',
+        'apiVersion: v1',
+        'clusters:',
+        '- name: c',
+        '  cluster: {server: "https://k8s.example:6443"}',
+        'users:',
+        '- name: bob',
+        '  user: {token: bob-token}',
+        '- name: alice',
+        '  user:',
+        '    auth-provider:',
+        '      name: oidc',
+        '      config:',
+        ...lines,
+        'contexts:',
+        '- name: x',
+        '  context: {cluster: c, user: alice}',
+        'current-context: x',
+        '',
+      ].join('\n'),
+      {mode: 0o600},
+    )
     return path
   }
 
@@ -144,7 +148,7 @@ describe('auth-provider oidc against a token endpoint on 127.0.0.1', () => {
     expect(authProviderConfig(path)).to.include({'id-token': fresh, 'refresh-token': 'r2'})
     expect(written).to.include('# managed by hand: keep this comment')
     expect(statSync(path).mode & 0o777).to.equal(0o600)
-    expect(written).to.match(/- name: bob\n  user: \{ ?token: bob-token ?\}/)
+    expect(written).to.match(/- name: bob\n {2}user: \{ ?token: bob-token ?\}/)
     // Cached: a second request asks nobody.
     await credentials.headers()
     expect(seen).to.have.length(2)
@@ -197,7 +201,7 @@ describe('auth-provider oidc against a token endpoint on 127.0.0.1', () => {
       expect([after.uid, after.gid, after.mode & 0o7777]).to.deep.equal([1000, 1001, 0o600])
     })
 
-    it('writes through a symlinked kubeconfig to its target, in the target\'s directory, and the link stays', async function () {
+    it("writes through a symlinked kubeconfig to its target, in the target's directory, and the link stays", async function () {
       const dotfiles = join(dir, 'dotfiles')
       mkdirSync(dotfiles)
       const target = kubeconfig({'id-token': jwt(-60), 'refresh-token': 'r1'}, 'dotfiles/kubeconfig')

@@ -35,15 +35,18 @@ const objectMeta = (w: protobuf.Writer, o: {name: string; namespace?: string; ui
   w.uint32(7 << 3).int64(3) // generation: a varint, skipped
   time(w, 8, o.created) // creationTimestamp: skipped (nothing reads it)
   if (o.deleted !== undefined) time(w, 9, o.deleted)
-  for (const [k, v] of Object.entries(o.labels ?? {})) message(w, 11, (e) => {
-    str(e, 1, k)
-    str(e, 2, v)
-  })
-  message(w, 12, (e) => { // an annotation: skipped
+  for (const [k, v] of Object.entries(o.labels ?? {}))
+    message(w, 11, (e) => {
+      str(e, 1, k)
+      str(e, 2, v)
+    })
+  message(w, 12, (e) => {
+    // an annotation: skipped
     str(e, 1, 'note')
     str(e, 2, 'x'.repeat(1000))
   })
-  message(w, 17, (m) => { // managedFields: skipped unread
+  message(w, 17, (m) => {
+    // managedFields: skipped unread
     str(m, 1, 'nfd-worker')
     str(m, 2, 'Apply')
   })
@@ -57,7 +60,9 @@ describe('protobuf metadata lists', function () {
         str(m, 3, 'eyJ2IjoibWV0YSJ9')
         m.uint32(4 << 3).int64(1499)
       })
-      message(w, 2, (item) => message(item, 1, (m) => objectMeta(m, {created: 1796393343, labels: {'nfd.node.kubernetes.io/node-name': 'worker-1', zone: 'a'}, name: 'worker-1', namespace: 'nfd', rv: '17', uid: 'u-1'})))
+      message(w, 2, (item) =>
+        message(item, 1, (m) => objectMeta(m, {created: 1796393343, labels: {'nfd.node.kubernetes.io/node-name': 'worker-1', zone: 'a'}, name: 'worker-1', namespace: 'nfd', rv: '17', uid: 'u-1'})),
+      )
       message(w, 2, (item) => message(item, 1, (m) => objectMeta(m, {created: 0, deleted: 1796393400, name: 'worker-2', namespace: '', rv: '18', uid: 'u-2'})))
     })
     expect(isProtobufBody(body)).to.equal(true)
@@ -71,10 +76,12 @@ describe('protobuf metadata lists', function () {
   })
 
   it('an empty last page: no continue token, no items', function () {
-    const body = envelope('PartialObjectMetadataList', (w) => message(w, 1, (m) => {
-      str(m, 2, '99')
-      str(m, 3, '')
-    }))
+    const body = envelope('PartialObjectMetadataList', (w) =>
+      message(w, 1, (m) => {
+        str(m, 2, '99')
+        str(m, 3, '')
+      }),
+    )
     expect(decodeMetadataList(body)).to.deep.equal({items: [], metadata: {continue: '', resourceVersion: '99'}})
   })
 
@@ -94,7 +101,7 @@ describe('protobuf metadata lists', function () {
     expect(() => decodeMetadataList(Buffer.from('<html>'))).to.throw(/not a Kubernetes protobuf body/)
   })
 
-  it('refuses an item whose metadata runs past the item\'s end, and a body cut short', function () {
+  it("refuses an item whose metadata runs past the item's end, and a body cut short", function () {
     // An item that says it is 4 bytes long, holding an ObjectMeta that says it is 12: read as written, the
     // ObjectMeta would take its name from the next item's bytes.
     const overrun = envelope('PartialObjectMetadataList', (w) => {

@@ -18,7 +18,10 @@ describe('yaml is loaded on first use only', function () {
   mkdirSync(sa, {recursive: true})
   writeFileSync(join(sa, 'token'), 'service-account-token')
   writeFileSync(join(sa, 'ca.crt'), '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n')
-  writeFileSync(join(dir, 'kubeconfig'), 'apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "https://127.0.0.1:6443"}}]\nusers: [{name: u, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n')
+  writeFileSync(
+    join(dir, 'kubeconfig'),
+    'apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "https://127.0.0.1:6443"}}]\nusers: [{name: u, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n',
+  )
   const script = `
     const {default: Module} = await import('node:module')
     const yamlLoaded = () => Object.keys(Module._cache).some((path) => path.includes('/node_modules/yaml/'))

@@ -41,15 +41,23 @@ describe('HealthServer: the address it listens on (real sockets)', function () {
 
   it('refuses an address this host does not have in one line that names the flag (exit 2)', async function () {
     // 192.0.2.0/24 is TEST-NET-1: documentation only, never a local address.
-    const error = await start('192.0.2.1', 8080).then(() => undefined, (e: unknown) => e as Error)
+    const error = await start('192.0.2.1', 8080).then(
+      () => undefined,
+      (e: unknown) => e as Error,
+    )
     expect(error).to.be.instanceOf(ConfigError)
-    expect(error?.message).to.equal('cannot serve /metrics, /healthz and /readyz on 192.0.2.1:8080: listen EADDRNOTAVAIL: address not available 192.0.2.1:8080; give one of this host\'s addresses with --metrics-bind-address')
+    expect(error?.message).to.equal(
+      "cannot serve /metrics, /healthz and /readyz on 192.0.2.1:8080: listen EADDRNOTAVAIL: address not available 192.0.2.1:8080; give one of this host's addresses with --metrics-bind-address",
+    )
     expect((error as ConfigError).exitCode).to.equal(2)
   })
 
   it('says which address is taken when the port is in use', async function () {
     const first = await start('127.0.0.1')
-    const error = await start('127.0.0.1', first.port).then(() => undefined, (e: unknown) => e as Error)
+    const error = await start('127.0.0.1', first.port).then(
+      () => undefined,
+      (e: unknown) => e as Error,
+    )
     expect(error?.message).to.match(new RegExp(`^cannot serve /metrics, /healthz and /readyz on 127\\.0\\.0\\.1:${first.port}: listen EADDRINUSE`))
     expect(error).to.not.be.instanceOf(ConfigError)
   })

@@ -67,11 +67,7 @@ describe('createLogger', () => {
       expect(time).to.be.within(before, after)
     }
     const rest = written.map((l) => l.slice(l.indexOf(' ') + 1))
-    expect(rest).to.deep.equal([
-      'INFO  started',
-      'WARN  watch lost err="connection refused" kind=NodeFeature pending=2',
-      'ERROR sweep failed code=500',
-    ])
+    expect(rest).to.deep.equal(['INFO  started', 'WARN  watch lost err="connection refused" kind=NodeFeature pending=2', 'ERROR sweep failed code=500'])
   })
 
   describe('level filtering', () => {

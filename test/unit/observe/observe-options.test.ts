@@ -29,7 +29,11 @@ describe('observeOptionsFrom: where /metrics, /healthz and /readyz listen', () =
 
   const usage = 'must be host:port (127.0.0.1:8080, [::1]:8080, :8080 for every address) or 0 to disable;'
   const bad: Array<[string, Partial<RawObserveFlags>, string]> = [
-    ['both flags', {'metrics-bind-address': '127.0.0.1:8080', 'metrics-port': 8080}, '--metrics-bind-address and --metrics-port cannot be given together; use --metrics-bind-address alone (--metrics-port 8080 is short for --metrics-bind-address :8080)'],
+    [
+      'both flags',
+      {'metrics-bind-address': '127.0.0.1:8080', 'metrics-port': 8080},
+      '--metrics-bind-address and --metrics-port cannot be given together; use --metrics-bind-address alone (--metrics-port 8080 is short for --metrics-bind-address :8080)',
+    ],
     ['both flags, one of them disabling', {'metrics-bind-address': '0', 'metrics-port': 0}, '--metrics-bind-address and --metrics-port cannot be given together'],
     ['no port', {'metrics-bind-address': '127.0.0.1'}, `--metrics-bind-address ${usage} "127.0.0.1" has no port`],
     ['empty', {'metrics-bind-address': ''}, `--metrics-bind-address ${usage} "" has no port`],

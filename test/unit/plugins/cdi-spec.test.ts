@@ -8,8 +8,16 @@ import type {Device} from '../../../src/lib/devices/types.js'
 import {cdiFileOf, cdiSpecOf, writeCdiSpec} from '../../../src/lib/plugins/cdi-spec.js'
 
 const tty: Device = {
-  devName: 'ttyUSB0', devNode: '/dev/ttyUSB0', devPath: '/devices/x/ttyUSB0', id: 'c188:0', kernelName: 'ttyUSB0', major: 188, minor: 0,
-  properties: {}, subsystem: 'tty', type: 'char',
+  devName: 'ttyUSB0',
+  devNode: '/dev/ttyUSB0',
+  devPath: '/devices/x/ttyUSB0',
+  id: 'c188:0',
+  kernelName: 'ttyUSB0',
+  major: 188,
+  minor: 0,
+  properties: {},
+  subsystem: 'tty',
+  type: 'char',
 }
 
 async function cdiValidator(): Promise<ReturnType<Ajv['compile']>> {

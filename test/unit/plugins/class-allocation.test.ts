@@ -6,15 +6,31 @@ import {deviceClass} from '../../support/device-class.js'
 
 function loop(minor: number, properties: Record<string, string> = {}): Device {
   return {
-    devName: `loop${minor}`, devNode: `/dev/loop${minor}`, devPath: `/devices/virtual/block/loop${minor}`, id: `b7:${minor}`, kernelName: `loop${minor}`,
-    major: 7, minor, properties, subsystem: 'block', type: 'block',
+    devName: `loop${minor}`,
+    devNode: `/dev/loop${minor}`,
+    devPath: `/devices/virtual/block/loop${minor}`,
+    id: `b7:${minor}`,
+    kernelName: `loop${minor}`,
+    major: 7,
+    minor,
+    properties,
+    subsystem: 'block',
+    type: 'block',
   }
 }
 
 function serial(devName: string, minor: number, serialNumber: string, iface = '00'): Device {
   return {
-    devName, devNode: `/dev/${devName}`, devPath: `/devices/pci0000:00/0000:00:14.0/usb1/1-2/1-2:1.0/${devName}/tty/${devName}`, id: `c188:${minor}`, kernelName: devName,
-    major: 188, minor, properties: {ID_SERIAL: serialNumber, ID_USB_INTERFACE_NUM: iface}, subsystem: 'tty', type: 'char',
+    devName,
+    devNode: `/dev/${devName}`,
+    devPath: `/devices/pci0000:00/0000:00:14.0/usb1/1-2/1-2:1.0/${devName}/tty/${devName}`,
+    id: `c188:${minor}`,
+    kernelName: devName,
+    major: 188,
+    minor,
+    properties: {ID_SERIAL: serialNumber, ID_USB_INTERFACE_NUM: iface},
+    subsystem: 'tty',
+    type: 'char',
   }
 }
 
@@ -30,7 +46,7 @@ describe('stableDeviceId', function () {
     expect(stableDeviceId(serial('ttyUSB0', 0, 'FTDI_Quad', '00'))).to.not.equal(stableDeviceId(serial('ttyUSB1', 1, 'FTDI_Quad', '01')))
   })
 
-  it('falls back to the udev path, then the sysfs path, and stays within kubelet\'s 63 characters as a CDI-valid name', function () {
+  it("falls back to the udev path, then the sysfs path, and stays within kubelet's 63 characters as a CDI-valid name", function () {
     const byPath = stableDeviceId(loop(3, {ID_PATH: 'platform-loop3'}))
     const bySysfs = stableDeviceId(loop(3))
     expect(byPath).to.not.equal(bySysfs)
@@ -64,7 +80,12 @@ describe('ClassAllocation', function () {
     const b = serial('ttyUSB1', 1, 'B')
     expect(allocation.setDevices([a, b])).to.equal(true)
     const [idA, idB] = [stableDeviceId(a), stableDeviceId(b)]
-    expect(allocation.listAndWatch()).to.deep.equal([{health: 'Healthy', ID: idA}, {health: 'Healthy', ID: idB}].sort((x, y) => x.ID.localeCompare(y.ID)))
+    expect(allocation.listAndWatch()).to.deep.equal(
+      [
+        {health: 'Healthy', ID: idA},
+        {health: 'Healthy', ID: idB},
+      ].sort((x, y) => x.ID.localeCompare(y.ID)),
+    )
     expect(allocation.setDevices([a])).to.equal(true)
     expect(allocation.listAndWatch()).to.deep.include({health: 'Unhealthy', ID: idB})
     expect(() => allocation.allocate([idB])).to.throw(`device ${idB} of class usb-serial is not present on this node any more`)
@@ -79,11 +100,16 @@ describe('ClassAllocation', function () {
 
   it('prefers the devices kubelet must include, then the others in ID order (numeric: slot-2 before slot-10)', function () {
     const allocation = new ClassAllocation(deviceClass('usb-serial', {capacity: 12, match: ttys}), false)
-    const request = {container_requests: [
-      {allocation_size: 2, available_deviceIDs: ['slot-10', 'slot-2', 'slot-3'], must_include_deviceIDs: []},
-      {allocation_size: 2, available_deviceIDs: ['slot-10', 'slot-2', 'slot-3'], must_include_deviceIDs: ['slot-10']},
-    ]}
-    expect(allocation.preferredAllocation(request)).to.deep.equal([['slot-2', 'slot-3'], ['slot-10', 'slot-2']])
+    const request = {
+      container_requests: [
+        {allocation_size: 2, available_deviceIDs: ['slot-10', 'slot-2', 'slot-3'], must_include_deviceIDs: []},
+        {allocation_size: 2, available_deviceIDs: ['slot-10', 'slot-2', 'slot-3'], must_include_deviceIDs: ['slot-10']},
+      ],
+    }
+    expect(allocation.preferredAllocation(request)).to.deep.equal([
+      ['slot-2', 'slot-3'],
+      ['slot-10', 'slot-2'],
+    ])
   })
 
   it('names the variable after the class in shell-safe upper case', function () {

@@ -70,7 +70,9 @@ describe('device cgroup of a process', function () {
     const error = await deviceControlOf(42, {container: {cgroup, id}, procRoot: proc}).catch((e: Error) => e)
     expect(error).to.be.instanceOf(CgroupMismatchError)
     expect((error as Error).message).to.equal(`process 42 is in cgroup /user.slice, not in container ${id}'s ${cgroup} (its linux.cgroupsPath)`)
-    expect(await deviceControlOf(42, {container: {id}, procRoot: proc}).catch((e: Error) => e.message)).to.equal(`process 42 is in cgroup /user.slice, not in container ${id}'s one named after container ${id}`)
+    expect(await deviceControlOf(42, {container: {id}, procRoot: proc}).catch((e: Error) => e.message)).to.equal(
+      `process 42 is in cgroup /user.slice, not in container ${id}'s one named after container ${id}`,
+    )
     // Every directory used is checked: on v2 with a v1 devices cgroup beside it, both.
     await writeFile(join(proc, '42', 'cgroup'), `5:devices:/elsewhere\n0::${cgroup}\n`)
     expect(await deviceControlOf(42, {container: {cgroup, id}, mode: 'v2', procRoot: proc}).catch((e: Error) => e)).to.be.instanceOf(CgroupMismatchError)
@@ -78,14 +80,18 @@ describe('device cgroup of a process', function () {
 
   it('parses and formats devices.list rules', function () {
     const rules = parseDeviceRules('b *:* m\nc 1:3 rwm\nb 7:300 r\n')
-    expect(rules).to.deep.equal([{access: 'm', major: '*', minor: '*', type: 'b'}, {access: 'rwm', major: 1, minor: 3, type: 'c'}, {access: 'r', major: 7, minor: 300, type: 'b'}])
+    expect(rules).to.deep.equal([
+      {access: 'm', major: '*', minor: '*', type: 'b'},
+      {access: 'rwm', major: 1, minor: 3, type: 'c'},
+      {access: 'r', major: 7, minor: 300, type: 'b'},
+    ])
     expect(rules.map(formatRule)).to.deep.equal(['b *:* m', 'c 1:3 rwm', 'b 7:300 r'])
     expect(() => parseDeviceRules('x 1:2 r')).to.throw('unexpected devices.list line "x 1:2 r"')
   })
 })
 
-describe('a container\'s own cgroup: from its OCI linux.cgroupsPath, checked against its process', function () {
-  it('reads cgroupfs paths as they are and expands systemd\'s slice:prefix:name as runc does', function () {
+describe("a container's own cgroup: from its OCI linux.cgroupsPath, checked against its process", function () {
+  it("reads cgroupfs paths as they are and expands systemd's slice:prefix:name as runc does", function () {
     const cases: Array<[string, string]> = [
       [`/kubepods/besteffort/pod1/${id}`, `/kubepods/besteffort/pod1/${id}`],
       [`/nfdctl-node/kubepods/burstable/pod2/${id}`, `/nfdctl-node/kubepods/burstable/pod2/${id}`],
@@ -99,7 +105,7 @@ describe('a container\'s own cgroup: from its OCI linux.cgroupsPath, checked aga
     expect(() => cgroupOfSpec(`kubepods:cri-containerd:${id}`)).to.throw('invalid systemd slice "kubepods" in cgroupsPath')
   })
 
-  it('is the container\'s when the path is its cgroup (or ends with it, as a cgroup namespace shows), or, without one, names its id', function () {
+  it("is the container's when the path is its cgroup (or ends with it, as a cgroup namespace shows), or, without one, names its id", function () {
     const cgroup = `/kubepods/besteffort/pod1/${id}`
     const table: Array<[string, {id: string; cgroup?: string}, boolean]> = [
       [cgroup, {cgroup, id}, true],

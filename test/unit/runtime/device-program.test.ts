@@ -1,7 +1,17 @@
 import {expect} from 'chai'
 
 import {
-  compileDeviceProgram, decodeInstructions, decompileDeviceProgram, deviceAccess, deviceType, emulateRules, encodeInstructions, ociDeviceRules, rulesWithout, type DeviceProgramRule, type EmulatedRules,
+  compileDeviceProgram,
+  decodeInstructions,
+  decompileDeviceProgram,
+  deviceAccess,
+  deviceType,
+  emulateRules,
+  encodeInstructions,
+  ociDeviceRules,
+  rulesWithout,
+  type DeviceProgramRule,
+  type EmulatedRules,
 } from '../../../src/lib/runtime/device-program.js'
 import {runDeviceProgram} from '../../support/bpf-interpreter.js'
 import {ruleOf, runcDeviceRules} from '../../support/device-programs.js'
@@ -13,8 +23,8 @@ const show = (e: EmulatedRules): string[] => [`default ${e.defaultAllow ? 'allow
 /** What a program for these rules must answer, stated without instructions: the first matching rule decides. */
 function expected(emulated: EmulatedRules, request: {type: 'b' | 'c'; access: string; major: number; minor: number}): number {
   for (const r of emulated.rules) {
-    const matches = r.type === request.type && [...request.access].every((c) => r.access.includes(c)) &&
-      (r.major === '*' || r.major === request.major) && (r.minor === '*' || r.minor === request.minor)
+    const matches =
+      r.type === request.type && [...request.access].every((c) => r.access.includes(c)) && (r.major === '*' || r.major === request.major) && (r.minor === '*' || r.minor === request.minor)
     if (matches) return r.allow ? 1 : 0
   }
   return emulated.defaultAllow ? 1 : 0
@@ -29,9 +39,9 @@ const allows = (input: readonly DeviceProgramRule[], type: 'b' | 'c', major: num
   runDeviceProgram(compileDeviceProgram(input), {access: bits(access), major, minor, type: deviceType[type]}) === 1
 
 describe('device programs for cgroup v2 (the rule compiler)', function () {
-  describe('emulateRules: runc\'s emulator of the v1 controller, which it applies first', function () {
+  describe("emulateRules: runc's emulator of the v1 controller, which it applies first", function () {
     const cases: Array<[string, DeviceProgramRule[], string[]]> = [
-      ['no rules: nothing allowed (runc starts from deny-all, not v1\'s allow-all)', [], ['default deny']],
+      ["no rules: nothing allowed (runc starts from deny-all, not v1's allow-all)", [], ['default deny']],
       ['an allow alone: nothing allowed but it', rules('allow c 1:3 rwm'), ['default deny', 'allow c 1:3 rwm']],
       ['deny a: nothing allowed', rules('deny a'), ['default deny']],
       ['allow a: everything allowed', rules('allow a'), ['default allow']],
@@ -61,7 +71,7 @@ describe('device programs for cgroup v2 (the rule compiler)', function () {
         ['both wildcards', rules('deny a', 'allow b *:* m', 'deny b 7:0 rm')],
         ['beside an exact exception', rules('deny a', 'allow c 1:* r', 'allow c 1:3 rw', 'deny c 1:3 rw')],
         ['on a deny-list', rules('allow a', 'deny c 1:* rw', 'allow c 1:3 r')],
-        ['after the runtime\'s defaults (mknod of every device)', [...runtimeDefault, rule('deny c 1:3 m')]],
+        ["after the runtime's defaults (mknod of every device)", [...runtimeDefault, rule('deny c 1:3 m')]],
       ]
       for (const [name, input] of holes) expect(() => emulateRules(input), name).to.throw(/cannot punch a hole in the wildcard rule "(allow|deny) [bc] [*\d]+:[*\d]+ [rwm]+"/)
       expect(() => emulateRules(rules('deny a', 'allow c 1:* rwm', 'deny c 1:3 r'))).to.throw('device rule "deny c 1:3 r" cannot punch a hole in the wildcard rule "allow c 1:* rwm"')
@@ -80,12 +90,19 @@ describe('device programs for cgroup v2 (the rule compiler)', function () {
   describe('ociDeviceRules: linux.resources.devices as rules', function () {
     it('fills in type a, wildcards, and no access for what is missing', function () {
       expect(ociDeviceRules([{allow: false}, {access: 'r', allow: true, major: 7, type: 'b'}])).to.deep.equal([
-        {access: '', allow: false, major: '*', minor: '*', type: 'a'}, {access: 'r', allow: true, major: 7, minor: '*', type: 'b'},
+        {access: '', allow: false, major: '*', minor: '*', type: 'a'},
+        {access: 'r', allow: true, major: 7, minor: '*', type: 'b'},
       ])
     })
 
     it('a rule without access grants nothing (not rwm)', function () {
-      const input = [rule('deny a'), ...ociDeviceRules([{allow: true, major: 1, minor: 3, type: 'c'}, {access: '', allow: true, major: 1, minor: 5, type: 'c'}])]
+      const input = [
+        rule('deny a'),
+        ...ociDeviceRules([
+          {allow: true, major: 1, minor: 3, type: 'c'},
+          {access: '', allow: true, major: 1, minor: 5, type: 'c'},
+        ]),
+      ]
       for (const access of accessSets) {
         expect(allows(input, 'c', 1, 3, access), `c 1:3 ${access}`).to.equal(false)
         expect(allows(input, 'c', 1, 5, access), `c 1:5 ${access}`).to.equal(false)
@@ -93,7 +110,7 @@ describe('device programs for cgroup v2 (the rule compiler)', function () {
     })
   })
 
-  describe('rulesWithout: a program read back, to be built again without the agent\'s devices', function () {
+  describe("rulesWithout: a program read back, to be built again without the agent's devices", function () {
     // Opening it (mknod of any device is runc's rule beside it).
     const tunAccess = (input: readonly DeviceProgramRule[]): boolean[] => ['r', 'w', 'rw'].map((access) => allows(input, 'c', 10, 200, access))
 
@@ -110,11 +127,15 @@ describe('device programs for cgroup v2 (the rule compiler)', function () {
     it('leaves out the specific allow rules of the devices named, and keeps everything else exactly', function () {
       const attached = emulateRules(rules('deny a', 'allow c 1:3 rwm', 'allow b 7:* r', 'allow b 7:390 rw', 'allow c 188:0 r', 'allow b *:5 m', 'allow c 10:200 rwm'))
       expect(show(emulateRules(rulesWithout(attached, new Set(['b7:390', 'c188:0', 'b7:*', 'c10:201']))))).to.deep.equal([
-        'default deny', 'allow c 1:3 rwm', 'allow b 7:* r', 'allow b *:5 m', 'allow c 10:200 rwm',
+        'default deny',
+        'allow c 1:3 rwm',
+        'allow b 7:* r',
+        'allow b *:5 m',
+        'allow c 10:200 rwm',
       ])
     })
 
-    it('a deny-list program (a privileged container\'s) stays one: its default first, its denies after, none left out', function () {
+    it("a deny-list program (a privileged container's) stays one: its default first, its denies after, none left out", function () {
       const attached = emulateRules(rules('allow a', 'deny c 10:200 rwm', 'deny b 8:* w'))
       const rebuilt = rulesWithout(attached, new Set(['c10:200']))
       expect(rebuilt[0]).to.deep.equal(rule('allow a *:* rwm'))
@@ -132,9 +153,16 @@ describe('device programs for cgroup v2 (the rule compiler)', function () {
   describe('compileDeviceProgram, run by an interpreter of the instructions', function () {
     const shapes: Array<[string, DeviceProgramRule[]]> = [
       ['the runtime default with hot-plugged devices', [...runtimeDefault, ...rules('allow b 7:390 rw', 'allow b 7:391 r')]],
-      ['every type, access and wildcard shape', [rule('deny a'), ...(['b', 'c'] as const).flatMap((t) => accessSets.flatMap((a, i) => [
-        rule(`allow ${t} ${10 + i}:${20 + i} ${a}`), rule(`allow ${t} ${30 + i}:* ${a}`), rule(`allow ${t} *:${40 + i} ${a}`),
-      ])), rule('allow c *:* m')]],
+      [
+        'every type, access and wildcard shape',
+        [
+          rule('deny a'),
+          ...(['b', 'c'] as const).flatMap((t) =>
+            accessSets.flatMap((a, i) => [rule(`allow ${t} ${10 + i}:${20 + i} ${a}`), rule(`allow ${t} ${30 + i}:* ${a}`), rule(`allow ${t} *:${40 + i} ${a}`)]),
+          ),
+          rule('allow c *:* m'),
+        ],
+      ],
       ['a deny-list', rules('allow a', 'deny c 10:200 rwm', 'deny b 8:* w', 'deny c *:7 r')],
       ['allow-list rules without deny a first', rules('allow c 1:3 rwm', 'allow b 7:* r')],
       ['no rules at all', []],
@@ -148,12 +176,15 @@ describe('device programs for cgroup v2 (the rule compiler)', function () {
         const numbers = new Set([0, 1, 3, 5, 7, 8, 136, 390, 391, 4095, 1048575, 259])
         for (const r of emulated.rules) for (const n of [r.major, r.minor]) if (n !== '*') numbers.add(n).add(n + 1)
         let checked = 0
-        for (const type of ['b', 'c'] as const) for (const access of accessSets) for (const major of numbers) for (const minor of numbers) {
-          const verdict = runDeviceProgram(program, {access: bits(access), major, minor, type: deviceType[type]})
-          const want = expected(emulated, {access, major, minor, type})
-          if (verdict !== want) expect.fail(`${type} ${major}:${minor} ${access}: program says ${verdict}, rules say ${want}`)
-          checked++
-        }
+        for (const type of ['b', 'c'] as const)
+          for (const access of accessSets)
+            for (const major of numbers)
+              for (const minor of numbers) {
+                const verdict = runDeviceProgram(program, {access: bits(access), major, minor, type: deviceType[type]})
+                const want = expected(emulated, {access, major, minor, type})
+                if (verdict !== want) expect.fail(`${type} ${major}:${minor} ${access}: program says ${verdict}, rules say ${want}`)
+                checked++
+              }
         expect(checked).to.be.greaterThan(100)
       })
     }
@@ -163,9 +194,18 @@ describe('device programs for cgroup v2 (the rule compiler)', function () {
       const emulated = emulateRules(input)
       const program = compileDeviceProgram(input)
       const disagrees = (broken: typeof program): boolean => {
-        for (const type of ['b', 'c'] as const) for (const access of accessSets) for (const [major, minor] of [[1, 3], [1, 5], [7, 390], [7, 391], [136, 4], [8, 0]]) {
-          if (runDeviceProgram(broken, {access: bits(access), major, minor, type: deviceType[type]}) !== expected(emulated, {access, major, minor, type})) return true
-        }
+        for (const type of ['b', 'c'] as const)
+          for (const access of accessSets)
+            for (const [major, minor] of [
+              [1, 3],
+              [1, 5],
+              [7, 390],
+              [7, 391],
+              [136, 4],
+              [8, 0],
+            ]) {
+              if (runDeviceProgram(broken, {access: bits(access), major, minor, type: deviceType[type]}) !== expected(emulated, {access, major, minor, type})) return true
+            }
         return false
       }
       expect(disagrees(program)).to.equal(false)
@@ -181,7 +221,7 @@ describe('device programs for cgroup v2 (the rule compiler)', function () {
       expect(program.at(-2)).to.deep.include({code: 0xb4, dst: 0, imm: 0})
     })
 
-    it('has runc\'s block layout: a 6-instruction prologue, one block per exception, the default at the end', function () {
+    it("has runc's block layout: a 6-instruction prologue, one block per exception, the default at the end", function () {
       const program = compileDeviceProgram(rules('deny a', 'allow c 1:3 rwm', 'allow b 7:* r'))
       // prologue 6; c 1:3 rwm: type, major, minor jumps + verdict 2 = 5; b 7:* r: type, access (3), major + 2 = 7; tail 2
       expect(program).to.have.length(6 + 5 + 7 + 2)

@@ -54,7 +54,14 @@ describe('waiting on a child process gives up as soon as the child exits', funct
   it('waitFor makes one last probe when giveUpOn settles, then rejects with its reason', async () => {
     let ready = false
     const giveUp = Promise.resolve(new Error('the process exited'))
-    expect(await waitFor('ready', async () => ready || undefined, {giveUpOn: giveUp.then((e) => ((ready = true), e))})).to.equal(true)
+    expect(
+      await waitFor('ready', async () => ready || undefined, {
+        giveUpOn: giveUp.then((e) => {
+          ready = true
+          return e
+        }),
+      }),
+    ).to.equal(true)
     const t0 = performance.now()
     const error = await rejection(waitFor('never', async () => undefined, {giveUpOn: giveUp, intervalMs: 1000, timeoutMs: 60_000}))
     expect(error.message).to.equal('gave up waiting for never: the process exited')

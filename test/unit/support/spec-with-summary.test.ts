@@ -29,18 +29,19 @@ describe('test reporter (spec-with-summary.cjs) and missingPrerequisite', functi
   const outsideCi = startedEarly(() => runFixture(undefined))
   const underCi = startedEarly(() => runFixture('true'))
 
-  it('outside CI shows each skip\'s reason under the test and, grouped with counts, above the summary line', async () => {
+  it("outside CI shows each skip's reason under the test and, grouped with counts, above the summary line", async () => {
     const {code, stdout} = await outsideCi
     expect(code, stdout).to.equal(0)
     const lines = stdout.trimEnd().split('\n')
     expect(lines.at(-1)).to.equal('2 passed, 0 failed, 5 skipped')
-    expect(lines.slice(-4, -1).sort()).to.deep.equal([
-      'skipped: (no reason given) (1 test)',
-      'skipped: needs /dev/loop-control (2 tests)',
-      'skipped: needs root (2 tests)',
-    ])
+    expect(lines.slice(-4, -1).sort()).to.deep.equal(['skipped: (no reason given) (1 test)', 'skipped: needs /dev/loop-control (2 tests)', 'skipped: needs root (2 tests)'])
     // Under each skipped test, whether skipped in the test, in beforeEach, or by a before hook of a parent suite.
-    for (const [title, reason] of [['needs root in the test', 'needs root'], ['needs root too', 'needs root'], ['first of the suite', 'needs /dev/loop-control'], ['inside a nested suite', 'needs /dev/loop-control']]) {
+    for (const [title, reason] of [
+      ['needs root in the test', 'needs root'],
+      ['needs root too', 'needs root'],
+      ['first of the suite', 'needs /dev/loop-control'],
+      ['inside a nested suite', 'needs /dev/loop-control'],
+    ]) {
       const at = lines.findIndex((l) => l.trim() === `- ${title}`)
       expect(at, `${title} in\n${stdout}`).to.be.greaterThan(-1)
       expect(lines[at + 1].trim()).to.equal(`skipped: ${reason}`)

@@ -5,7 +5,7 @@ import {join} from 'node:path'
 
 import {processStat} from '../../../src/lib/sys/pidfd.js'
 
-describe('processStat: a process\'s state and start time, where no pidfd pins it', function () {
+describe("processStat: a process's state and start time, where no pidfd pins it", function () {
   let proc: string
 
   beforeEach(async function () {
