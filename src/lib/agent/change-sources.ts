@@ -24,11 +24,12 @@ export interface ChangeSourcesOptions {
   readonly onChange: (what: string) => void
 }
 
-/** What runs, as of one containerd generation (any container or task event makes a new one). */
+/** What runs now. */
 export interface ListedContainers {
   readonly containers: RuntimeContainer[]
   readonly running: ReadonlyMap<string, number>
-  readonly generation: number
+  /** When containerd last said something of a container (a generation: compare for equality only). */
+  readonly touchedAt: (containerId: string) => number
 }
 
 const podsResource = {group: '', namespaced: true, plural: 'pods', version: 'v1'}
@@ -103,8 +104,8 @@ export class ChangeSources {
    */
   async containers(): Promise<ListedContainers | undefined> {
     if (!this.#containerd.connected) return undefined
-    const {generation, running} = this.#containerd
-    return {containers: await this.#containerd.containers([`labels."${criLabels.kind}"==container`]), generation, running}
+    const follower = this.#containerd
+    return {containers: await follower.containers([`labels."${criLabels.kind}"==container`]), running: follower.running, touchedAt: (id) => follower.touchedAt(id)}
   }
 
   pods(): Iterable<NodePod> {

@@ -20,8 +20,8 @@ export interface ContainerReconcilerOptions {
 
 /** What a batch knows of the node's classes and devices, the same for every container. */
 export type NodeView = Pick<ContainerPlanInput, 'classes' | 'members' | 'known'> & {
-  /** containerd's generation the batch listed: any container or task event since makes a new one. */
-  readonly generation: number
+  /** When containerd last said something of a container: a new answer, something may have changed it. */
+  readonly touchedAt: (containerId: string) => number
 }
 
 /**
@@ -46,9 +46,10 @@ export class ContainerReconciler {
   readonly #devVerdicts = new Map<string, {readonly pid: number; readonly verdict: NonNullable<ContainerHandleOptions['devVerdict']>}>()
   /**
    * Containers found exactly as planned, and what that plan was made of (settledKey): one whose plan is the
-   * same again, with no containerd event since, is not looked at. Its cgroup and /proc files take the
-   * kernel's cgroup lock, which pods starting and stopping hold often; a batch about another class's device
-   * must not wait for it. An event of containerd (an update of the container's resources, say) looks again.
+   * same again, with no containerd event of it since, is not looked at. Its cgroup and /proc files take the
+   * kernel's cgroup lock, which pods starting and stopping hold often; a batch about another pod or another
+   * class's device must not wait for it. An event of the container (an update of its resources, which
+   * rewrites its device rules, say) or a new connection to containerd looks again.
    */
   readonly #settled = new Map<string, {readonly key: string; readonly holds: boolean}>()
 
@@ -77,7 +78,7 @@ export class ContainerReconciler {
       request,
     })
     const settled = this.#settled.get(container.id)
-    if (settled !== undefined && settled.key === settledKey(work, node.generation, plan.wanted, this.options.grants.grants(container.id))) return settled.holds
+    if (settled !== undefined && settled.key === settledKey(work, node.touchedAt(container.id), plan.wanted, this.options.grants.grants(container.id))) return settled.holds
     this.#settled.delete(container.id)
     try {
       const known = this.#devVerdicts.get(container.id)
@@ -85,7 +86,7 @@ export class ContainerReconciler {
       try {
         const {asPlanned, holds} = await this.#reconcileHandle(handle, work, plan)
         this.#gone.delete(container.id)
-        if (asPlanned) this.#settled.set(container.id, {holds, key: settledKey(work, node.generation, plan.wanted, this.options.grants.grants(container.id))})
+        if (asPlanned) this.#settled.set(container.id, {holds, key: settledKey(work, node.touchedAt(container.id), plan.wanted, this.options.grants.grants(container.id))})
         return holds
       } finally {
         const verdict = handle.root.devVerdict
@@ -177,8 +178,8 @@ export class ContainerReconciler {
 }
 
 /** What a container's plan is made of: the same again, with no containerd event between, needs no look. */
-function settledKey(work: ContainerWork, generation: number, wanted: ContainerPlan['wanted'], recorded: readonly RecordedGrant[]): string {
-  return JSON.stringify([work.pid, work.asked, generation, [...wanted].map(([id, a]) => [id, a.access, a.device.devNode]), recorded])
+function settledKey(work: ContainerWork, touchedAt: number, wanted: ContainerPlan['wanted'], recorded: readonly RecordedGrant[]): string {
+  return JSON.stringify([work.pid, work.asked, touchedAt, [...wanted].map(([id, a]) => [id, a.access, a.device.devNode]), recorded])
 }
 
 /** For --cgroup-mode auto; a host where bpf(2) is refused has no program the agent could replace anyway. */

@@ -45,6 +45,9 @@ export class ContainerdFollower {
   #pending: RuntimeEvent[] | undefined
   #running = new Map<string, number>()
   #generation = 0
+  /** The generation of each container's last event; every container's is at least that of the connection. */
+  readonly #lastEvent = new Map<string, number>()
+  #connectedAt = 0
   #containers: {generation: number; list: Promise<RuntimeContainer[]>} | undefined
 
   constructor(readonly options: ContainerdFollowerOptions) {}
@@ -56,6 +59,11 @@ export class ContainerdFollower {
   /** Changes with every container or task event and every connection: what runs may have changed. */
   get generation(): number {
     return this.#generation
+  }
+
+  /** The generation of the container's last event (or of the connection, when later): a new one, something may have changed it. */
+  touchedAt(containerId: string): number {
+    return Math.max(this.#lastEvent.get(containerId) ?? 0, this.#connectedAt)
   }
 
   /** The running init processes' PIDs by container id, as of the last event. */
@@ -88,6 +96,12 @@ export class ContainerdFollower {
   #event(event: RuntimeEvent): void {
     if (!changesContainers(event)) return
     this.#generation++
+    // Task events name the container in container_id, container events in id.
+    const id = event.payload?.container_id ?? event.payload?.id
+    if (typeof id === 'string') {
+      if (event.topic === '/containers/delete') this.#lastEvent.delete(id)
+      else this.#lastEvent.set(id, this.#generation)
+    }
     if (this.#pending !== undefined) this.#pending.push(event)
     else runningAfter(this.#running, event)
     this.options.onChange(event.topic)
@@ -123,6 +137,8 @@ export class ContainerdFollower {
               this.#pending = undefined
             }
             this.#generation++
+            this.#connectedAt = this.#generation
+            this.#lastEvent.clear()
             backoff.reset()
             this.#setConnected(true)
             this.options.onChange('containerd connected')

@@ -71,7 +71,7 @@ export class NodeReconciler {
     }
     // containerd away: what runs is not known; its reconnect starts a batch.
     if (listed === undefined) return
-    const {containers, generation, running} = listed
+    const {containers, running, touchedAt} = listed
     const listedAt = performance.now()
     const work = containersToReconcile({containers, mayHold: this.#mayHold, requests, running})
     // A class asked for by limit: whether kubelet allocated it (and with allocation Device, which devices) is PodResources'.
@@ -100,7 +100,7 @@ export class NodeReconciler {
     await reconciler.retain(new Set(containers.map((c) => c.id)))
     const decidedAt = performance.now()
     const holding = new Map<string, Holder[]>()
-    const node = {classes, generation, known: (id: string) => members.known(id), members: members.all()}
+    const node = {classes, touchedAt, known: (id: string) => members.known(id), members: members.all()}
     const limit = pLimit(Math.max(1, this.options.workers))
     await Promise.all(
       admitted.map((w) =>
