@@ -1,3 +1,5 @@
+import {setTimeout as sleep} from 'node:timers/promises'
+
 import {Backoff} from '../backoff.js'
 import type {Device, DeviceClass} from '../devices/types.js'
 import {errorMessage} from '../errors.js'
@@ -46,12 +48,16 @@ export interface StatusReporterOptions {
   readonly metrics: AgentMetrics
   /** Asks for another report later (the agent queues a batch); called after a failed write. */
   readonly retry: () => void
+  /** The least time from one status write to the next; default 1 s. */
+  readonly minIntervalMs?: number
 }
 
 /**
  * What the node reports after each batch: the per-class gauges at once, and the DeviceClasses' status
  * (StatusWriter) in the background, so that no batch waits for the API server: a report made while a write
- * is in flight replaces any waiting one and goes when that write ends. A failed write is logged once per
+ * is in flight replaces any waiting one and goes when that write ends, at most one write a `minIntervalMs`
+ * (a device plugged in and out 20 times a second is not 20 writes a second, nor as many watch events on
+ * every agent that follows the classes). A failed write is logged once per
  * change and retried with back-off (1 s doubling to 30 s: the API server may be away for long); any report
  * meanwhile tries as well.
  */
@@ -62,6 +68,7 @@ export class StatusReporter {
   #retry: NodeJS.Timeout | undefined
   #writing: Promise<void> | undefined
   #next: Map<string, ClassReport> | undefined
+  readonly #stopping = new AbortController()
 
   constructor(readonly options: StatusReporterOptions) {
     this.#writer = new StatusWriter(options.client, options.nodeName)
@@ -87,6 +94,7 @@ export class StatusReporter {
   async stop(): Promise<void> {
     clearTimeout(this.#retry)
     this.#next = undefined
+    this.#stopping.abort()
     await this.#writing
   }
 
@@ -94,6 +102,7 @@ export class StatusReporter {
     const {logger, metrics} = this.options
     for (let reports = this.#next; reports !== undefined; reports = this.#next) {
       this.#next = undefined
+      const started = performance.now()
       try {
         await this.#writer.write(reports)
         if (!this.#ok) logger.info({}, 'DeviceClass status written again')
@@ -107,6 +116,8 @@ export class StatusReporter {
         clearTimeout(this.#retry)
         this.#retry = setTimeout(this.options.retry, this.#backoff.next()).unref()
       }
+      const waitMs = started + (this.options.minIntervalMs ?? 1000) - performance.now()
+      if (this.#next !== undefined && waitMs > 0) await sleep(waitMs, undefined, {signal: this.#stopping.signal}).catch(() => {})
     }
     this.#writing = undefined
   }
