@@ -6,6 +6,7 @@ import {errorMessage} from '../errors.js'
 import type {Logger} from '../observe/logger.js'
 import {ClassAllocation} from './class-allocation.js'
 import {ClassPluginServer} from './class-plugin-server.js'
+import {healthy, unhealthy} from './kubelet-api.js'
 import {kubeletSocketIdentity, registerWithKubelet} from './kubelet-registration.js'
 import type {PluginMetrics} from './plugin-metrics.js'
 
@@ -58,6 +59,15 @@ export class PluginRegistration {
 
   get state(): PluginState {
     return this.#state
+  }
+
+  /** Sends the class's list to kubelet (ListAndWatch), and counts it. */
+  push(): void {
+    const {metrics, server} = this.options
+    const listed = this.allocation.listAndWatch()
+    metrics.devices.set({class: this.name, health: healthy}, listed.filter((d) => d.health === healthy).length)
+    metrics.devices.set({class: this.name, health: unhealthy}, listed.filter((d) => d.health === unhealthy).length)
+    server.push()
   }
 
   /** Serves again when our socket is gone, registers when the running kubelet does not know us. */

@@ -2,7 +2,6 @@ import {watch, type FSWatcher} from 'node:fs'
 import {mkdir} from 'node:fs/promises'
 
 import type {ClassMembers} from '../devices/class-members.js'
-import type {DeviceClass} from '../devices/types.js'
 import {errorMessage} from '../errors.js'
 import type {Logger} from '../observe/logger.js'
 import {cdiSpecOf, CdiSpecWriter} from './cdi-spec.js'
@@ -49,7 +48,7 @@ export class PluginSet {
             options.metrics.errors.inc({class: name, kind: 'cdi'})
             this.#log.error({class: name, cdiDir: options.cdiDir, err: errorMessage(error)}, 'cannot write the CDI spec')
           })
-    for (const deviceClass of options.members.classes) this.#plugins.set(deviceClass.metadata.name, this.#pluginOf(deviceClass))
+    for (const deviceClass of options.members.classes) this.#plugins.set(deviceClass.metadata.name, PluginRegistration.ofClass(deviceClass, {...this.options, cdi: this.options.cdiDir !== undefined}))
   }
 
   get classNames(): string[] {
@@ -86,7 +85,7 @@ export class PluginSet {
     const added: PluginRegistration[] = []
     for (const deviceClass of next.values()) {
       if (this.#plugins.has(deviceClass.metadata.name)) continue
-      const plugin = this.#pluginOf(deviceClass)
+      const plugin = PluginRegistration.ofClass(deviceClass, {...this.options, cdi: this.options.cdiDir !== undefined})
       this.#plugins.set(deviceClass.metadata.name, plugin)
       added.push(plugin)
     }
@@ -100,10 +99,7 @@ export class PluginSet {
       if (!classes.has(name)) continue
       const changed = plugin.allocation.setDevices(this.options.members.of(name))
       if (!changed && !everything) continue
-      const listed = plugin.allocation.listAndWatch()
-      this.options.metrics.devices.set({class: name, health: healthy}, listed.filter((d) => d.health === healthy).length)
-      this.options.metrics.devices.set({class: name, health: unhealthy}, listed.filter((d) => d.health === unhealthy).length)
-      plugin.options.server.push()
+      plugin.push()
       this.#writeCdi(plugin.allocation)
     }
   }
@@ -121,10 +117,6 @@ export class PluginSet {
     this.#watcher?.close()
     for (const plugin of this.#plugins.values()) await this.#shutDown(plugin)
     await Promise.all(this.#retiring)
-  }
-
-  #pluginOf(deviceClass: DeviceClass): PluginRegistration {
-    return PluginRegistration.ofClass(deviceClass, {...this.options, cdi: this.options.cdiDir !== undefined})
   }
 
   async #shutDown(plugin: PluginRegistration): Promise<void> {
