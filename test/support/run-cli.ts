@@ -1,11 +1,7 @@
-import {Config} from '@oclif/core/config'
 import {runCommand} from '@oclif/test'
 import {fileURLToPath} from 'node:url'
 
 const root = fileURLToPath(new URL('../..', import.meta.url))
-
-/** The CLI's configuration (its plugins and where each command lives), found once: every run starts from it. */
-let config: Promise<Config> | undefined
 
 export interface CliRun<T> {
   readonly stdout: string
@@ -22,8 +18,7 @@ export interface CliRun<T> {
  */
 export async function nfdctl<T = unknown>(args: readonly string[]): Promise<CliRun<T>> {
   process.exitCode = undefined
-  config ??= Config.load({root})
-  const {error, result, stderr, stdout} = await runCommand<T>([...args], await config)
+  const {error, result, stderr, stdout} = await runCommand<T>([...args], {root})
   const fromError = (error as (Error & {oclif?: {exit?: number}}) | undefined)?.oclif?.exit
   const exitCode = fromError ?? (typeof process.exitCode === 'number' ? process.exitCode : 0)
   process.exitCode = undefined
