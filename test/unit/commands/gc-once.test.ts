@@ -1,5 +1,5 @@
 import {expect} from 'chai'
-import {mkdtempSync, writeFileSync} from 'node:fs'
+import {mkdtempSync, rmSync, writeFileSync} from 'node:fs'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 
@@ -10,6 +10,7 @@ describe('gc once: bad input', function () {
   const kubeconfigDir = mkdtempSync(join(tmpdir(), 'nfdctl-flags-'))
   const brokenKubeconfig = join(kubeconfigDir, 'broken')
   writeFileSync(brokenKubeconfig, 'apiVersion: v1\nkind: Config\nclusters: [oops\n')
+  after(() => rmSync(kubeconfigDir, {force: true, recursive: true}))
 
   const cases: Array<[string, string[], RegExp]> = [
     ['unknown flag', ['--bogus'], /^Nonexistent flag: --bogus \(see --help\)$/],
