@@ -236,9 +236,12 @@ try {
   const cpuAtStart = await cpuSeconds(agentPid)
   await sleep(30_000)
   const cpuAfterBurst = await cpuSeconds(agentPid)
+  const batchesBeforeIdle = await batchCount()
   await sleep(30_000)
   const afterBurstCpu = (cpuAfterBurst - cpuAtStart) / 30
   const idleCpu = ((await cpuSeconds(agentPid)) - cpuAfterBurst) / 30
+  // kubelet's own housekeeping (its container garbage collection, once a minute) may fall in the window.
+  const idleBatches = (await batchCount()) - batchesBeforeIdle
 
   log(`starting ${podCount} pods`)
   for (let i = 0; i < podCount; i++) await env.client.request('POST', '/api/v1/namespaces/default/pods', {body: podBody(`bench-pod-${i}`, classNames[i % classNames.length])})
@@ -284,7 +287,7 @@ try {
         `(made in ${stormSeconds.toFixed(1)} s, the last batch ${stormSettledSeconds.toFixed(1)} s later; a change that changes nothing starts no batch; no budget)`,
       ),
       row('  /healthz during the storm, slowest', `${slowestHealthz.toFixed(0)} ms`, `budget < 1000 ms: ${verdict(slowestHealthz < 1000)}`),
-      row('idle CPU over 30 s (35-65 s after the last batch)', `${(100 * idleCpu).toFixed(2)} % of a core`, `budget <= 0.5 %: ${verdict(idleCpu <= 0.005)}`),
+      row('idle CPU over 30 s (35-65 s after the last batch)', `${(100 * idleCpu).toFixed(2)} % of a core`, `budget <= 0.5 %: ${verdict(idleCpu <= 0.005)}; ${idleBatches} batches in it`),
       row('  the 30 s before (memory reducer, C heap trim)', `${(100 * afterBurstCpu).toFixed(2)} % of a core`, '(once after each burst; no budget)'),
       row(`RSS with ${podCount} pods, ${classCount} classes`, `${memory.rssMb.toFixed(0)} MB`, `budget <= 90 MB: ${verdict(memory.rssMb <= 90)} (peak ${memory.peakMb.toFixed(0)} MB)`),
       row('the Go agent', '200 ms quiet', 'window plus 10 ms polling: ≥ 200 ms per hot-plug'),
