@@ -73,3 +73,24 @@ export function setNodeName(value: string | undefined): void {
   if (value === undefined) delete process.env.NODE_NAME
   else process.env.NODE_NAME = value
 }
+
+/**
+ * For a describe block: a NodeRecordingServer for its tests (its record emptied before each) and $NODE_NAME
+ * put back after each. Returns the server, once `before` has started it.
+ */
+export function useNodeRecordingServer(): () => NodeRecordingServer {
+  let server: NodeRecordingServer | undefined
+  const savedNodeName = process.env.NODE_NAME
+  before(async () => {
+    server = await NodeRecordingServer.start()
+  })
+  after(() => server?.stop())
+  beforeEach(() => {
+    if (server !== undefined) server.nodesRead.length = 0
+  })
+  afterEach(() => setNodeName(savedNodeName))
+  return () => {
+    if (server === undefined) throw new Error('the node-recording server is started in before()')
+    return server
+  }
+}

@@ -4,6 +4,7 @@ import {hostname} from 'node:os'
 import {NfdctlCommand} from '../../cli/nfdctl-command.js'
 import {nodeFlags} from '../../cli/node-flags.js'
 import {observeFlags} from '../../cli/observe-flags.js'
+import {classPlugins, pluginFlags} from '../../cli/plugin-flags.js'
 import {untilAborted} from '../../lib/abort.js'
 import {createAgentMetrics} from '../../lib/agent/agent-metrics.js'
 import {agentOptionsFrom} from '../../lib/agent/agent-options.js'
@@ -11,14 +12,10 @@ import {ClassStore} from '../../lib/agent/class-store.js'
 import {GrantRecord} from '../../lib/agent/grant-record.js'
 import {NodeAgent} from '../../lib/agent/node-agent.js'
 import {loadClassFiles} from '../../lib/devices/class-file.js'
-import {ClassMembers} from '../../lib/devices/class-members.js'
-import {SysfsScanner} from '../../lib/devices/sysfs-scanner.js'
 import {openCluster} from '../../lib/kube/connect.js'
 import {HealthServer} from '../../lib/observe/health-server.js'
 import {createLogger} from '../../lib/observe/logger.js'
 import {Registry} from '../../lib/observe/prometheus.js'
-import {createPluginMetrics} from '../../lib/plugins/plugin-metrics.js'
-import {PluginSet} from '../../lib/plugins/plugin-set.js'
 import {ContainerdClient} from '../../lib/runtime/containerd-client.js'
 
 export default class DevicesAgent extends NfdctlCommand {
@@ -37,8 +34,6 @@ Containers ask by resource limit devices.nfdctl.io/<class> (the agent also serve
       description:
         'optional minimum delay: a batch waits until events pause this long (at most --batch-max-wait). Default 0s, off: an event that finds no batch running is processed at once, and what arrives during a batch goes in the next, which starts as soon as that one ends',
     }),
-    cdi: Flags.boolean({description: 'also name CDI devices in Allocate answers and write CDI specs to --cdi-dir'}),
-    'cdi-dir': Flags.string({default: '/var/run/cdi', description: 'where CDI spec files go (with --cdi)'}),
     'cgroup-mode': Flags.option({
       default: 'auto',
       description:
@@ -48,7 +43,6 @@ Containers ask by resource limit devices.nfdctl.io/<class> (the agent also serve
     'class-file': Flags.string({description: "DeviceClass file (YAML or JSON; repeatable), besides the cluster's classes", multiple: true}),
     'containerd-address': Flags.string({default: '/run/containerd/containerd.sock', description: "containerd's gRPC socket"}),
     'containerd-namespace': Flags.string({default: 'k8s.io', description: "containerd namespace of kubelet's containers"}),
-    'plugin-dir': Flags.string({default: '/var/lib/kubelet/device-plugins', description: "kubelet's device-plugin directory"}),
     'pod-resources-socket': Flags.string({default: '/var/lib/kubelet/pod-resources/kubelet.sock', description: "kubelet's PodResources socket (the devices it allocated)"}),
     'state-dir': Flags.string({
       default: '/var/lib/nfdctl/agent',
@@ -56,6 +50,7 @@ Containers ask by resource limit devices.nfdctl.io/<class> (the agent also serve
     }),
     workers: Flags.integer({default: 4, description: 'containers updated in parallel'}),
     ...nodeFlags,
+    ...pluginFlags,
     ...observeFlags,
   }
 
@@ -79,15 +74,7 @@ Containers ask by resource limit devices.nfdctl.io/<class> (the agent also serve
       onPersistError: () => metrics.errors.inc({kind: 'state'}),
       stateDir: flags['state-dir'],
     })
-    const scanner = new SysfsScanner({})
-    const members = new ClassMembers(scanner.readAttribute)
-    const plugins = new PluginSet({
-      cdiDir: flags.cdi ? flags['cdi-dir'] : undefined,
-      logger: log,
-      members,
-      metrics: createPluginMetrics(registry),
-      pluginDir: flags['plugin-dir'],
-    })
+    const {members, plugins, scanner} = classPlugins(flags, {logger: log, registry})
     const agent = new NodeAgent({
       cgroupMode: options.cgroupMode,
       classStore,

@@ -4,16 +4,13 @@ import {DeviceWatch} from '../../cli/device-watch.js'
 import {NfdctlCommand} from '../../cli/nfdctl-command.js'
 import {clusterGiven, nodeFlags, readNodeClasses} from '../../cli/node-flags.js'
 import {observeFlags} from '../../cli/observe-flags.js'
+import {classPlugins, pluginFlags} from '../../cli/plugin-flags.js'
 import {untilAborted} from '../../lib/abort.js'
-import {ClassMembers} from '../../lib/devices/class-members.js'
-import {SysfsScanner} from '../../lib/devices/sysfs-scanner.js'
 import {UsageError} from '../../lib/errors.js'
 import {HealthServer} from '../../lib/observe/health-server.js'
 import {createLogger} from '../../lib/observe/logger.js'
 import {observeOptionsFrom} from '../../lib/observe/observe-options.js'
 import {Registry} from '../../lib/observe/prometheus.js'
-import {createPluginMetrics} from '../../lib/plugins/plugin-metrics.js'
-import {PluginSet} from '../../lib/plugins/plugin-set.js'
 
 export default class PluginsServe extends NfdctlCommand {
   static override description = `Run one kubelet device plugin per DeviceClass (devices.nfdctl.io): pods request a class with the resource limit devices.nfdctl.io/<class>: N.
@@ -25,12 +22,10 @@ Each class is served on <plugin-dir>/nfdctl-<class>.sock and registered with kub
     '<%= config.bin %> <%= command.id %> --kubeconfig ~/.kube/config --node-name worker-1 --cdi',
   ]
   static override flags = {
-    cdi: Flags.boolean({description: 'also name CDI devices in Allocate answers and write a CDI spec per class to --cdi-dir'}),
-    'cdi-dir': Flags.string({default: '/var/run/cdi', description: 'where CDI spec files go (with --cdi)'}),
     class: Flags.string({description: 'serve only this class (repeatable; default: every class that applies to this node)', multiple: true}),
     'class-file': Flags.string({description: 'DeviceClass file (YAML or JSON; repeatable)', multiple: true}),
-    'plugin-dir': Flags.string({default: '/var/lib/kubelet/device-plugins', description: "kubelet's device-plugin directory (its kubelet.sock and our sockets)"}),
     ...nodeFlags,
+    ...pluginFlags,
     ...observeFlags,
   }
 
@@ -53,15 +48,7 @@ Each class is served on <plugin-dir>/nfdctl-<class>.sock and registered with kub
     if (classes.length === 0) throw new UsageError(`no DeviceClass applies to node ${nodeName}: create one (kubectl apply) or give --class-file`)
 
     const registry = new Registry()
-    const scanner = new SysfsScanner({})
-    const members = new ClassMembers(scanner.readAttribute, classes)
-    const plugins = new PluginSet({
-      cdiDir: flags.cdi ? flags['cdi-dir'] : undefined,
-      logger: log,
-      members,
-      metrics: createPluginMetrics(registry),
-      pluginDir: flags['plugin-dir'],
-    })
+    const {members, plugins, scanner} = classPlugins(flags, {classes, logger: log, registry})
     const health = new HealthServer({host: observe.metricsHost, port: observe.metricsPort, readiness: () => plugins.status(), registry})
     const watch = new DeviceWatch(this.signal, {
       coalesceChanges: true,

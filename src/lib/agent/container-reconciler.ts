@@ -33,25 +33,10 @@ export type NodeView = Pick<ContainerPlanInput, 'classes' | 'members' | 'known'>
  */
 export class ContainerReconciler {
   readonly #log: Logger
-  /** Containers whose device program cannot be read: told once. */
-  readonly #unsupported = new Set<string>()
-  /** Containers whose process was gone (or not theirs) when looked at: told once. */
-  readonly #gone = new Set<string>()
+  /** What is known of each listed container between batches. */
+  readonly #seen = new Map<string, Seen>()
   /** The grant record failed to write (said once until it works again). */
   #recordFailing = false
-  /**
-   * Each container's /dev as judged (its own, or a volume): judging reads the host's mount table, which
-   * waits for every mount and unmount on the node, so it is done once per container process.
-   */
-  readonly #devVerdicts = new Map<string, {readonly pid: number; readonly verdict: NonNullable<ContainerHandleOptions['devVerdict']>}>()
-  /**
-   * Containers found exactly as planned, and what that plan was made of (settledKey): one whose plan is the
-   * same again, with no containerd event of it since, is not looked at. Its cgroup and /proc files take the
-   * kernel's cgroup lock, which pods starting and stopping hold often; a batch about another pod or another
-   * class's device must not wait for it. An event of the container (an update of its resources, which
-   * rewrites its device rules, say) or a new connection to containerd looks again.
-   */
-  readonly #settled = new Map<string, {readonly key: string; readonly holds: boolean}>()
 
   constructor(readonly options: ContainerReconcilerOptions) {
     this.#log = options.logger
@@ -60,10 +45,7 @@ export class ContainerReconciler {
   /** Forgets containers that are no longer listed, in the record too. */
   async retain(listed: ReadonlySet<string>): Promise<void> {
     await this.#record(() => this.options.grants.retain(listed))
-    for (const id of this.#unsupported) if (!listed.has(id)) this.#unsupported.delete(id)
-    for (const id of this.#gone) if (!listed.has(id)) this.#gone.delete(id)
-    for (const id of this.#devVerdicts.keys()) if (!listed.has(id)) this.#devVerdicts.delete(id)
-    for (const id of this.#settled.keys()) if (!listed.has(id)) this.#settled.delete(id)
+    for (const id of this.#seen.keys()) if (!listed.has(id)) this.#seen.delete(id)
   }
 
   /** Gives the container exactly its wanted class devices; true when it may hold any of the agent's afterwards. */
@@ -77,26 +59,28 @@ export class ContainerReconciler {
       recorded: this.options.grants.grants(container.id),
       request,
     })
-    const settled = this.#settled.get(container.id)
-    if (settled !== undefined && settled.key === settledKey(work, node.touchedAt(container.id), plan.wanted, this.options.grants.grants(container.id))) return settled.holds
-    this.#settled.delete(container.id)
+    const seen = this.#seen.get(container.id) ?? {}
+    this.#seen.set(container.id, seen)
+    const key = (): string => settledKey(work, node.touchedAt(container.id), plan.wanted, this.options.grants.grants(container.id))
+    if (seen.settled !== undefined && seen.settled.key === key()) return seen.settled.holds
+    seen.settled = undefined
     try {
-      const known = this.#devVerdicts.get(container.id)
-      const handle = await ContainerHandle.open(container, work.pid, {devVerdict: known?.pid === work.pid ? known.verdict : undefined, hasDeviceProgram, mode: this.options.cgroupMode})
+      const devVerdict = seen.devVerdict?.pid === work.pid ? seen.devVerdict.verdict : undefined
+      const handle = await ContainerHandle.open(container, work.pid, {devVerdict, hasDeviceProgram, mode: this.options.cgroupMode})
       try {
-        const {asPlanned, holds} = await this.#reconcileHandle(handle, work, plan)
-        this.#gone.delete(container.id)
-        if (asPlanned) this.#settled.set(container.id, {holds, key: settledKey(work, node.touchedAt(container.id), plan.wanted, this.options.grants.grants(container.id))})
+        const {asPlanned, holds} = await this.#reconcileHandle(handle, work, plan, seen)
+        seen.gone = false
+        if (asPlanned) seen.settled = {holds, key: key()}
         return holds
       } finally {
         const verdict = handle.root.devVerdict
-        if (verdict !== undefined) this.#devVerdicts.set(container.id, {pid: work.pid, verdict})
+        if (verdict !== undefined) seen.devVerdict = {pid: work.pid, verdict}
         handle.close()
       }
     } catch (error) {
       if (!(error instanceof ContainerGoneError)) throw error
-      if (!this.#gone.has(container.id)) {
-        this.#gone.add(container.id)
+      if (!seen.gone) {
+        seen.gone = true
         this.#log.warn({container: container.id, err: error.message, pod: `${request.namespace}/${request.pod}`}, 'container skipped: its process is gone or not its own; the next batch looks again')
       }
       return true
@@ -104,7 +88,7 @@ export class ContainerReconciler {
   }
 
   /** `asPlanned`: the container has exactly the plan's devices now, and the record says so. */
-  async #reconcileHandle(handle: ContainerHandle, {asked, container, request}: ContainerWork, plan: ContainerPlan): Promise<{holds: boolean; asPlanned: boolean}> {
+  async #reconcileHandle(handle: ContainerHandle, {asked, container, request}: ContainerWork, plan: ContainerPlan, seen: Seen): Promise<{holds: boolean; asPlanned: boolean}> {
     const {grants, metrics} = this.options
     const recorded = grants.grants(container.id)
     let held: HeldAccess
@@ -113,8 +97,8 @@ export class ContainerReconciler {
     } catch (error) {
       if (!(error instanceof UnsupportedProgramError)) throw error
       // A container that asks for nothing and was given nothing is not the agent's business, whatever program it has.
-      if ((asked || recorded.length > 0) && !this.#unsupported.has(container.id)) {
-        this.#unsupported.add(container.id)
+      if ((asked || recorded.length > 0) && !seen.unsupported) {
+        seen.unsupported = true
         metrics.errors.inc({kind: 'unsupported-cgroup'})
         this.#log.warn({container: container.id, err: error.message}, "cannot change the container's device program; its devices are left as they are")
       }
@@ -175,6 +159,27 @@ export class ContainerReconciler {
       return false
     }
   }
+}
+
+/** What the reconciler keeps of one container between batches. */
+interface Seen {
+  /** Its device program cannot be read: told once. */
+  unsupported?: boolean
+  /** Its process was gone (or not its own) when looked at: told once. */
+  gone?: boolean
+  /**
+   * Its /dev as judged (its own, or a volume): judging reads the host's mount table, which waits for every
+   * mount and unmount on the node, so it is done once per container process.
+   */
+  devVerdict?: {readonly pid: number; readonly verdict: NonNullable<ContainerHandleOptions['devVerdict']>}
+  /**
+   * It was found exactly as planned, and what that plan was made of (settledKey): the same plan again, with no
+   * containerd event of it since, is not looked at. Its cgroup and /proc files take the kernel's cgroup lock,
+   * which pods starting and stopping hold often; a batch about another pod or another class's device must not
+   * wait for it. An event of the container (an update of its resources, which rewrites its device rules, say)
+   * or a new connection to containerd looks again.
+   */
+  settled?: {readonly key: string; readonly holds: boolean}
 }
 
 /** What a container's plan is made of: the same again, with no containerd event between, needs no look. */

@@ -56,11 +56,6 @@ export class ContainerdFollower {
     return this.#connected === true
   }
 
-  /** Changes with every container or task event and every connection: what runs may have changed. */
-  get generation(): number {
-    return this.#generation
-  }
-
   /** The generation of the container's last event (or of the connection, when later): a new one, something may have changed it. */
   touchedAt(containerId: string): number {
     return Math.max(this.#lastEvent.get(containerId) ?? 0, this.#connectedAt)
@@ -76,7 +71,10 @@ export class ContainerdFollower {
     if (this.#containers?.generation !== this.#generation) {
       const list = this.options.containerd.listContainers([...filters])
       this.#containers = {generation: this.#generation, list}
-      list.catch(() => (this.#containers = undefined))
+      // A failed list is asked again by the next batch (unless a newer one has taken its place).
+      list.catch(() => {
+        if (this.#containers?.list === list) this.#containers = undefined
+      })
     }
     return this.#containers.list
   }

@@ -62,7 +62,7 @@ export class NodeReconciler {
     const pods = [...this.options.pods()].map((pod) => ({phase: pod.status?.phase, requests: containerRequests(pod), uid: pod.metadata.uid}))
     const requests = new Map<string, ContainerRequest>()
     for (const pod of pods) for (const r of pod.requests) requests.set(requestKey(r), r)
-    let listed: Awaited<ReturnType<NodeReconcilerOptions['containers']>>
+    let listed: ListedContainers | undefined
     try {
       listed = await this.options.containers()
     } catch (error) {
@@ -106,7 +106,11 @@ export class NodeReconciler {
       admitted.map((w) =>
         limit(async () => {
           const {container, request} = w
-          for (const name of request.classes.keys()) holding.set(name, [...(holding.get(name) ?? []), {container: request.container, namespace: request.namespace, pod: request.pod}])
+          for (const name of request.classes.keys()) {
+            const holders = holding.get(name) ?? []
+            holders.push({container: request.container, namespace: request.namespace, pod: request.pod})
+            holding.set(name, holders)
+          }
           if (allocations === undefined && byLimit(request)) return
           const allocated = new Map(
             [...request.classes.keys()].map((name) => [name, allocatedDevices(allocations ?? [], {name: request.pod, namespace: request.namespace}, request.container, resourceNameOf(name))]),

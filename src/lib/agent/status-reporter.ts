@@ -86,11 +86,6 @@ export class StatusReporter {
     this.#writing ??= this.#writeLatest()
   }
 
-  /** Waits for the writes asked for so far (tests, shutdown). */
-  async settled(): Promise<void> {
-    await this.#writing
-  }
-
   async stop(): Promise<void> {
     clearTimeout(this.#retry)
     this.#next = undefined

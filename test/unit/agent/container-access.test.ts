@@ -1,24 +1,9 @@
 import {expect} from 'chai'
 
 import {containerRequests, criLabels, diffAccess, requestOfContainer, wantedAccess, type ContainerRequest, type DeviceAccess} from '../../../src/lib/agent/container-access.js'
-import type {Device} from '../../../src/lib/devices/types.js'
 import {stableDeviceId} from '../../../src/lib/plugins/class-allocation.js'
 import {deviceClass} from '../../support/device-class.js'
-
-function loop(minor: number): Device {
-  return {
-    devName: `loop${minor}`,
-    devNode: `/dev/loop${minor}`,
-    devPath: `/devices/virtual/block/loop${minor}`,
-    id: `b7:${minor}`,
-    kernelName: `loop${minor}`,
-    major: 7,
-    minor,
-    properties: {},
-    subsystem: 'block',
-    type: 'block',
-  }
-}
+import {loopDevice as loop} from '../../support/loop-device.js'
 
 describe('containerRequests', function () {
   it('reads limits devices.nfdctl.io/<class> and the annotation devices.nfdctl.io/<container>, per container', function () {

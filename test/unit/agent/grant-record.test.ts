@@ -5,28 +5,14 @@ import {join} from 'node:path'
 
 import type {DeviceAccess} from '../../../src/lib/agent/container-access.js'
 import {decodeGrants, deviceOfGrant, encodeGrants, GrantRecord, grantsAfter, grantsBefore, type RecordedGrant} from '../../../src/lib/agent/grant-record.js'
-import type {Device} from '../../../src/lib/devices/types.js'
+import {loopDevice} from '../../support/loop-device.js'
 
 const grant = (text: string): RecordedGrant => {
   const [type, numbers, access, devNode] = text.split(' ')
   const [major, minor] = numbers.split(':').map(Number)
   return {access, devNode, major, minor, type: type as 'b' | 'c'}
 }
-const loop = (minor: number, access = 'rw'): DeviceAccess => ({
-  access,
-  device: {
-    devName: `loop${minor}`,
-    devNode: `/dev/loop${minor}`,
-    devPath: `/devices/virtual/block/loop${minor}`,
-    id: `b7:${minor}`,
-    kernelName: `loop${minor}`,
-    major: 7,
-    minor,
-    properties: {},
-    subsystem: 'block',
-    type: 'block',
-  } satisfies Device,
-})
+const loop = (minor: number, access = 'rw'): DeviceAccess => ({access, device: loopDevice(minor)})
 const held = (...ids: string[]): Map<string, unknown> => new Map(ids.map((id) => [id, true]))
 const show = (grants: readonly RecordedGrant[]): string[] => grants.map((g) => `${g.type} ${g.major}:${g.minor} ${g.access} ${g.devNode}`)
 

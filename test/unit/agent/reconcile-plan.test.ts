@@ -8,21 +8,7 @@ import {stableDeviceId} from '../../../src/lib/plugins/class-allocation.js'
 import type {RuntimeContainer} from '../../../src/lib/runtime/containerd-client.js'
 import type {EmulatedRules} from '../../../src/lib/runtime/device-program.js'
 import {deviceClass} from '../../support/device-class.js'
-
-function loop(minor: number): Device {
-  return {
-    devName: `loop${minor}`,
-    devNode: `/dev/loop${minor}`,
-    devPath: `/devices/virtual/block/loop${minor}`,
-    id: `b7:${minor}`,
-    kernelName: `loop${minor}`,
-    major: 7,
-    minor,
-    properties: {},
-    subsystem: 'block',
-    type: 'block',
-  }
-}
+import {loopDevice as loop} from '../../support/loop-device.js'
 
 const loopClass = deviceClass('loop')
 

@@ -1,10 +1,10 @@
 import {expect} from 'chai'
 
 import {classReports} from '../../../src/lib/agent/status-reporter.js'
-import type {Device} from '../../../src/lib/devices/types.js'
 import {deviceClass} from '../../support/device-class.js'
+import {loopDevice} from '../../support/loop-device.js'
 
-const loop3: Device = {devName: 'loop3', devNode: '/dev/loop3', devPath: '', id: 'b7:3', kernelName: 'loop3', major: 7, minor: 3, properties: {}, subsystem: 'block', type: 'block'}
+const loop3 = loopDevice(3)
 const loopClass = {...deviceClass('loop'), metadata: {generation: 4, name: 'loop'}}
 
 describe('classReports', function () {

@@ -1,23 +1,9 @@
 import {expect} from 'chai'
 
 import {ClassMembers} from '../../../src/lib/devices/class-members.js'
-import type {Device, DeviceClass} from '../../../src/lib/devices/types.js'
+import type {DeviceClass} from '../../../src/lib/devices/types.js'
 import {deviceClass} from '../../support/device-class.js'
-
-function loop(minor: number): Device {
-  return {
-    devName: `loop${minor}`,
-    devNode: `/dev/loop${minor}`,
-    devPath: `/devices/virtual/block/loop${minor}`,
-    id: `b7:${minor}`,
-    kernelName: `loop${minor}`,
-    major: 7,
-    minor,
-    properties: {},
-    subsystem: 'block',
-    type: 'block',
-  }
-}
+import {loopDevice as loop} from '../../support/loop-device.js'
 
 const classOf = (name: string, devName: string): DeviceClass => deviceClass(name, {match: [{devName, subsystem: 'block'}]})
 const noAttributes = (): undefined => undefined

@@ -29,7 +29,7 @@ describe('yaml is loaded on first use only', function () {
     await import(${JSON.stringify(`${repo}src/commands/devices/agent.ts`)})
     await import(${JSON.stringify(`${repo}src/commands/plugins/serve.ts`)})
     const {resolveKubeConfig} = await import(${JSON.stringify(`${repo}src/lib/kube/kubeconfig.ts`)})
-    const inCluster = resolveKubeConfig({env: {KUBERNETES_SERVICE_HOST: '10.96.0.1', KUBERNETES_SERVICE_PORT: '443'}, home: ${JSON.stringify(dir)}, serviceAccountRoot: ${JSON.stringify(join(dir, 'sa'))}})
+    const inCluster = resolveKubeConfig({env: {KUBERNETES_SERVICE_HOST: '127.0.0.2', KUBERNETES_SERVICE_PORT: '443'}, home: ${JSON.stringify(dir)}, serviceAccountRoot: ${JSON.stringify(join(dir, 'sa'))}})
     const afterInCluster = yamlLoaded()
     const fromFile = resolveKubeConfig({env: {}, home: ${JSON.stringify(dir)}, kubeconfig: ${JSON.stringify(join(dir, 'kubeconfig'))}})
     console.log(JSON.stringify({afterInCluster, afterFile: yamlLoaded(), servers: [inCluster.server, fromFile.server]}))
@@ -45,6 +45,6 @@ describe('yaml is loaded on first use only', function () {
   it('not by gc run, devices agent or plugins serve with in-cluster credentials; by a kubeconfig file', async function () {
     this.timeout(30_000)
     const {stdout} = await run
-    expect(JSON.parse(stdout)).to.deep.equal({afterFile: true, afterInCluster: false, servers: ['https://10.96.0.1:443', 'https://127.0.0.1:6443']})
+    expect(JSON.parse(stdout)).to.deep.equal({afterFile: true, afterInCluster: false, servers: ['https://127.0.0.2:443', 'https://127.0.0.1:6443']})
   })
 })

@@ -3,21 +3,7 @@ import {expect} from 'chai'
 import type {Device} from '../../../src/lib/devices/types.js'
 import {ClassAllocation, envNameOf, stableDeviceId} from '../../../src/lib/plugins/class-allocation.js'
 import {deviceClass} from '../../support/device-class.js'
-
-function loop(minor: number, properties: Record<string, string> = {}): Device {
-  return {
-    devName: `loop${minor}`,
-    devNode: `/dev/loop${minor}`,
-    devPath: `/devices/virtual/block/loop${minor}`,
-    id: `b7:${minor}`,
-    kernelName: `loop${minor}`,
-    major: 7,
-    minor,
-    properties,
-    subsystem: 'block',
-    type: 'block',
-  }
-}
+import {loopDevice as loop} from '../../support/loop-device.js'
 
 function serial(devName: string, minor: number, serialNumber: string, iface = '00'): Device {
   return {
