@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
-# Builds kube-apiserver and etcd (and, with the argument `kubelet`, kubelet for the node harness) from the Go
-# module proxy into a per-version cache outside the repo. Idempotent: a cached binary is not rebuilt.
+# Builds kube-apiserver and etcd (and, when named, the node harness's other components) from the Go module
+# proxy into a per-version cache outside the repo. Idempotent: a cached binary is not rebuilt.
 #
-#   build.sh [kubelet]
+#   build.sh [kubelet] [kube-scheduler] [kube-controller-manager] [kubectl] [helm] [node]
+#
+#   node           kubelet, kube-scheduler, kube-controller-manager, kubectl and helm: all the node harness runs
 #
 #   KUBE_VERSION   Kubernetes release to build (default v1.37.2)
 #   ETCD_VERSION   etcd server release (default v3.7.3)
+#   HELM_VERSION   Helm release (default v4.3.2; cached beside the control plane)
 #   NFDCTL_CACHE   cache root (default ${XDG_CACHE_HOME:-$HOME/.cache}/nfdctl)
 set -euo pipefail
 
 KUBE_VERSION="${KUBE_VERSION:-v1.37.2}"
 ETCD_VERSION="${ETCD_VERSION:-v3.7.3}"
+HELM_VERSION="${HELM_VERSION:-v4.3.2}"
 CACHE="${NFDCTL_CACHE:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/nfdctl}"
 BIN="$CACHE/controlplane/kube-$KUBE_VERSION-etcd-$ETCD_VERSION"
 
@@ -69,13 +73,32 @@ build_kubernetes_command() {
   rm -rf "$mod"
 }
 
+build_helm() {
+  [[ -x "$BIN/helm-$HELM_VERSION" ]] && { ln -sf "helm-$HELM_VERSION" "$BIN/helm"; return 0; }
+  local mod major; mod="$(mktemp -d)"
+  major="$(cut -d. -f1 <<<"$HELM_VERSION")"
+  log "building helm $HELM_VERSION (module dir $mod)"
+  (
+    cd "$mod"
+    go mod init nfdctl.local/helm-build >/dev/null 2>&1
+    go get -tool "helm.sh/helm/$major/cmd/helm@$HELM_VERSION"
+    go build -trimpath -ldflags "-s -w -X helm.sh/helm/$major/internal/version.version=$HELM_VERSION" \
+      -o "$BIN/helm.tmp" "helm.sh/helm/$major/cmd/helm"
+  )
+  mv "$BIN/helm.tmp" "$BIN/helm-$HELM_VERSION"
+  ln -sf "helm-$HELM_VERSION" "$BIN/helm"
+  rm -rf "$mod"
+}
+
 start=$(date +%s)
 build_etcd
 build_kubernetes_command kube-apiserver
 for extra in "$@"; do
   case "$extra" in
-    kubelet) build_kubernetes_command kubelet ;;
-    *) log "unknown component $extra (only kubelet can be added)"; exit 2 ;;
+    kubelet | kube-scheduler | kube-controller-manager | kubectl) build_kubernetes_command "$extra" ;;
+    helm) build_helm ;;
+    node) for c in kubelet kube-scheduler kube-controller-manager kubectl; do build_kubernetes_command "$c"; done; build_helm ;;
+    *) log "unknown component $extra (kubelet, kube-scheduler, kube-controller-manager, kubectl, helm or node)"; exit 2 ;;
   esac
 done
 log "binaries ready in $BIN ($(( $(date +%s) - start ))s)"

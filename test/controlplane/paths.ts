@@ -7,11 +7,14 @@ export const repoRoot = fileURLToPath(new URL('../..', import.meta.url))
 export const buildScript = fileURLToPath(new URL('build.sh', import.meta.url))
 export const crdDir = fileURLToPath(new URL('../../deploy/crds', import.meta.url))
 
+/** What build.sh builds beside kube-apiserver and etcd, when asked. */
+export type ExtraBinary = 'kubelet' | 'kube-scheduler' | 'kube-controller-manager' | 'kubectl' | 'helm'
+
 /**
- * Builds (or finds, when cached) kube-apiserver and etcd (and kubelet when asked) and returns their directory. The build script
+ * Builds (or finds, when cached) kube-apiserver and etcd (and the extra binaries asked for) and returns their directory. The build script
  * prints the directory as its last line; its progress goes to stderr.
  */
-export async function ensureBinaries(log: (line: string) => void = () => {}, extra: ReadonlyArray<'kubelet'> = []): Promise<string> {
+export async function ensureBinaries(log: (line: string) => void = () => {}, extra: readonly ExtraBinary[] = []): Promise<string> {
   log(`control plane: looking for cached kube-apiserver, etcd${extra.map((e) => `, ${e}`).join('')} (a first build takes 10-25 minutes)`)
   const {stdout} = await promisify(execFile)('bash', [buildScript, ...extra], {maxBuffer: 64 * 1024 * 1024})
   const dir = stdout.trim().split('\n').at(-1) ?? ''
