@@ -20,11 +20,17 @@ async function signed(dir: string, name: string, subject: string, extensions: st
   await openssl(dir, 'x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.crt', '-CAkey', 'ca.key', '-CAcreateserial', '-days', '7', '-out', `${name}.crt`, '-extfile', `${name}.ext`)
 }
 
-/** A throw-away CA, the apiserver's serving cert, its service-account key pair and the admin client cert. */
-export async function createCertificates(dir: string): Promise<void> {
+/**
+ * A throw-away CA, the apiserver's serving cert, its service-account key pair and the admin client cert.
+ * `servingIps`: addresses besides 127.0.0.1 the serving cert names (the node address and the `kubernetes`
+ * Service's ClusterIP, which in-cluster clients dial).
+ */
+export async function createCertificates(dir: string, servingIps: readonly string[] = []): Promise<void> {
   await newKey(dir, 'ca')
   await openssl(dir, 'req', '-x509', '-new', '-key', 'ca.key', '-subj', '/CN=nfdctl-test-ca', '-days', '7', '-out', 'ca.crt')
-  await signed(dir, 'apiserver', '/CN=localhost', 'subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n')
+  const inCluster = servingIps.length > 0 ? ',DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local' : ''
+  const sans = `DNS:localhost${inCluster},IP:127.0.0.1${servingIps.map((ip) => `,IP:${ip}`).join('')}`
+  await signed(dir, 'apiserver', '/CN=localhost', `subjectAltName=${sans}\nextendedKeyUsage=serverAuth\n`)
   await newKey(dir, 'sa')
   await openssl(dir, 'ec', '-in', 'sa.key', '-pubout', '-out', 'sa.pub')
   await mintClientCertificate(dir, 'admin', ['system:masters'])

@@ -5,6 +5,7 @@ import {setTimeout as sleep} from 'node:timers/promises'
 
 import {openCluster} from '../../src/lib/kube/connect.js'
 import type {KubeClient} from '../../src/lib/kube/kube-client.js'
+import {outsideTestNetns} from '../node/netns.js'
 import {launchDaemon, terminate} from '../support/daemon.js'
 import {freePort} from '../support/free-port.js'
 import {waitFor} from '../support/wait.js'
@@ -25,11 +26,21 @@ export interface ControlPlaneOptions {
    * clients do not take CPU from the server they measure; default: all.
    */
   readonly cpus?: string
+  /**
+   * Serve a node's pods as well: the apiserver listens on `nodeIp` too and advertises it (the `kubernetes`
+   * Service's endpoint), admits pods with service-account tokens, and kube-controller-manager and
+   * kube-scheduler run beside it (DaemonSets, Deployments, Jobs, leader election). Only inside the test's
+   * network namespace, where every address is the run's own.
+   */
+  readonly cluster?: {readonly nodeIp: string}
   readonly log?: (line: string) => void
 }
 
+/** The ClusterIP of the `kubernetes` Service: the first address of --service-cluster-ip-range. */
+export const kubernetesServiceIp = '10.0.0.1'
+
 interface State {
-  readonly pids: {etcd: number; apiserver: number}
+  readonly pids: {etcd: number; apiserver: number; controllerManager?: number; scheduler?: number}
   readonly server: string
   readonly etcdUrl: string
   readonly ports: {apiserver: number; etcdClient: number; etcdPeer: number}
@@ -62,8 +73,10 @@ export class ControlPlane {
   static async start(options: ControlPlaneOptions): Promise<ControlPlane> {
     const log = options.log ?? (() => {})
     const started = Date.now()
+    const outside = options.cluster === undefined ? undefined : await outsideTestNetns()
+    if (outside !== undefined) throw new Error(`a control plane that serves pods listens beyond loopback: ${outside}`)
     await mkdir(options.dir, {recursive: true})
-    await createCertificates(options.dir)
+    await createCertificates(options.dir, options.cluster === undefined ? [] : [options.cluster.nodeIp, kubernetesServiceIp])
     const ports = {apiserver: await freePort(), etcdClient: await freePort(), etcdPeer: await freePort()}
     const etcdUrl = `http://127.0.0.1:${ports.etcdClient}`
     const server = `https://127.0.0.1:${ports.apiserver}`
@@ -82,19 +95,21 @@ export class ControlPlane {
     await waitFor('etcd /health', async () => (await fetch(`${etcdUrl}/health`)).ok, {timeoutMs: 30_000})
     const apiserver = launch(options, 'kube-apiserver', apiserverArgs(options, ports, etcdUrl))
     children.push(apiserver)
-    const state: State = {etcdUrl, pids: {apiserver: apiserver.pid!, etcd: etcd.pid!}, ports, server}
+    const pids: {-readonly [K in keyof State['pids']]: State['pids'][K]} = {apiserver: apiserver.pid!, etcd: etcd.pid!}
+    const state: State = {etcdUrl, pids, ports, server}
     const plane = new ControlPlane(options, state)
     plane.#children.push(...children)
     try {
       await plane.#writeKubeconfig(plane.kubeconfig, 'admin', {cert: join(options.dir, 'admin.crt'), key: join(options.dir, 'admin.key')})
-      await writeFile(join(options.dir, 'state.json'), JSON.stringify(state, null, 2))
       const client = await plane.client()
       try {
         await plane.#waitReady(client, apiserver)
         await applyCrds(client, await readCrds(crdDir))
+        if (options.cluster !== undefined) Object.assign(pids, await plane.#startControllers(client))
       } finally {
         client.close()
       }
+      await writeFile(join(options.dir, 'state.json'), JSON.stringify(state, null, 2))
     } catch (error) {
       await plane.stop()
       throw error
@@ -111,8 +126,7 @@ export class ControlPlane {
     } catch {
       return false
     }
-    await terminate(state.pids.apiserver)
-    await terminate(state.pids.etcd)
+    for (const pid of [state.pids.scheduler, state.pids.controllerManager, state.pids.apiserver, state.pids.etcd]) if (pid !== undefined) await terminate(pid)
     return true
   }
 
@@ -179,6 +193,38 @@ export class ControlPlane {
     for (const child of [...this.#children].reverse()) await terminate(child.pid, child)
   }
 
+  /**
+   * kube-controller-manager (every default controller; it publishes kube-root-ca.crt, which projected
+   * service-account volumes need, and creates each namespace's `default` ServiceAccount) and kube-scheduler,
+   * both as admin on the loopback address, serving no port of their own. Resolves once the controllers work.
+   */
+  async #startControllers(client: KubeClient): Promise<{controllerManager: number; scheduler: number}> {
+    const file = (name: string): string => join(this.options.dir, name)
+    const common = [`--kubeconfig=${this.kubeconfig}`, '--leader-elect=false', '--secure-port=0']
+    const controllerManager = launch(this.options, 'kube-controller-manager', [
+      ...common,
+      `--root-ca-file=${file('ca.crt')}`,
+      `--service-account-private-key-file=${file('sa.key')}`,
+      `--cluster-signing-cert-file=${file('ca.crt')}`,
+      `--cluster-signing-key-file=${file('ca.key')}`,
+      '--controllers=*',
+      '--concurrent-gc-syncs=5',
+    ])
+    const scheduler = launch(this.options, 'kube-scheduler', common)
+    this.#children.push(controllerManager, scheduler)
+    await waitFor(
+      'kube-controller-manager (kube-root-ca.crt and the default ServiceAccount)',
+      async () => {
+        for (const c of [controllerManager, scheduler]) if (c.exitCode !== null) throw new Error(`${c.spawnargs[0]} exited with ${c.exitCode}; see its log in ${this.options.dir}`)
+        await client.request('GET', '/api/v1/namespaces/default/configmaps/kube-root-ca.crt')
+        await client.request('GET', '/api/v1/namespaces/default/serviceaccounts/default')
+        return true
+      },
+      {intervalMs: 250, timeoutMs: 90_000},
+    )
+    return {controllerManager: controllerManager.pid!, scheduler: scheduler.pid!}
+  }
+
   async #waitReady(client: KubeClient, apiserver: ChildProcess): Promise<void> {
     await waitFor(
       'kube-apiserver /readyz',
@@ -217,13 +263,17 @@ export class ControlPlane {
 
 function apiserverArgs(options: ControlPlaneOptions, ports: State['ports'], etcdUrl: string): string[] {
   const file = (name: string): string => join(options.dir, name)
+  const served =
+    options.cluster === undefined
+      ? // No default route on test machines: advertise loopback, and let nothing write the kubernetes Endpoints;
+        // without kube-controller-manager no namespace gets a `default` ServiceAccount to admit pods with.
+        ['--bind-address=127.0.0.1', '--advertise-address=127.0.0.1', '--endpoint-reconciler-type=none', '--disable-admission-plugins=ServiceAccount']
+      : // Inside the test namespace: the node address is the `kubernetes` endpoint pods reach through its ClusterIP.
+        ['--bind-address=0.0.0.0', `--advertise-address=${options.cluster.nodeIp}`, '--endpoint-reconciler-type=lease']
   return [
     `--etcd-servers=${etcdUrl}`,
     `--secure-port=${ports.apiserver}`,
-    '--bind-address=127.0.0.1',
-    // No default route on test machines: advertise loopback, and let nothing write the kubernetes Endpoints.
-    '--advertise-address=127.0.0.1',
-    '--endpoint-reconciler-type=none',
+    ...served,
     `--tls-cert-file=${file('apiserver.crt')}`,
     `--tls-private-key-file=${file('apiserver.key')}`,
     `--client-ca-file=${file('ca.crt')}`,
@@ -232,7 +282,6 @@ function apiserverArgs(options: ControlPlaneOptions, ports: State['ports'], etcd
     `--service-account-issuer=https://127.0.0.1:${ports.apiserver}/`,
     '--service-cluster-ip-range=10.0.0.0/24',
     '--authorization-mode=Node,RBAC',
-    '--disable-admission-plugins=ServiceAccount',
     '--allow-privileged=true',
     `--cert-dir=${file('apiserver-certs')}`,
     ...(options.apiserverFlags ?? []),

@@ -20,7 +20,7 @@ import {freePort} from '../support/free-port.js'
 import {addLoopDevice, canUseLoopControl, removeLoopDevice} from '../support/loop-devices.js'
 import {missingPrerequisite} from '../support/prerequisites.js'
 import {bindClusterRole, type PolicyRule} from '../support/rbac.js'
-import {allocatable, deletePods, runPod, testNode, waitForPod, type NodeEnv} from '../support/test-node.js'
+import {allocatable, createNamespace, deletePods, runPod, testNode, waitForPod, type NodeEnv} from '../support/test-node.js'
 import {waitFor} from '../support/wait.js'
 
 const run = promisify(execFile)
@@ -254,9 +254,7 @@ describe('devices agent on a real node: devices follow containers', function () 
       [admitted, {'nfdctl-test/devices': 'allowed'}],
       [other, {}],
     ] as const) {
-      await env.client.request('POST', '/api/v1/namespaces', {body: {metadata: {labels, name}}})
-      // No controller-manager here makes the namespace's default ServiceAccount, which pod admission needs.
-      await env.client.request('POST', `/api/v1/namespaces/${name}/serviceaccounts`, {body: {metadata: {name: 'default'}}})
+      await createNamespace(env, name, labels)
     }
     const policyClasses = [
       deviceClassManifest('polc', {annotationAccess: {namespaceSelector: {matchLabels: {'nfdctl-test/devices': 'allowed'}}}, capacity: 1, match: [{devName: 'loop38[67]', subsystem: 'block'}]}),

@@ -6,7 +6,7 @@ import {promisify} from 'node:util'
 
 import {kubeletPluginDir} from '../node/host-changes.js'
 import {netnsPath, netnsVariable, nodeIp} from '../node/netns.js'
-import {deletePods, podLog, runPod, stopTestNode, testNode, type NodeEnv} from '../support/test-node.js'
+import {createNamespace, deletePods, podLog, runPod, stopTestNode, testNode, waitForPod, type NodeEnv} from '../support/test-node.js'
 import {waitFor} from '../support/wait.js'
 
 const run = promisify(execFile)
@@ -45,6 +45,48 @@ describe('the test node: a real kubelet and containerd', function () {
     // Under the node's private cgroup parent, not the machine's kubepods.
     expect(log).to.match(new RegExp(`devices:/nfdctl-${env.node.name}/kubepods/`))
     await deletePods(env, ['harness-hello'])
+  })
+
+  it("is a cluster: kube-controller-manager makes a Deployment's pod, kube-scheduler places it, and the pod, with its service-account token, reaches the API server through the kubernetes Service", async function () {
+    const namespace = `harness-${Date.now().toString(36)}`
+    this.timeout(120_000)
+    await createNamespace(env, namespace)
+    // busybox's TLS cannot talk to an ECDSA-keyed API server: it checks the route and the mounted token; the
+    // workload tests then use the token from nfdctl's own pods.
+    const script = [
+      'test -s /var/run/secrets/kubernetes.io/serviceaccount/token && test -s /var/run/secrets/kubernetes.io/serviceaccount/ca.crt && echo token mounted',
+      'nc -w 2 $KUBERNETES_SERVICE_HOST $KUBERNETES_SERVICE_PORT </dev/null && echo reached $KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT',
+      'sleep 3600',
+    ].join('; ')
+    await env.client.request('POST', `/apis/apps/v1/namespaces/${namespace}/deployments`, {
+      body: {
+        metadata: {name: 'whoami'},
+        spec: {
+          selector: {matchLabels: {app: 'whoami'}},
+          template: {
+            metadata: {labels: {app: 'whoami'}},
+            spec: {containers: [{command: ['sh', '-c', script], image: 'localhost/nfdctl-test/busybox:1', imagePullPolicy: 'Never', name: 'main'}], terminationGracePeriodSeconds: 1},
+          },
+        },
+      },
+    })
+    const pod = await waitFor(
+      "the Deployment's pod scheduled and running",
+      async () => {
+        const pods = await env.client.request<{items: Array<{metadata: {name: string}; spec: {nodeName?: string}; status: {phase?: string}}>}>('GET', `/api/v1/namespaces/${namespace}/pods`)
+        return pods.items.find((p) => p.status.phase === 'Running')
+      },
+      {timeoutMs: 60_000},
+    )
+    expect(pod.spec.nodeName).to.equal(env.node.name)
+    const running = await waitForPod(env, `${namespace}/${pod.metadata.name}`)
+    const log = await waitFor('the review in the pod log', async () => {
+      const text = await podLog(env, running)
+      return text.includes('reached') ? text : undefined
+    })
+    expect(log).to.include('token mounted')
+    expect(log).to.include('reached 10.0.0.1:443')
+    await env.client.request('DELETE', `/api/v1/namespaces/${namespace}`)
   })
 
   it('stops without leaving anything on the host', async function () {

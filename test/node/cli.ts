@@ -7,7 +7,7 @@ import {join} from 'node:path'
 
 import {ControlPlane} from '../controlplane/control-plane.js'
 import {ensureBinaries, repoRoot} from '../controlplane/paths.js'
-import {createNetns, deleteNetns, netnsPath, netnsVariable} from './netns.js'
+import {createNetns, deleteNetns, netnsPath, netnsVariable, nodeIp} from './netns.js'
 import {TestNode} from './node.js'
 
 const netns = 'nfdctl-node'
@@ -46,8 +46,15 @@ if (command === 'up') {
   await TestNode.stopDetached(join(dir, 'node'))
   await ControlPlane.stopDetached(join(dir, 'controlplane'))
   await rm(dir, {force: true, recursive: true})
-  const binDir = await ensureBinaries(log, ['kubelet'])
-  const plane = await ControlPlane.start({apiserverFlags: ['--kubelet-preferred-address-types=InternalIP'], binDir, detached: true, dir: join(dir, 'controlplane'), log})
+  const binDir = await ensureBinaries(log, ['kubelet', 'kube-scheduler', 'kube-controller-manager'])
+  const plane = await ControlPlane.start({
+    apiserverFlags: ['--kubelet-preferred-address-types=InternalIP'],
+    binDir,
+    cluster: {nodeIp},
+    detached: true,
+    dir: join(dir, 'controlplane'),
+    log,
+  })
   const client = await plane.client()
   try {
     await TestNode.start({binDir, detached: true, dir: join(dir, 'node'), kubeconfig: plane.kubeconfig, log, nodeName}, client)

@@ -13,7 +13,10 @@ const run = promisify(execFile)
 export interface ContainerdOptions {
   /** Config, root, state, sockets, CNI files and logs all live below it. */
   readonly dir: string
-  /** The pod network: a bridge inside the test's network namespace, with no route off the host. */
+  /**
+   * The pod network: a bridge inside the test's network namespace, with no route off the host. The bridge is
+   * the pods' gateway, so that kubelet reaches their probe ports and they reach the API server's Service.
+   */
   readonly podSubnet: string
   readonly bridge: string
   readonly detached?: boolean
@@ -46,7 +49,13 @@ export class Containerd {
         cniVersion: '0.4.0',
         name: 'nfdctl-test',
         plugins: [
-          {bridge: this.options.bridge, ipMasq: false, ipam: {dataDir: join(dir, 'cni/ipam'), ranges: [[{subnet: this.options.podSubnet}]], type: 'host-local'}, isGateway: false, type: 'bridge'},
+          {
+            bridge: this.options.bridge,
+            ipMasq: false,
+            ipam: {dataDir: join(dir, 'cni/ipam'), ranges: [[{subnet: this.options.podSubnet}]], type: 'host-local'},
+            isDefaultGateway: true,
+            type: 'bridge',
+          },
           {type: 'loopback'},
         ],
       }),

@@ -8,6 +8,7 @@ import {HostChanges, kubeletPluginDir} from './host-changes.js'
 import {buildBusyboxImage} from './images.js'
 import {Kubelet} from './kubelet.js'
 import {nodeIp, outsideTestNetns} from './netns.js'
+import {routeKubernetesService} from './service-proxy.js'
 
 export interface TestNodeOptions {
   /** Everything of the node lives below it (kubelet root, containerd root and state, logs). */
@@ -74,6 +75,7 @@ export class TestNode {
       // A Node of the same name left by an earlier run would have its old status and CSINode.
       await client.request('DELETE', `/api/v1/nodes/${options.nodeName}`).catch(() => {})
       await containerd.start()
+      await routeKubernetesService(client)
       const image = join(options.dir, 'busybox.tar')
       await buildBusyboxImage(image)
       await containerd.importImage(image)

@@ -3,7 +3,7 @@ import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 
 import type {KubeClient} from '../../src/lib/kube/kube-client.js'
-import {ControlPlane} from '../controlplane/control-plane.js'
+import {ControlPlane, type ControlPlaneOptions} from '../controlplane/control-plane.js'
 import {ensureBinaries} from '../controlplane/paths.js'
 import {missingPrerequisite} from './prerequisites.js'
 import {stopAtRunEnd} from './run-end.js'
@@ -26,10 +26,10 @@ async function binDir(context: Mocha.Context): Promise<string> {
 }
 
 /** Starts a private control plane (its own etcd) with extra kube-apiserver flags; stopped after the run. */
-export async function startControlPlane(context: Mocha.Context, apiserverFlags: readonly string[] = []): Promise<ControlPlane> {
+export async function startControlPlane(context: Mocha.Context, apiserverFlags: readonly string[] = [], cluster?: ControlPlaneOptions['cluster']): Promise<ControlPlane> {
   const bin = await binDir(context)
   const dir = await mkdtemp(join(tmpdir(), 'nfdctl-cp-'))
-  const plane = await ControlPlane.start({apiserverFlags, binDir: bin, dir, log})
+  const plane = await ControlPlane.start({apiserverFlags, binDir: bin, cluster, dir, log})
   planes.push({dir, plane})
   return plane
 }

@@ -7,7 +7,7 @@ import {promisify} from 'node:util'
 import type {KubeClient} from '../../src/lib/kube/kube-client.js'
 import type {ControlPlane} from '../controlplane/control-plane.js'
 import {ensureBinaries} from '../controlplane/paths.js'
-import {outsideTestNetns} from '../node/netns.js'
+import {nodeIp, outsideTestNetns} from '../node/netns.js'
 import {TestNode} from '../node/node.js'
 import {startControlPlane} from './cluster.js'
 import {missingPrerequisite} from './prerequisites.js'
@@ -40,8 +40,8 @@ export async function testNode(context: Mocha.Context): Promise<NodeEnv> {
     await promisify(execFile)(tool, ['--version']).catch(() => missingPrerequisite(context, `${tool} is not installed (apt-get install containerd runc)`))
   }
   shared ??= (async () => {
-    const binDir = await ensureBinaries(log, ['kubelet'])
-    const plane = await startControlPlane(context, ['--kubelet-preferred-address-types=InternalIP'])
+    const binDir = await ensureBinaries(log, ['kubelet', 'kube-scheduler', 'kube-controller-manager'])
+    const plane = await startControlPlane(context, ['--kubelet-preferred-address-types=InternalIP'], {nodeIp})
     const client = await plane.client()
     dir = await mkdtemp(join(tmpdir(), 'nfdctl-node-'))
     const node = await TestNode.start({binDir, dir, kubeconfig: plane.kubeconfig, log, nodeName: `nfdctl-test-${process.pid}`}, client)
@@ -64,6 +64,19 @@ export async function stopTestNode(): Promise<void> {
 }
 
 stopAtRunEnd(stopTestNode)
+
+/** Creates a namespace and waits for its `default` ServiceAccount (kube-controller-manager makes it; pod admission needs it). */
+export async function createNamespace(env: NodeEnv, name: string, labels: Readonly<Record<string, string>> = {}): Promise<void> {
+  await env.client.request('POST', '/api/v1/namespaces', {body: {metadata: {labels, name}}})
+  await waitFor(
+    `ServiceAccount ${name}/default`,
+    async () => {
+      await env.client.request('GET', `/api/v1/namespaces/${name}/serviceaccounts/default`)
+      return true
+    },
+    {timeoutMs: 30_000},
+  )
+}
 
 export interface PodSpec {
   readonly name: string
