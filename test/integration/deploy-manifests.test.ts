@@ -2,7 +2,7 @@ import {expect} from 'chai'
 
 import type {KubeClient} from '../../src/lib/kube/kube-client.js'
 import {adminClient} from '../support/cluster.js'
-import {placeManifest, readManifests} from '../support/manifests.js'
+import {placeManifest, renderKustomization} from '../support/manifests.js'
 import {upsert} from '../support/rbac.js'
 
 describe('deploy/ manifests against a real kube-apiserver (server-side dry run, strict field validation)', function () {
@@ -16,14 +16,16 @@ describe('deploy/ manifests against a real kube-apiserver (server-side dry run, 
     client?.close()
   })
 
-  for (const component of ['gc', 'plugins', 'agent']) {
-    it(`deploy/${component}: every object is accepted as written, with no unknown field`, async function () {
-      const {docs, namespace} = await readManifests(component)
+  for (const component of ['gc', 'gc/cronjob', 'plugins', 'agent']) {
+    it(`kubectl apply -k deploy/${component}: every object is accepted as kustomize renders it, with no unknown field`, async function () {
+      const docs = await renderKustomization(component)
       expect(docs.length).to.be.greaterThan(2)
+      const namespace = docs.find((d) => d.metadata.namespace !== undefined)!.metadata.namespace!
       // Dry-run objects in a namespace need the namespace itself.
       await upsert(client, '/api/v1/namespaces', {apiVersion: 'v1', kind: 'Namespace', metadata: {name: namespace}})
-      for (const {doc, file} of docs) {
-        const placed = placeManifest(doc, namespace)
+      for (const doc of docs) {
+        const file = `${doc.kind}/${doc.metadata.name}`
+        const placed = placeManifest(doc, doc.metadata.namespace ?? namespace)
         expect(placed, `${file}: kind ${doc.kind}`).to.not.equal(undefined)
         const {body, collection} = placed!
         try {

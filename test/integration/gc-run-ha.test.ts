@@ -126,8 +126,8 @@ describe('gc run: the RBAC in deploy/ is enough, and no broader', function () {
     client?.close()
   })
 
-  it('runs with leader election as an identity bound to exactly deploy/gc/rbac.yaml', async function () {
-    const docs = parseAllDocuments(await readFile(fileURLToPath(new URL('../../deploy/gc/rbac.yaml', import.meta.url)), 'utf8')).map(
+  it('runs with leader election as an identity bound to exactly deploy/gc/rbac/rbac.yaml', async function () {
+    const docs = parseAllDocuments(await readFile(fileURLToPath(new URL('../../deploy/gc/rbac/rbac.yaml', import.meta.url)), 'utf8')).map(
       (d) => d.toJS() as {kind: string; metadata: {name: string}; rules?: unknown[]},
     )
     const clusterRole = docs.find((d) => d.kind === 'ClusterRole')!

@@ -1,8 +1,12 @@
+import {execFile} from 'node:child_process'
 import {readdir, readFile} from 'node:fs/promises'
 import {join} from 'node:path'
 import {fileURLToPath} from 'node:url'
+import {promisify} from 'node:util'
 
 import {parseAllDocuments} from 'yaml'
+
+import {ensureBinaries} from '../controlplane/paths.js'
 
 const deployDir = fileURLToPath(new URL('../../deploy/', import.meta.url))
 
@@ -21,6 +25,7 @@ const collections: Record<string, {base: string; plural: string; namespaced: boo
   DaemonSet: {base: '/apis/apps/v1', namespaced: true, plural: 'daemonsets'},
   Deployment: {base: '/apis/apps/v1', namespaced: true, plural: 'deployments'},
   Namespace: {base: '/api/v1', namespaced: false, plural: 'namespaces'},
+  PodDisruptionBudget: {base: '/apis/policy/v1', namespaced: true, plural: 'poddisruptionbudgets'},
   Role: {base: '/apis/rbac.authorization.k8s.io/v1', namespaced: true, plural: 'roles'},
   RoleBinding: {base: '/apis/rbac.authorization.k8s.io/v1', namespaced: true, plural: 'rolebindings'},
   ServiceAccount: {base: '/api/v1', namespaced: true, plural: 'serviceaccounts'},
@@ -38,6 +43,13 @@ export async function readManifests(component: string, only?: readonly string[])
     for (const d of parseAllDocuments(await readFile(join(dir, file), 'utf8'))) docs.push({doc: d.toJS() as Manifest, file})
   }
   return {docs, namespace: kustomization.namespace}
+}
+
+/** What `kubectl kustomize deploy/<component>` renders: the objects `kubectl apply -k` creates. */
+export async function renderKustomization(component: string, log: (line: string) => void = () => {}): Promise<Manifest[]> {
+  const kubectl = join(await ensureBinaries(log, ['kubectl']), 'kubectl')
+  const {stdout} = await promisify(execFile)(kubectl, ['kustomize', join(deployDir, component)], {maxBuffer: 16 * 1024 * 1024})
+  return parseAllDocuments(stdout).map((d) => d.toJS() as Manifest)
 }
 
 /**

@@ -52,7 +52,7 @@ describe('deploy/: every nfdctl command line parses with the current flags', fun
   it('the DaemonSets, the Deployment and the CronJob', async function () {
     let checked = 0
     let listening = 0
-    for (const component of ['agent', 'gc', 'plugins']) {
+    for (const component of ['agent', 'gc', 'gc/cronjob', 'plugins']) {
       for (const {doc, file} of (await readManifests(component)).docs) {
         for (const container of containersOf(doc)) {
           const where = `deploy/${component}/${file}`
