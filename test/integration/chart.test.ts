@@ -1,0 +1,238 @@
+import {readdir, readFile, writeFile, mkdtemp, rm} from 'node:fs/promises'
+import {tmpdir} from 'node:os'
+import {join} from 'node:path'
+import {fileURLToPath} from 'node:url'
+
+import {expect} from 'chai'
+import {parse} from 'yaml'
+
+import type {ControlPlane} from '../controlplane/control-plane.js'
+import {chartDir, chartTools, deployDir, helm, prometheusOperatorCrds, type RenderOptions, renderChart, run, templateArgs, type Tools} from '../support/chart.js'
+import {startControlPlane} from '../support/cluster.js'
+import type {Manifest} from '../support/manifests.js'
+
+// charts/nfdctl as an operator installs it: helm lint, helm template with the default values and with a
+// values file that turns every option on, each object sent to a real kube-apiserver as a server-side apply
+// dry run with strict field validation (the CRDs it needs applied for real first), and the settings the
+// chart refuses. That its workloads match deploy/ is test/integration/chart-drift.test.ts.
+
+const everything = fileURLToPath(new URL('../fixtures/chart/everything.yaml', import.meta.url))
+const packageJson = fileURLToPath(new URL('../../package.json', import.meta.url))
+
+type Json = Record<string, unknown>
+
+/** The renders checked against the API server: between them every template of the chart renders something. */
+const renders: Record<string, {options: RenderOptions; kinds: Record<string, number>}> = {
+  'the default values': {
+    kinds: {
+      ClusterRole: 2,
+      ClusterRoleBinding: 2,
+      DaemonSet: 1,
+      Deployment: 1,
+      PodDisruptionBudget: 1,
+      Role: 1,
+      RoleBinding: 1,
+      ServiceAccount: 2,
+      ValidatingAdmissionPolicy: 2,
+      ValidatingAdmissionPolicyBinding: 2,
+    },
+    options: {},
+  },
+  'everything.yaml': {
+    kinds: {ClusterRole: 2, ClusterRoleBinding: 2, CronJob: 1, DaemonSet: 1, DeviceClass: 2, PodMonitor: 1, ServiceAccount: 2, ValidatingAdmissionPolicy: 2, ValidatingAdmissionPolicyBinding: 2},
+    options: {valuesFiles: [everything]},
+  },
+  'everything.yaml with the agent and the gc Deployment back on': {
+    kinds: {
+      ClusterRole: 2,
+      ClusterRoleBinding: 2,
+      DaemonSet: 1,
+      Deployment: 1,
+      DeviceClass: 2,
+      PodDisruptionBudget: 1,
+      PodMonitor: 1,
+      Role: 1,
+      RoleBinding: 1,
+      Service: 1,
+      ServiceAccount: 2,
+      ServiceMonitor: 1,
+      ValidatingAdmissionPolicy: 2,
+      ValidatingAdmissionPolicyBinding: 2,
+    },
+    options: {values: {'agent.enable': true, 'gc.cronJob.enable': false, 'plugins.enable': false}, valuesFiles: [everything]},
+  },
+}
+
+const countKinds = (objects: readonly Manifest[]): Record<string, number> => {
+  const counts: Record<string, number> = {}
+  for (const {kind} of objects) counts[kind] = (counts[kind] ?? 0) + 1
+  return counts
+}
+
+const only = (objects: readonly Manifest[], kind: string): Json => {
+  const found = objects.filter((o) => o.kind === kind)
+  expect(found, `objects of kind ${kind}`).to.have.length(1)
+  return found[0] as Json
+}
+
+/** The pod spec of a Deployment, DaemonSet or CronJob. */
+const podSpec = (workload: Json): Json => {
+  const spec = workload.spec as Json
+  const template = (workload.kind === 'CronJob' ? ((spec.jobTemplate as Json).spec as Json).template : spec.template) as Json
+  return template.spec as Json
+}
+const container = (workload: Json): Json => (podSpec(workload).containers as Json[])[0]
+
+describe('charts/nfdctl: helm lint, helm template, and a server-side dry run on a real kube-apiserver', function () {
+  let tools: Tools
+
+  before(async function () {
+    tools = await chartTools(this)
+  })
+
+  it("Chart.yaml: version and appVersion are package.json's version", async function () {
+    const {version} = JSON.parse(await readFile(packageJson, 'utf8')) as {version: string}
+    const chart = parse(await readFile(join(chartDir, 'Chart.yaml'), 'utf8')) as {name: string; version: string; appVersion: string}
+    expect({appVersion: chart.appVersion, name: chart.name, version: chart.version}).to.deep.equal({appVersion: version, name: 'nfdctl', version})
+  })
+
+  it("crds/: nfdctl's own CRDs of deploy/crds/, byte for byte; not NFD's, which NFD's chart installs", async function () {
+    const chartCrds = (await readdir(join(chartDir, 'crds'))).sort()
+    const ours: string[] = []
+    for (const file of (await readdir(join(deployDir, 'crds'))).sort()) {
+      const crd = parse(await readFile(join(deployDir, 'crds', file), 'utf8')) as {spec: {group: string}}
+      if (crd.spec.group.endsWith('nfdctl.io')) ours.push(file)
+    }
+    expect(ours, 'nfdctl CRDs in deploy/crds').to.not.be.empty
+    expect(chartCrds).to.deep.equal(ours)
+    for (const file of ours) {
+      const [inChart, inDeploy] = await Promise.all([readFile(join(chartDir, 'crds', file)), readFile(join(deployDir, 'crds', file))])
+      expect(inChart.equals(inDeploy), `charts/nfdctl/crds/${file} differs from deploy/crds/${file}: cp deploy/crds/${file} charts/nfdctl/crds/`).to.equal(true)
+    }
+  })
+
+  for (const [what, args] of [
+    ['the default values', []],
+    ['everything.yaml', ['--values', everything]],
+  ] as const) {
+    it(`helm lint --strict passes with ${what}`, async function () {
+      const result = await helm(tools, ['lint', '--strict', chartDir, ...args])
+      expect(result.code, `${result.stdout}${result.stderr}`).to.equal(0)
+      expect(result.stdout).to.include('1 chart(s) linted, 0 chart(s) failed')
+    })
+  }
+
+  it('every template renders an object in one of the checked renders', async function () {
+    const rendered = new Set<string>()
+    for (const {options} of Object.values(renders)) for (const source of (await renderChart(tools, options)).sources) rendered.add(source)
+    // validate.yaml renders nothing by design: it fails a render (tested below).
+    const templates = (await readdir(join(chartDir, 'templates'))).filter((f) => f.endsWith('.yaml') && f !== 'validate.yaml')
+    expect(templates.filter((t) => !rendered.has(`nfdctl/templates/${t}`))).to.deep.equal([])
+  })
+
+  describe('values', function () {
+    it('image: repository:appVersion by default, the tag when given, repository@digest when a digest is given (it wins over a tag)', async function () {
+      const images = async (values: Json): Promise<string[]> => {
+        const {objects} = await renderChart(tools, {values: {'gc.cronJob.enable': false, ...values}})
+        return objects.filter((o) => o.kind === 'Deployment' || o.kind === 'DaemonSet').map((w) => container(w as Json).image as string)
+      }
+      const digest = `sha256:${'ab'.repeat(32)}`
+      expect(await images({})).to.deep.equal(['ghcr.io/nfdctl/nfdctl:0.1.0', 'ghcr.io/nfdctl/nfdctl:0.1.0'])
+      expect(await images({'image.tag': '0.1.0-rc.1'})).to.deep.equal(['ghcr.io/nfdctl/nfdctl:0.1.0-rc.1', 'ghcr.io/nfdctl/nfdctl:0.1.0-rc.1'])
+      expect(await images({'image.digest': digest, 'image.repository': 'registry.test/nfdctl', 'image.tag': 'ignored'})).to.deep.equal([
+        `registry.test/nfdctl@${digest}`,
+        `registry.test/nfdctl@${digest}`,
+      ])
+    })
+
+    it("agent.hostPaths move the host side of the agent's volumes; the container keeps its paths and flags", async function () {
+      const defaults = only((await renderChart(tools)).objects, 'DaemonSet')
+      const moved = only((await renderChart(tools, {valuesFiles: [everything], values: {'agent.enable': true, 'plugins.enable': false}})).objects, 'DaemonSet')
+      const hostPaths = (w: Json): Record<string, string> => Object.fromEntries((podSpec(w).volumes as Array<{name: string; hostPath: {path: string}}>).map((v) => [v.name, v.hostPath.path]))
+      expect(hostPaths(moved)).to.deep.equal({
+        ...hostPaths(defaults),
+        cdi: '/etc/cdi',
+        containerd: '/run/k3s/containerd',
+        'device-plugins': '/var/lib/rancher/kubelet/device-plugins',
+        'pod-resources': '/var/lib/rancher/kubelet/pod-resources',
+        state: '/var/lib/rancher/nfdctl',
+      })
+      expect(container(moved).volumeMounts).to.deep.equal(container(defaults).volumeMounts)
+      expect(container(moved).args).to.deep.equal([...(container(defaults).args as string[]), '--workers=8', '--cdi'])
+    })
+
+    it("the own-node status policy names the agent's service account in the release namespace", async function () {
+      const {objects} = await renderChart(tools, {namespace: 'edge', release: 'devices', values: {'agent.serviceAccount.name': 'node-agent'}})
+      const policy = objects.find((o) => o.kind === 'ValidatingAdmissionPolicy' && o.metadata.name === 'devices-nfdctl-agent-own-node-status') as Json | undefined
+      expect(policy, 'the status policy').to.not.equal(undefined)
+      const conditions = (policy!.spec as Json).matchConditions as Array<{expression: string}>
+      expect(conditions.map((c) => c.expression)).to.deep.equal(["request.userInfo.username == 'system:serviceaccount:edge:node-agent'"])
+      expect(only(objects, 'DaemonSet').metadata).to.include({name: 'devices-nfdctl-agent', namespace: 'edge'})
+      expect(podSpec(only(objects, 'DaemonSet')).serviceAccountName).to.equal('node-agent')
+    })
+
+    // Each refused setting: the values, and what helm's one-line message must say.
+    const refused: Array<[string, Json, string]> = [
+      [
+        'agent and plugins both enabled',
+        {'plugins.enable': true},
+        "agent.enable and plugins.enable are both true: the agent serves the classes' device plugins itself, so choose one (--set plugins.enable=false, or --set agent.enable=false)",
+      ],
+      ['several gc replicas without leader election', {'gc.leaderElect': false}, 'gc.replicaCount is 2 but gc.leaderElect is false'],
+      ['a PodDisruptionBudget that could never let a collector go', {'gc.replicaCount': 1}, 'gc.pdb.minAvailable (1) is not below gc.replicaCount (1)'],
+      ['both PodDisruptionBudget bounds', {'gc.pdb.maxUnavailable': 1}, 'gc.pdb.minAvailable and gc.pdb.maxUnavailable are both set'],
+      ['an image digest that is not one', {'image.digest': 'latest'}, 'image.digest "latest" is not a digest'],
+      ['a misspelt value (the values schema)', {'agent.enabled': false}, "additional properties 'enabled' not allowed"],
+    ]
+    for (const [what, values, message] of refused) {
+      it(`helm template refuses ${what}, in one line`, async function () {
+        const result = await helm(tools, templateArgs({values}))
+        expect(result.code, result.stdout).to.not.equal(0)
+        const line = result.stderr.split('\n').find((l) => l.includes(message))
+        expect(line, `helm's error output:\n${result.stderr}`).to.not.equal(undefined)
+      })
+    }
+  })
+
+  describe('on a real kube-apiserver', function () {
+    let plane: ControlPlane
+    let work: string
+
+    const kubectl = (args: readonly string[]) => run(tools.kubectl, [`--kubeconfig=${plane.kubeconfig}`, `--cache-dir=${join(work, 'kube-cache')}`, ...args])
+
+    before(async function () {
+      this.timeout(5 * 60_000)
+      plane = await startControlPlane(this)
+      work = await mkdtemp(join(tmpdir(), 'nfdctl-chart-'))
+      // The CRDs a release needs exist before its objects: the chart's own (as `helm install` applies crds/
+      // first) and prometheus-operator's, whose objects the monitors are.
+      const crds = [...(await readdir(join(chartDir, 'crds'))).map((f) => join(chartDir, 'crds', f)), ...(await prometheusOperatorCrds())]
+      const applied = await kubectl(['apply', '--server-side', '--force-conflicts', '--field-manager=nfdctl-chart-test', ...crds.flatMap((f) => ['-f', f])])
+      expect(applied.code, applied.stderr).to.equal(0)
+      const names = applied.stdout.match(/customresourcedefinition\.apiextensions\.k8s\.io\/\S+/g) ?? []
+      expect(names, applied.stdout).to.have.length(crds.length)
+      const established = await kubectl(['wait', '--for=condition=Established', '--timeout=60s', ...names])
+      expect(established.code, established.stderr).to.equal(0)
+      const namespace = await kubectl(['create', 'namespace', 'nfdctl-system'])
+      expect(namespace.code, namespace.stderr).to.equal(0)
+    })
+
+    after(async function () {
+      if (work !== undefined) await rm(work, {force: true, recursive: true})
+    })
+
+    for (const [what, {kinds, options}] of Object.entries(renders)) {
+      it(`${what}: every object is accepted by a server-side apply dry run with strict field validation`, async function () {
+        const render = await renderChart(tools, options)
+        expect(countKinds(render.objects)).to.deep.equal(kinds)
+        const file = join(work, 'render.yaml')
+        await writeFile(file, render.text)
+        const result = await kubectl(['apply', '--server-side', '--dry-run=server', '--validate=strict', '--field-manager=nfdctl-chart-test', '--namespace=nfdctl-system', '-f', file])
+        expect(result.code, `kubectl apply said:\n${result.stderr}${result.stdout}`).to.equal(0)
+        // One line per object: each one reached the API server.
+        const accepted = result.stdout.split('\n').filter((line) => line.endsWith('serverside-applied (server dry run)'))
+        expect(accepted, result.stdout).to.have.length(render.objects.length)
+      })
+    }
+  })
+})
