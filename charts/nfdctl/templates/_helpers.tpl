@@ -84,7 +84,7 @@ imagePullSecrets:
 nodeSelector:
   {{- toYaml . | nindent 2 }}
 {{- end }}
-{{- with $values.affinity }}
+{{- with include "nfdctl.affinity" . | fromYaml }}
 affinity:
   {{- toYaml . | nindent 2 }}
 {{- end }}
@@ -96,6 +96,24 @@ tolerations:
 securityContext:
   {{- toYaml . | nindent 2 }}
 {{- end }}
+{{- end -}}
+
+{{/*
+The affinity of one component's pods: its values' affinity, and for the gc Deployment (dict … "spread" true)
+with gc.spreadReplicas a preferred term that puts the replicas on different nodes: the standby is worth most
+where the leader is not.
+*/}}
+{{- define "nfdctl.affinity" -}}
+{{- $affinity := deepCopy ((index .ctx.Values .component).affinity | default dict) -}}
+{{- if and .spread .ctx.Values.gc.spreadReplicas -}}
+{{- $anti := get $affinity "podAntiAffinity" | default dict -}}
+{{- $preferred := get $anti "preferredDuringSchedulingIgnoredDuringExecution" | default list -}}
+{{- $selector := dict "matchLabels" (include "nfdctl.selectorLabels" (dict "ctx" .ctx "component" "gc") | fromYaml) -}}
+{{- $term := dict "weight" 100 "podAffinityTerm" (dict "topologyKey" "kubernetes.io/hostname" "labelSelector" $selector) -}}
+{{- $_ := set $anti "preferredDuringSchedulingIgnoredDuringExecution" (append $preferred $term) -}}
+{{- $_ := set $affinity "podAntiAffinity" $anti -}}
+{{- end -}}
+{{- toYaml $affinity -}}
 {{- end -}}
 
 {{/*
