@@ -10,6 +10,7 @@ import type {ControlPlane} from '../controlplane/control-plane.js'
 import {chartDir, chartTools, deployDir, helm, prometheusOperatorCrds, type RenderOptions, renderChart, run, templateArgs, type Tools} from '../support/chart.js'
 import {startControlPlane} from '../support/cluster.js'
 import type {Manifest} from '../support/manifests.js'
+import {missingPrerequisite} from '../support/prerequisites.js'
 
 // charts/nfdctl as an operator installs it: helm lint, helm template with the default values and with a
 // values file that turns every option on, each object sent to a real kube-apiserver as a server-side apply
@@ -206,7 +207,8 @@ describe('charts/nfdctl: helm lint, helm template, and a server-side dry run on 
       work = await mkdtemp(join(tmpdir(), 'nfdctl-chart-'))
       // The CRDs a release needs exist before its objects: the chart's own (as `helm install` applies crds/
       // first) and prometheus-operator's, whose objects the monitors are.
-      const crds = [...(await readdir(join(chartDir, 'crds'))).map((f) => join(chartDir, 'crds', f)), ...(await prometheusOperatorCrds())]
+      const monitorCrds = await prometheusOperatorCrds().catch((error: Error) => missingPrerequisite(this, `prometheus-operator's CRDs could not be downloaded: ${error.message}`))
+      const crds = [...(await readdir(join(chartDir, 'crds'))).map((f) => join(chartDir, 'crds', f)), ...monitorCrds]
       const applied = await kubectl(['apply', '--server-side', '--force-conflicts', '--field-manager=nfdctl-chart-test', ...crds.flatMap((f) => ['-f', f])])
       expect(applied.code, applied.stderr).to.equal(0)
       const names = applied.stdout.match(/customresourcedefinition\.apiextensions\.k8s\.io\/\S+/g) ?? []
