@@ -182,12 +182,12 @@ export async function deletePods(env: NodeEnv, names: readonly string[]): Promis
   }
 }
 
-/** What the pod's container wrote to stdout, from kubelet's pod log files. */
-export async function podLog(env: NodeEnv, pod: RunningPod): Promise<string> {
+/** What the pod's container (default `main`, first run) wrote, from kubelet's pod log files. */
+export async function podLog(env: NodeEnv, pod: Pick<RunningPod, 'uid'>, container = 'main'): Promise<string> {
   const podsDir = join(env.node.kubelet.options.dir, 'pod-logs')
   const podDir = (await readdir(podsDir)).find((d) => d.endsWith(pod.uid))
   if (podDir === undefined) return ''
-  const text = await readFile(join(podsDir, podDir, 'main', '0.log'), 'utf8').catch(() => '')
+  const text = await readFile(join(podsDir, podDir, container, '0.log'), 'utf8').catch(() => '')
   // CRI log lines: <time> <stream> <tag> <text>
   return text
     .split('\n')

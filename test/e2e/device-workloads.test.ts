@@ -1,0 +1,238 @@
+import {expect} from 'chai'
+import {execFile} from 'node:child_process'
+import {mkdir, mkdtemp, readFile, rm, writeFile} from 'node:fs/promises'
+import {tmpdir} from 'node:os'
+import {join} from 'node:path'
+import {promisify} from 'node:util'
+
+import {deviceClassManifest} from '../support/device-class.js'
+import {addLoopDevice, canUseLoopControl, removeLoopDevice} from '../support/loop-devices.js'
+import {nfdctlImage, type NodeImage} from '../support/nfdctl-image.js'
+import {missingPrerequisite} from '../support/prerequisites.js'
+import {allocatable, createNamespace, deletePods, runPod, testNode, type NodeEnv, type RunningPod} from '../support/test-node.js'
+import {waitFor} from '../support/wait.js'
+import {containerIdOf, kubectl, livePods, loadImage, waitForReadyPods, writeOverlay, type ListedPod} from '../support/workloads.js'
+
+const run = promisify(execFile)
+const system = 'nfdctl-system'
+const consumers = 'wl-consumers'
+const classesPath = '/apis/devices.nfdctl.io/v1alpha1/deviceclasses'
+// Loop devices 420-429 belong to these tests.
+
+/**
+ * Where the test node keeps what a standard node keeps at /run/containerd, /var/lib/kubelet/pod-resources,
+ * /var/lib/nfdctl, /var/run/cdi and /run/udev: the patch an operator writes for such a node (k3s keeps
+ * containerd under /run/k3s, for one). Everything else is the shipped DaemonSet.
+ */
+function nodeLayoutPatch(env: NodeEnv, dir: string, workload: 'nfdctl-agent' | 'nfdctl-plugins'): object {
+  const hostPath = (name: string, path: string): object => ({hostPath: {path}, name})
+  const volumes =
+    workload === 'nfdctl-agent'
+      ? [
+          hostPath('containerd', join(env.node.containerd.options.dir, 'run')),
+          hostPath('pod-resources', join(env.node.kubelet.rootDir, 'pod-resources')),
+          hostPath('state', join(dir, 'state')),
+          hostPath('cdi', join(dir, 'cdi')),
+          hostPath('udev', join(dir, 'udev')),
+        ]
+      : [hostPath('udev', join(dir, 'udev'))]
+  return {apiVersion: 'apps/v1', kind: 'DaemonSet', metadata: {name: workload}, spec: {template: {spec: {volumes}}}}
+}
+
+describe('deploy/agent and deploy/plugins on the real node: the shipped DaemonSets, run from the built image', function () {
+  let env: NodeEnv
+  let dir: string
+  let image: NodeImage
+  const loops = new Set<number>()
+  const pods: string[] = []
+  const overlays: string[] = []
+  /** `kubectl apply -k` of an overlay over deploy/<component>; deleted with `kubectl delete -k` after the suite. */
+  const apply = async (component: 'agent' | 'plugins', tag = image.tag): Promise<void> => {
+    const overlay = await writeOverlay({component, image: {name: image.name, tag}, patches: [nodeLayoutPatch(env, dir, `nfdctl-${component}`)]})
+    overlays.push(overlay)
+    await kubectl(env, 'apply', '-k', overlay)
+  }
+
+  const addLoop = async (index: number): Promise<void> => {
+    addLoopDevice(index)
+    loops.add(index)
+    await writeFile(join(dir, `backing-${index}`), `loop-${index}-data`.padEnd(4096, '.'))
+    await run('losetup', [`/dev/loop${index}`, join(dir, `backing-${index}`)])
+  }
+  const dropLoop = async (index: number): Promise<void> => {
+    await run('losetup', ['-d', `/dev/loop${index}`]).catch(() => {})
+    removeLoopDevice(index)
+    loops.delete(index)
+  }
+  const reads = async (containerId: string, index: number): Promise<string> => {
+    try {
+      return await env.node.exec(containerId, ['dd', `if=/dev/loop${index}`, 'bs=13', 'count=1', 'status=none'])
+    } catch (error) {
+      return `failed: ${(error as Error & {stderr?: string}).stderr ?? (error as Error).message}`
+    }
+  }
+  const expectReadable = async (holders: readonly RunningPod[], index: number, withinMs = 10_000): Promise<number[]> => {
+    const started = performance.now()
+    return Promise.all(
+      holders.map(async (pod) => {
+        await waitFor(`${pod.name} reads loop${index}`, async () => (await reads(pod.containerId, index)) === `loop-${index}-data`, {intervalMs: 20, timeoutMs: withinMs})
+        return performance.now() - started
+      }),
+    )
+  }
+  /** Reads every holder's device every 100 ms until stopped; resolves with what failed (nothing, when access held). */
+  const keepReading = (holders: readonly RunningPod[], index: number): {stop: () => Promise<{reads: number; failures: string[]}>} => {
+    let running = true
+    const failures: string[] = []
+    let count = 0
+    const loop = (async () => {
+      while (running) {
+        for (const pod of holders) {
+          const text = await reads(pod.containerId, index)
+          count++
+          if (text !== `loop-${index}-data`) failures.push(`${pod.name}: ${text}`)
+        }
+        await new Promise((resolve) => setTimeout(resolve, 100))
+      }
+    })()
+    return {
+      stop: async () => {
+        running = false
+        await loop
+        return {failures, reads: count}
+      },
+    }
+  }
+  const agentPods = async (): Promise<ListedPod[]> => livePods(env, system, 'app.kubernetes.io/name=nfdctl-agent')
+
+  before(async function () {
+    this.timeout(15 * 60_000)
+    env = await testNode(this)
+    if (!canUseLoopControl()) missingPrerequisite(this, '/dev/loop-control is not usable (needs root and the loop driver)')
+    dir = await mkdtemp(join(tmpdir(), 'nfdctl-workloads-'))
+    for (const sub of ['state', 'cdi', 'udev']) await mkdir(join(dir, sub), {recursive: true})
+    image = await nfdctlImage(this)
+    await loadImage(env, image, [`${image.tag}-next`])
+    await createNamespace(env, consumers, {'nfdctl-test/devices': 'allowed'})
+  })
+
+  afterEach(async function () {
+    this.timeout(3 * 60_000)
+    await deletePods(env, pods.splice(0))
+    for (const kind of ['daemonset/nfdctl-agent', 'daemonset/nfdctl-plugins']) await kubectl(env, '-n', system, 'delete', kind, '--ignore-not-found', '--wait=true', '--timeout=90s')
+    await waitFor('no nfdctl pods', async () => (await livePods(env, system, 'app.kubernetes.io/name in (nfdctl-agent,nfdctl-plugins)')).length === 0, {timeoutMs: 90_000})
+    for (const name of ['wl-loop', 'wl-unit']) await env.client.request('DELETE', `${classesPath}/${name}`).catch(() => {})
+    for (const index of [...loops]) await dropLoop(index)
+  })
+
+  after(async function () {
+    this.timeout(3 * 60_000)
+    if (env === undefined) return
+    // The admission policies and cluster roles too: later suites must meet a cluster without them.
+    for (const overlay of overlays.reverse()) await kubectl(env, 'delete', '-k', overlay, '--ignore-not-found', '--wait=true', '--timeout=90s').catch(() => '')
+    await kubectl(env, 'delete', 'namespace', consumers, '--ignore-not-found', '--wait=true', '--timeout=90s').catch(() => '')
+    for (const overlay of overlays) await rm(overlay, {force: true, recursive: true})
+    if (dir) await rm(dir, {force: true, recursive: true})
+  })
+
+  it('devices agent DaemonSet: hot-plugs into a pod that asked by admitted annotation and one that asked by limit; a rolling update to a new image tag and kubectl delete pod keep every device usable throughout', async function () {
+    this.timeout(8 * 60_000)
+    await env.client.request('POST', classesPath, {
+      body: deviceClassManifest('wl-loop', {
+        annotationAccess: {namespaceSelector: {matchLabels: {'nfdctl-test/devices': 'allowed'}}},
+        capacity: 2,
+        match: [{devName: 'loop42[0-9]', subsystem: 'block'}],
+      }),
+    })
+    await addLoop(420)
+    await apply('agent')
+    const [first] = await waitForReadyPods(env, system, 'app.kubernetes.io/name=nfdctl-agent', 1)
+    await waitFor('allocatable wl-loop=2', async () => (await allocatable(env, 'devices.nfdctl.io/wl-loop')) === 2, {timeoutMs: 30_000})
+
+    pods.push(`${consumers}/by-limit`, `${consumers}/by-annotation`)
+    const byLimit = await runPod(env, {command: ['sleep', '3600'], limits: {'devices.nfdctl.io/wl-loop': '1'}, name: 'by-limit', namespace: consumers})
+    const byAnnotation = await runPod(env, {annotations: {'devices.nfdctl.io/main': 'wl-loop'}, command: ['sleep', '3600'], name: 'by-annotation', namespace: consumers})
+    const holders = [byLimit, byAnnotation]
+    await expectReadable(holders, 420)
+
+    // Plugged in after both started: the agent pod gives it to both.
+    const hotPlugMs = await (async () => {
+      const plugged = performance.now()
+      await addLoop(421)
+      await expectReadable(holders, 421)
+      return performance.now() - plugged
+    })()
+    expect(hotPlugMs, 'plugged → readable in both containers (ms)').to.be.below(5000)
+
+    // A rolling update to a new tag: the old agent pod stops (SIGTERM leaves access in place), the new one
+    // takes over; the devices stay readable in both containers all the while.
+    const reading = keepReading(holders, 421)
+    await apply('agent', `${image.tag}-next`)
+    await kubectl(env, '-n', system, 'rollout', 'status', 'daemonset/nfdctl-agent', '--timeout=120s')
+    const [updated] = await waitForReadyPods(env, system, 'app.kubernetes.io/name=nfdctl-agent', 1)
+    expect(updated.metadata.uid).to.not.equal(first.metadata.uid)
+    const during = await reading.stop()
+    expect(during.failures, 'reads that failed during the rolling update').to.deep.equal([])
+    expect(during.reads).to.be.greaterThan(10)
+    const spec = await env.client.request<{spec: {containers: Array<{image: string}>}}>('GET', `/api/v1/namespaces/${system}/pods/${updated.metadata.name}`)
+    expect(spec.spec.containers[0].image).to.equal(`${image.name}:${image.tag}-next`)
+    // The new agent pod hot-plugs as the old one did.
+    await addLoop(422)
+    await expectReadable(holders, 422)
+
+    // kubectl delete pod: the DaemonSet makes another; nothing is lost meanwhile, and it hot-plugs again.
+    const deleting = keepReading(holders, 422)
+    await kubectl(env, '-n', system, 'delete', 'pod', updated.metadata.name, '--wait=true')
+    const [replaced] = await waitForReadyPods(env, system, 'app.kubernetes.io/name=nfdctl-agent', 1)
+    expect(replaced.metadata.uid).to.not.equal(updated.metadata.uid)
+    const deleted = await deleting.stop()
+    expect(deleted.failures, 'reads that failed while the agent pod was replaced').to.deep.equal([])
+    for (const index of [420, 421, 422]) for (const pod of holders) expect(await reads(pod.containerId, index), `${pod.name} loop${index}`).to.equal(`loop-${index}-data`)
+    await addLoop(423)
+    await expectReadable(holders, 423)
+    // Unplugged: gone from both.
+    await dropLoop(421)
+    for (const pod of holders) {
+      await waitFor(`loop421 gone from ${pod.name}`, async () => /No such file/.test(await env.node.execFailure(pod.containerId, ['ls', '/dev/loop421']).catch(() => '')), {timeoutMs: 10_000})
+    }
+
+    // What the agent pod's memory came to (the limit is 192Mi): its memory cgroup's peak, as kubelet's limit sees it.
+    const agent = (await agentPods())[0]
+    const peak = await memoryPeak(containerIdOf(agent, 'agent'), env)
+    process.stderr.write(`      agent pod: memory peak ${(peak / 2 ** 20).toFixed(1)} MiB (limit 192 MiB), hot-plug into two containers ${hotPlugMs.toFixed(0)} ms\n`)
+    expect(peak).to.be.below(192 * 2 ** 20)
+    expect(agent.status.containerStatuses?.[0].restartCount).to.equal(0)
+  })
+
+  it('plugins serve DaemonSet: one kubelet device plugin per class; a hot-plugged device is allocatable, and a pod that asks by limit gets it at start', async function () {
+    this.timeout(5 * 60_000)
+    await env.client.request('POST', classesPath, {body: deviceClassManifest('wl-unit', {allocation: 'Device', match: [{devName: 'loop42[0-9]', subsystem: 'block'}]})})
+    await addLoop(424)
+    await apply('plugins')
+    await waitForReadyPods(env, system, 'app.kubernetes.io/name=nfdctl-plugins', 1)
+    await waitFor('allocatable wl-unit=1', async () => (await allocatable(env, 'devices.nfdctl.io/wl-unit')) === 1, {timeoutMs: 30_000})
+    await addLoop(425)
+    await waitFor('allocatable wl-unit=2 after the hot-plug', async () => (await allocatable(env, 'devices.nfdctl.io/wl-unit')) === 2, {timeoutMs: 30_000})
+    pods.push(`${consumers}/unit-a`, `${consumers}/unit-b`)
+    const a = await runPod(env, {command: ['sleep', '3600'], limits: {'devices.nfdctl.io/wl-unit': '1'}, name: 'unit-a', namespace: consumers})
+    const b = await runPod(env, {command: ['sleep', '3600'], limits: {'devices.nfdctl.io/wl-unit': '1'}, name: 'unit-b', namespace: consumers})
+    // One device each, from kubelet's Allocate: together they hold both, neither holds the other's.
+    const held = await Promise.all([a, b].map(async (pod) => (await Promise.all([424, 425].map(async (i) => ((await reads(pod.containerId, i)) === `loop-${i}-data` ? i : 0)))).filter(Boolean)))
+    expect(held.map((h) => h.length)).to.deep.equal([1, 1])
+    expect(held.flat().sort()).to.deep.equal([424, 425])
+  })
+})
+
+/** The peak memory use of a container's memory cgroup (v1 max_usage_in_bytes, v2 memory.peak), found from its task. */
+async function memoryPeak(containerId: string, env: NodeEnv): Promise<number> {
+  const pid = (await env.node.containerd.ctr('-n', 'k8s.io', 'tasks', 'ls'))
+    .split('\n')
+    .find((l) => l.startsWith(containerId))
+    ?.split(/\s+/)[1]
+  if (pid === undefined) throw new Error(`no task for container ${containerId}`)
+  const cgroups = await readFile(`/proc/${pid}/cgroup`, 'utf8')
+  const v1 = /^\d+:memory:(.*)$/m.exec(cgroups)?.[1]
+  if (v1 !== undefined) return Number((await readFile(`/sys/fs/cgroup/memory${v1}/memory.max_usage_in_bytes`, 'utf8')).trim())
+  const v2 = /^0::(.*)$/m.exec(cgroups)![1]
+  return Number((await readFile(`/sys/fs/cgroup${v2}/memory.peak`, 'utf8')).trim())
+}

@@ -1,0 +1,123 @@
+import {expect} from 'chai'
+
+import {nfdctlImage, type NodeImage} from '../support/nfdctl-image.js'
+import {createNamespace, podLog, testNode, type NodeEnv} from '../support/test-node.js'
+import {waitFor} from '../support/wait.js'
+import {isReady, kubectl, livePods, loadImage, waitForReadyPods, writeOverlay} from '../support/workloads.js'
+
+const namespace = 'node-feature-discovery'
+const selector = 'app.kubernetes.io/name=nfdctl-gc'
+const nodeFeatures = `/apis/nfd.k8s-sigs.io/v1alpha1/namespaces/${namespace}/nodefeatures`
+
+interface Lease {
+  spec: {holderIdentity?: string; leaseTransitions?: number}
+}
+
+// What an operator runs: the image built by `npm run image`, given to the node's containerd, and
+// `kubectl apply -k` of an overlay that names it. Only the image differs from the shipped files.
+describe('deploy/gc on the real node: the shipped Deployment and CronJob, run from the built image', function () {
+  let env: NodeEnv
+  let image: NodeImage
+  const ghosts = ['ghost-a', 'ghost-b', 'ghost-c']
+
+  /** Nodes with no kubelet: only their existence matters to the collector; a taint keeps pods off them. */
+  const createGhostNode = async (name: string): Promise<void> => {
+    await env.client.request('POST', '/api/v1/nodes', {
+      body: {metadata: {labels: {'nfdctl-test/ghost': 'true'}, name}, spec: {taints: [{effect: 'NoSchedule', key: 'nfdctl-test/ghost'}], unschedulable: true}},
+    })
+  }
+  const createNodeFeature = async (name: string, node: string): Promise<void> => {
+    await env.client.request('POST', nodeFeatures, {
+      body: {apiVersion: 'nfd.k8s-sigs.io/v1alpha1', kind: 'NodeFeature', metadata: {labels: {'nfd.node.kubernetes.io/node-name': node}, name}, spec: {}},
+    })
+  }
+  const nodeFeatureNames = async (): Promise<string[]> => (await env.client.request<{items: Array<{metadata: {name: string}}>}>('GET', nodeFeatures)).items.map((i) => i.metadata.name).sort()
+  /** The pod holding the Lease: the identity is the pod's hostname (its name) and a random suffix. */
+  const leaderPod = async (): Promise<string | undefined> => {
+    const lease = await env.client.request<Lease>('GET', `/apis/coordination.k8s.io/v1/namespaces/${namespace}/leases/nfdctl-gc`).catch(() => undefined)
+    return lease?.spec.holderIdentity?.replace(/_[0-9a-f]+$/, '')
+  }
+
+  before(async function () {
+    this.timeout(15 * 60_000)
+    env = await testNode(this)
+    image = await nfdctlImage(this)
+    await loadImage(env, image)
+    await createNamespace(env, namespace)
+    for (const ghost of ghosts) await createGhostNode(ghost)
+    // A live node's objects, so that one stale object is a small share of what a sweep scans.
+    for (const name of [env.node.name, 'live-extra-1', 'live-extra-2']) await createNodeFeature(name, env.node.name)
+    for (const ghost of ghosts) await createNodeFeature(ghost, ghost)
+  })
+
+  after(async function () {
+    this.timeout(120_000)
+    if (env === undefined) return
+    await kubectl(env, 'delete', 'namespace', namespace, '--wait=true', '--timeout=90s').catch(() => '')
+    for (const ghost of ghosts) await env.client.request('DELETE', `/api/v1/nodes/${ghost}`).catch(() => {})
+    await kubectl(env, 'delete', 'clusterrole,clusterrolebinding', 'nfdctl-gc', '--ignore-not-found').catch(() => '')
+  })
+
+  it("kubectl apply -k deploy/gc: two replicas Ready by kubelet's probes, one leads and deletes a stale object; delete the leader pod, the other takes over and deletes the next", async function () {
+    this.timeout(6 * 60_000)
+    await kubectl(env, 'apply', '-k', await writeOverlay({component: 'gc', image}))
+    const pods = await waitForReadyPods(env, namespace, selector, 2)
+    const leader = await waitFor('a leader', async () => {
+      const name = await leaderPod()
+      return pods.some((p) => p.metadata.name === name) ? name : undefined
+    })
+    const standby = pods.find((p) => p.metadata.name !== leader)!
+    const leaderUid = pods.find((p) => p.metadata.name === leader)!.metadata.uid
+
+    // The node goes: the leader deletes its NodeFeature once the grace period (30 s) has passed.
+    await env.client.request('DELETE', '/api/v1/nodes/ghost-a')
+    await waitFor('NodeFeature ghost-a deleted', async () => !(await nodeFeatureNames()).includes('ghost-a'), {intervalMs: 500, timeoutMs: 90_000})
+    expect(await nodeFeatureNames()).to.deep.equal(['ghost-b', 'ghost-c', env.node.name, 'live-extra-1', 'live-extra-2'].sort())
+    expect(await podLog(env, {uid: leaderUid}, 'gc')).to.match(/ghost-a/)
+    expect(await podLog(env, standby.metadata, 'gc')).to.not.match(/ghost-a/)
+
+    // The leader pod goes as a drain would take it (SIGTERM): it hands the Lease over, the standby leads.
+    await kubectl(env, '-n', namespace, 'delete', 'pod', leader!, '--wait=false')
+    await waitFor('the standby leads', async () => (await leaderPod()) === standby.metadata.name, {intervalMs: 250, timeoutMs: 30_000})
+    await env.client.request('DELETE', '/api/v1/nodes/ghost-b')
+    await waitFor('NodeFeature ghost-b deleted', async () => !(await nodeFeatureNames()).includes('ghost-b'), {intervalMs: 500, timeoutMs: 90_000})
+    expect(await podLog(env, standby.metadata, 'gc')).to.match(/ghost-b/)
+    expect(await nodeFeatureNames()).to.deep.equal(['ghost-c', env.node.name, 'live-extra-1', 'live-extra-2'].sort())
+
+    // The Deployment's replacement pod is Ready as a standby, and kubelet's liveness probe never restarted anyone.
+    const after = await waitForReadyPods(env, namespace, selector, 2)
+    expect(after.map((p) => p.metadata.name)).to.include(standby.metadata.name)
+    for (const pod of await livePods(env, namespace, selector)) {
+      expect(isReady(pod), pod.metadata.name).to.equal(true)
+      expect(pod.status.containerStatuses?.[0].restartCount, `${pod.metadata.name} restarts`).to.equal(0)
+    }
+    const budget = await env.client.request<{status: {currentHealthy: number; desiredHealthy: number; disruptionsAllowed: number}}>(
+      'GET',
+      `/apis/policy/v1/namespaces/${namespace}/poddisruptionbudgets/nfdctl-gc`,
+    )
+    expect(budget.status).to.include({currentHealthy: 2, desiredHealthy: 1, disruptionsAllowed: 1})
+  })
+
+  it('kubectl apply -k deploy/gc/cronjob, then kubectl create job --from: the Job runs gc once to completion and deletes the stale object', async function () {
+    this.timeout(4 * 60_000)
+    // The CronJob replaces the Deployment.
+    await kubectl(env, '-n', namespace, 'delete', 'deployment', 'nfdctl-gc', '--wait=true')
+    await waitFor('no collector pods', async () => (await livePods(env, namespace, selector)).length === 0, {timeoutMs: 60_000})
+    await kubectl(env, 'apply', '-k', await writeOverlay({component: 'gc/cronjob', image}))
+    await env.client.request('DELETE', '/api/v1/nodes/ghost-c')
+    await kubectl(env, '-n', namespace, 'create', 'job', '--from=cronjob/nfdctl-gc-once', 'gc-now')
+    const job = await waitFor(
+      'Job gc-now complete',
+      async () => {
+        const j = await env.client.request<{status: {succeeded?: number; failed?: number}}>('GET', `/apis/batch/v1/namespaces/${namespace}/jobs/gc-now`)
+        if ((j.status.failed ?? 0) > 0) throw new Error(`Job gc-now failed: ${JSON.stringify(j.status)}`)
+        return (j.status.succeeded ?? 0) === 1 ? j : undefined
+      },
+      {intervalMs: 500, timeoutMs: 120_000},
+    )
+    expect(job.status.succeeded).to.equal(1)
+    expect(await nodeFeatureNames()).to.deep.equal([env.node.name, 'live-extra-1', 'live-extra-2'].sort())
+    const [pod] = (await env.client.request<{items: Array<{metadata: {uid: string}}>}>('GET', `/api/v1/namespaces/${namespace}/pods`, {query: {labelSelector: 'job-name=gc-now'}})).items
+    expect(await podLog(env, pod.metadata, 'gc')).to.match(/ghost-c\s+ghost-c\s+node does not exist\s+deleted/)
+  })
+})

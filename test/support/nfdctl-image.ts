@@ -1,0 +1,38 @@
+import {mkdtemp} from 'node:fs/promises'
+import {tmpdir} from 'node:os'
+import {join} from 'node:path'
+
+import {type BuiltImage, buildImage} from '../../scripts/image/build.js'
+import {missingPrerequisite} from './prerequisites.js'
+
+const log = (line: string): void => {
+  process.stderr.write(`      ${line}\n`)
+}
+
+let built: Promise<BuiltImage> | undefined
+
+/** The image `npm run image` builds from the committed HEAD, both platforms, built once per test run. */
+export async function builtImage(context: Mocha.Context): Promise<BuiltImage> {
+  context.timeout(15 * 60_000)
+  built ??= (async () => buildImage({log, outDir: await mkdtemp(join(tmpdir(), 'nfdctl-image-'))}))()
+  try {
+    return await built
+  } catch (error) {
+    return missingPrerequisite(context, `the image could not be built: ${(error as Error).message}`)
+  }
+}
+
+/** What the node tests run: the built image's archive, and the name they give it on the node. */
+export interface NodeImage {
+  readonly archive: string
+  /** The name the archive carries (ghcr.io/nfdctl/nfdctl:<version>). */
+  readonly ref: string
+  /** The name and tag the test's overlays give instead, as an operator's registry would. */
+  readonly name: string
+  readonly tag: string
+}
+
+export async function nfdctlImage(context: Mocha.Context): Promise<NodeImage> {
+  const image = await builtImage(context)
+  return {archive: image.archive, name: 'localhost/nfdctl-test/nfdctl', ref: image.ref, tag: image.commit.slice(0, 12)}
+}

@@ -1,0 +1,103 @@
+import {execFile} from 'node:child_process'
+import {mkdir, mkdtemp, writeFile} from 'node:fs/promises'
+import {tmpdir} from 'node:os'
+import {join, relative} from 'node:path'
+import {promisify} from 'node:util'
+
+import {stringify} from 'yaml'
+
+import {ensureBinaries, repoRoot} from '../controlplane/paths.js'
+import type {NodeImage} from './nfdctl-image.js'
+import type {NodeEnv} from './test-node.js'
+import {waitFor} from './wait.js'
+
+const run = promisify(execFile)
+
+/** The image name every shipped manifest and the chart's default values give. */
+export const shippedImage = 'ghcr.io/nfdctl/nfdctl'
+
+/** Runs the kubectl built with the control plane (the version of the cluster) against the node's cluster. */
+export async function kubectl(env: NodeEnv, ...args: string[]): Promise<string> {
+  const bin = join(await ensureBinaries(() => {}, ['kubectl']), 'kubectl')
+  try {
+    const {stdout} = await run(bin, ['--kubeconfig', env.plane.kubeconfig, ...args], {maxBuffer: 32 * 1024 * 1024})
+    return stdout
+  } catch (error) {
+    const e = error as Error & {stderr?: string}
+    throw new Error(`kubectl ${args.join(' ')}: ${e.stderr?.trim() || e.message}`, {cause: error})
+  }
+}
+
+/** Gives the archive's amd64 image to the node's containerd, named as the overlays name it (and under `extraTags`). */
+export async function loadImage(env: NodeEnv, image: NodeImage, extraTags: readonly string[] = []): Promise<void> {
+  await env.node.containerd.ctr('-n', 'k8s.io', 'images', 'import', '--platform', 'linux/amd64', image.archive)
+  for (const tag of [image.tag, ...extraTags]) {
+    const ref = `${image.name}:${tag}`
+    await env.node.containerd.ctr('-n', 'k8s.io', 'images', 'rm', ref).catch(() => '')
+    await env.node.containerd.ctr('-n', 'k8s.io', 'images', 'tag', image.ref, ref)
+  }
+}
+
+export interface Overlay {
+  /** deploy/<component>, the kustomization an operator applies. */
+  readonly component: string
+  /** The image the manifests run instead of the shipped name (kustomize's `images:`, as `kustomize edit set image` writes it). */
+  readonly image: {readonly name: string; readonly tag: string}
+  /** Strategic-merge patches, as an operator whose nodes differ from the defaults writes them. */
+  readonly patches?: readonly object[]
+}
+
+/**
+ * A kustomization an operator writes over deploy/<component>: the image they built or pulled, and the
+ * patches their nodes need. Written to a fresh directory; returns it (for `kubectl apply -k`).
+ */
+export async function writeOverlay(overlay: Overlay): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), `nfdctl-overlay-${overlay.component.replaceAll('/', '-')}-`))
+  await mkdir(dir, {recursive: true})
+  const kustomization = {
+    apiVersion: 'kustomize.config.k8s.io/v1beta1',
+    images: [{name: shippedImage, newName: overlay.image.name, newTag: overlay.image.tag}],
+    kind: 'Kustomization',
+    patches: (overlay.patches ?? []).map((patch) => ({patch: stringify(patch)})),
+    // kustomize takes bases by relative path only.
+    resources: [relative(dir, join(repoRoot, 'deploy', overlay.component))],
+  }
+  await writeFile(join(dir, 'kustomization.yaml'), stringify(kustomization))
+  return dir
+}
+
+interface PodList {
+  items: Array<{
+    metadata: {name: string; uid: string; deletionTimestamp?: string; labels?: Record<string, string>}
+    spec: {nodeName?: string}
+    status: {phase?: string; conditions?: Array<{type: string; status: string}>; containerStatuses?: Array<{name: string; restartCount: number; containerID?: string; ready: boolean}>}
+  }>
+}
+export type ListedPod = PodList['items'][number]
+
+/** The pods of `namespace` matching `selector` that are not being deleted. */
+export async function livePods(env: NodeEnv, namespace: string, selector: string): Promise<ListedPod[]> {
+  const pods = await env.client.request<PodList>('GET', `/api/v1/namespaces/${namespace}/pods`, {query: {labelSelector: selector}})
+  return pods.items.filter((p) => p.metadata.deletionTimestamp === undefined)
+}
+
+export const isReady = (pod: ListedPod): boolean => pod.status.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false
+
+/** Waits until `count` pods matching `selector` are Ready (kubelet's readiness probe passed); resolves with them. */
+export async function waitForReadyPods(env: NodeEnv, namespace: string, selector: string, count: number, timeoutMs = 120_000): Promise<ListedPod[]> {
+  return waitFor(
+    `${count} Ready pod(s) ${selector} in ${namespace}`,
+    async () => {
+      const ready = (await livePods(env, namespace, selector)).filter(isReady)
+      return ready.length === count ? ready : undefined
+    },
+    {intervalMs: 250, timeoutMs},
+  )
+}
+
+/** containerd's id of a listed pod's container. */
+export function containerIdOf(pod: ListedPod, container: string): string {
+  const id = pod.status.containerStatuses?.find((c) => c.name === container)?.containerID
+  if (id === undefined) throw new Error(`pod ${pod.metadata.name} has no container ${container} running`)
+  return id.replace(/^containerd:\/\//, '')
+}
