@@ -1,6 +1,8 @@
+import {execFile} from 'node:child_process'
 import {mkdtemp} from 'node:fs/promises'
 import {tmpdir} from 'node:os'
-import {join} from 'node:path'
+import {basename, join} from 'node:path'
+import {promisify} from 'node:util'
 
 import {type BuiltImage, buildImage} from '../../scripts/image/build.js'
 import {missingPrerequisite} from './prerequisites.js'
@@ -32,7 +34,18 @@ export interface NodeImage {
   readonly tag: string
 }
 
+/**
+ * NFDCTL_TEST_IMAGE=<archive> reuses an archive `npm run image` built (while iterating on a test; CI never
+ * sets it): the name comes from its index, the tag from its file name.
+ */
 export async function nfdctlImage(context: Mocha.Context): Promise<NodeImage> {
+  const given = process.env.NFDCTL_TEST_IMAGE
+  if (given) {
+    const {stdout} = await promisify(execFile)('tar', ['-xOf', given, 'index.json'])
+    const ref = (JSON.parse(stdout) as {manifests: Array<{annotations?: Record<string, string>}>}).manifests[0].annotations?.['io.containerd.image.name']
+    if (ref === undefined) throw new Error(`NFDCTL_TEST_IMAGE=${given}: its index names no image`)
+    return {archive: given, name: 'localhost/nfdctl-test/nfdctl', ref, tag: basename(given).replace(/\.oci\.tar$/, '')}
+  }
   const image = await builtImage(context)
   return {archive: image.archive, name: 'localhost/nfdctl-test/nfdctl', ref: image.ref, tag: image.commit.slice(0, 12)}
 }
