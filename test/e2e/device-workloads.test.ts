@@ -5,6 +5,9 @@ import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 import {promisify} from 'node:util'
 
+import {stringify} from 'yaml'
+
+import {ensureBinaries, repoRoot} from '../controlplane/paths.js'
 import {deviceClassManifest} from '../support/device-class.js'
 import {addLoopDevice, canUseLoopControl, removeLoopDevice} from '../support/loop-devices.js'
 import {nfdctlImage, type NodeImage} from '../support/nfdctl-image.js'
@@ -104,6 +107,15 @@ describe('deploy/agent and deploy/plugins on the real node: the shipped DaemonSe
     }
   }
   const agentPods = async (): Promise<ListedPod[]> => livePods(env, system, 'app.kubernetes.io/name=nfdctl-agent')
+  const helmNamespace = 'nfdctl-helm'
+  const helm = async (...args: string[]): Promise<string> => {
+    const bin = join(await ensureBinaries(() => {}, ['helm']), 'helm')
+    try {
+      return (await run(bin, ['--kubeconfig', env.plane.kubeconfig, ...args], {maxBuffer: 16 * 1024 * 1024})).stdout
+    } catch (error) {
+      throw new Error(`helm ${args.join(' ')}: ${(error as Error & {stderr?: string}).stderr?.trim() || (error as Error).message}`, {cause: error})
+    }
+  }
 
   before(async function () {
     this.timeout(15 * 60_000)
@@ -119,9 +131,10 @@ describe('deploy/agent and deploy/plugins on the real node: the shipped DaemonSe
   afterEach(async function () {
     this.timeout(3 * 60_000)
     await deletePods(env, pods.splice(0))
+    await helm('uninstall', 'nfdctl', '-n', helmNamespace, '--ignore-not-found', '--wait', '--timeout', '2m')
     for (const kind of ['daemonset/nfdctl-agent', 'daemonset/nfdctl-plugins']) await kubectl(env, '-n', system, 'delete', kind, '--ignore-not-found', '--wait=true', '--timeout=90s')
     await waitFor('no nfdctl pods', async () => (await livePods(env, system, 'app.kubernetes.io/name in (nfdctl-agent,nfdctl-plugins)')).length === 0, {timeoutMs: 90_000})
-    for (const name of ['wl-loop', 'wl-unit']) await env.client.request('DELETE', `${classesPath}/${name}`).catch(() => {})
+    for (const name of ['wl-loop', 'wl-unit', 'wl-helm']) await env.client.request('DELETE', `${classesPath}/${name}`).catch(() => {})
     for (const index of [...loops]) await dropLoop(index)
   })
 
@@ -130,7 +143,7 @@ describe('deploy/agent and deploy/plugins on the real node: the shipped DaemonSe
     if (env === undefined) return
     // The admission policies and cluster roles too: later suites must meet a cluster without them.
     for (const overlay of overlays.reverse()) await kubectl(env, 'delete', '-k', overlay, '--ignore-not-found', '--wait=true', '--timeout=90s').catch(() => '')
-    await kubectl(env, 'delete', 'namespace', consumers, '--ignore-not-found', '--wait=true', '--timeout=90s').catch(() => '')
+    await kubectl(env, 'delete', 'namespace', consumers, helmNamespace, '--ignore-not-found', '--wait=true', '--timeout=90s').catch(() => '')
     for (const overlay of overlays) await rm(overlay, {force: true, recursive: true})
     if (dir) await rm(dir, {force: true, recursive: true})
   })
@@ -220,6 +233,34 @@ describe('deploy/agent and deploy/plugins on the real node: the shipped DaemonSe
     const held = await Promise.all([a, b].map(async (pod) => (await Promise.all([424, 425].map(async (i) => ((await reads(pod.containerId, i)) === `loop-${i}-data` ? i : 0)))).filter(Boolean)))
     expect(held.map((h) => h.length)).to.deep.equal([1, 1])
     expect(held.flat().sort()).to.deep.equal([424, 425])
+  })
+
+  it("helm install charts/nfdctl: the chart's agent, from the built image, hot-plugs a device into a pod that asked for a class the chart made", async function () {
+    this.timeout(6 * 60_000)
+    const values = {
+      agent: {
+        hostPaths: {
+          cdiDir: join(dir, 'cdi'),
+          containerdDir: join(env.node.containerd.options.dir, 'run'),
+          podResourcesDir: join(env.node.kubelet.rootDir, 'pod-resources'),
+          stateDir: join(dir, 'state'),
+          udevDir: join(dir, 'udev'),
+        },
+      },
+      deviceClasses: [{name: 'wl-helm', spec: {annotationAccess: {namespaceSelector: {matchLabels: {'nfdctl-test/devices': 'allowed'}}}, match: [{devName: 'loop42[6-9]', subsystem: 'block'}]}}],
+      gc: {enable: false},
+      image: {repository: image.name, tag: image.tag},
+    }
+    const valuesFile = join(dir, 'values.yaml')
+    await writeFile(valuesFile, stringify(values))
+    await addLoop(426)
+    await helm('install', 'nfdctl', join(repoRoot, 'charts/nfdctl'), '-n', helmNamespace, '--create-namespace', '-f', valuesFile, '--wait', '--timeout', '3m')
+    await waitForReadyPods(env, helmNamespace, 'app.kubernetes.io/component=agent', 1)
+    pods.push(`${consumers}/helm-annotation`)
+    const pod = await runPod(env, {annotations: {'devices.nfdctl.io/main': 'wl-helm'}, command: ['sleep', '3600'], name: 'helm-annotation', namespace: consumers})
+    await expectReadable([pod], 426)
+    await addLoop(427)
+    await expectReadable([pod], 427)
   })
 })
 
