@@ -55,7 +55,7 @@ export interface BuiltPlatform {
   readonly manifestDigest: string
   readonly configDigest: string
   readonly layers: readonly BuiltLayer[]
-  /** What a pull transfers: the layers' gzip blobs, the config and the manifest. */
+  /** What a pull of this platform transfers: the layers' gzip blobs and the config. */
   readonly compressedSize: number
   /** The layers as tars, unpacked. */
   readonly uncompressedSize: number
@@ -70,7 +70,7 @@ export interface BuiltImage {
   readonly ref: string
   readonly version: string
   readonly commit: string
-  /** Commit time, RFC 3339: the image's `created` and every file's mtime. */
+  /** Commit time, RFC 3339: the image's `created`, the CLI's files' mtime and the latest any file has. */
   readonly created: string
   readonly nodeVersion: string
   readonly platforms: readonly BuiltPlatform[]
@@ -124,13 +124,13 @@ export async function buildImage(options: BuildImageOptions = {}): Promise<Built
         const {native, shared} = await appLayerEntries(app)
         const debs = fetched[i]!.debs.map((p) => `${p.name} ${p.version}`).join(', ')
         const layers: LayerBlob[] = []
-        for (const [entries, description] of [
-          [base, `Debian 12 shared libraries for Node and koffi (${debs}), /etc/passwd with nonroot 65532, /tmp`],
-          [nodeLayerEntries(runtime), `Node.js ${imageNodeVersion} (npm node-linux-${platform.node})`],
-          [shared, `nfdctl ${source.version} and its production dependencies (package-lock.json)`],
-          [native, `koffi's native module for linux_${platform.node}`],
+        for (const [entries, layerTime, description] of [
+          [base.entries, base.mtime, `Debian 12 shared libraries for Node and koffi (${debs}), /etc/passwd with nonroot 65532, /tmp`],
+          [nodeLayerEntries(runtime), runtime.mtime, `Node.js ${imageNodeVersion} (npm node-linux-${platform.node})`],
+          [shared, mtime, `nfdctl ${source.version} and its production dependencies (package-lock.json)`],
+          [native, mtime, `koffi's native module for linux_${platform.node}`],
         ] as const) {
-          layers.push(await writeLayer(entries, {blobDir, description, mtime}))
+          layers.push(await writeLayer(entries, {blobDir, clamp: mtime, description, mtime: layerTime}))
         }
         log(`image: ${platformName(platform)} layers ${layers.map((l) => `${l.digest.slice(7, 19)} ${(l.size / 1e6).toFixed(1)} MB`).join(', ')}`)
         return {entrypoint: await cliEntrypoint(app), layers, platform}
@@ -156,7 +156,7 @@ export async function buildImage(options: BuildImageOptions = {}): Promise<Built
       nodeVersion: `v${imageNodeVersion}`,
       platforms: written.platforms.map((p) => ({
         architecture: p.platform.architecture,
-        compressedSize: p.layers.reduce((sum, l) => sum + l.size, 0) + p.config.size + p.manifest.size,
+        compressedSize: p.layers.reduce((sum, l) => sum + l.size, 0) + p.config.size,
         configDigest: p.config.digest,
         entrypoint: p.entrypoint,
         layers: p.layers.map(({description, diffId, digest, size, uncompressedSize}) => ({description, diffId, digest, size, uncompressedSize})),

@@ -105,6 +105,7 @@ interface DebEntry {
   readonly mode: number
   readonly data: Buffer
   readonly linkname: string
+  readonly mtime: Date
 }
 
 /** Every entry of the packages' data archives (`dpkg-deb --fsys-tarfile`), by path. */
@@ -131,7 +132,7 @@ export async function readDebs(debs: ReadonlyArray<{name: string; path: string}>
         .replace(/\/$/, '')
       const type = entry.header.type
       if (path === '' || path === '.' || (type !== 'directory' && type !== 'file' && type !== 'symlink')) continue
-      tree.set(path, {data: Buffer.concat(chunks), linkname: entry.header.linkname ?? '', mode: entry.header.mode & 0o7777, package: deb.name, type})
+      tree.set(path, {data: Buffer.concat(chunks), linkname: entry.header.linkname ?? '', mode: entry.header.mode & 0o7777, mtime: entry.header.mtime, package: deb.name, type})
     }
     await exited
   }
@@ -144,8 +145,9 @@ export async function readDebs(debs: ReadonlyArray<{name: string; path: string}>
  * with the symbolic links on the way (the /lib64 loader link, libstdc++.so.6 → libstdc++.so.6.0.30);
  * each contributing package's copyright file; /etc/passwd and /etc/group with the nonroot user 65532, its
  * home, /tmp (1777) and /etc/nsswitch.conf. Nothing else: no shell, no package manager, no coreutils.
+ * Package files keep their packages' times; `mtime`, the newest of them, is for the rest.
  */
-export function baseLayerEntries(platform: Platform, tree: ReadonlyMap<string, DebEntry>, executables: readonly Buffer[]): LayerEntry[] {
+export function baseLayerEntries(platform: Platform, tree: ReadonlyMap<string, DebEntry>, executables: readonly Buffer[]): {entries: LayerEntry[]; mtime: Date} {
   const included = new Map<string, DebEntry>()
   const resolve = (path: string): string => resolveInTree(tree, path, included)
   const searchDirs = [`lib/${platform.triplet}`, `usr/lib/${platform.triplet}`, 'lib', 'usr/lib']
@@ -172,8 +174,11 @@ export function baseLayerEntries(platform: Platform, tree: ReadonlyMap<string, D
   for (const name of [...packages].sort()) resolve(`usr/share/doc/${name}/copyright`)
 
   const entries: LayerEntry[] = [...included].map(([path, entry]) =>
-    entry.type === 'symlink' ? {linkname: entry.linkname, mode: 0o777, path, type: 'symlink'} : {data: entry.data, mode: entry.mode & 0o111 ? 0o755 : 0o644, path, type: 'file'},
+    entry.type === 'symlink'
+      ? {linkname: entry.linkname, mode: 0o777, mtime: entry.mtime, path, type: 'symlink'}
+      : {data: entry.data, mode: entry.mode & 0o111 ? 0o755 : 0o644, mtime: entry.mtime, path, type: 'file'},
   )
+  const mtime = new Date(Math.max(...[...included.values()].map((entry) => entry.mtime.getTime())))
   entries.push(
     {data: Buffer.from('root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n'), mode: 0o644, path: 'etc/passwd', type: 'file'},
     {data: Buffer.from('root:x:0:\nnonroot:x:65532:\n'), mode: 0o644, path: 'etc/group', type: 'file'},
@@ -183,7 +188,7 @@ export function baseLayerEntries(platform: Platform, tree: ReadonlyMap<string, D
     {mode: 0o700, path: 'root', type: 'directory'},
     {mode: 0o1777, path: 'tmp', type: 'directory'},
   )
-  return entries
+  return {entries, mtime}
 }
 
 function pathExists(tree: ReadonlyMap<string, DebEntry>, path: string): boolean {

@@ -20,6 +20,8 @@ export interface LayerEntry {
   /** A file's content, or how to read it when the layer is written (the Node binary is 100+ MB). */
   readonly data?: Buffer | (() => Promise<Buffer>)
   readonly linkname?: string
+  /** The file's own time (a package's build time); the layer's time where absent. */
+  readonly mtime?: Date
 }
 
 /** A written layer: its gzip blob and the digest of the tar inside (the config's diff_id). */
@@ -45,9 +47,12 @@ const gzipArgs = ['-n', '-6', '-c']
 
 /**
  * Writes entries as a tar layer, gzipped, into `blobDir`, named by digest. The tar is the same bytes for the
- * same entries: entries sorted by path, every parent directory present, one mtime, no user or group names.
+ * same entries: entries sorted by path, every parent directory present, no user or group names, and each
+ * mtime the entry's own or the layer's `mtime`, never later than `clamp` (SOURCE_DATE_EPOCH's rule). A layer
+ * whose files do not come from the commit (the libraries, the runtime) keeps their times rather than the
+ * commit's, so it is the same blob from one commit to the next and a node pulls it once.
  */
-export async function writeLayer(entries: readonly LayerEntry[], options: {blobDir: string; mtime: Date; description: string}): Promise<LayerBlob> {
+export async function writeLayer(entries: readonly LayerEntry[], options: {blobDir: string; mtime: Date; clamp: Date; description: string}): Promise<LayerBlob> {
   const sorted = withParents(entries)
   const tar = pack()
   const gzip = spawn('gzip', gzipArgs, {stdio: ['pipe', 'pipe', 'inherit']})
@@ -64,7 +69,7 @@ export async function writeLayer(entries: readonly LayerEntry[], options: {blobD
       gid: entry.gid ?? 0,
       gname: '',
       mode: entry.mode,
-      mtime: options.mtime,
+      mtime: new Date(Math.min((entry.mtime ?? options.mtime).getTime(), options.clamp.getTime())),
       name: entry.type === 'directory' ? `${entry.path}/` : entry.path,
       uid: entry.uid ?? 0,
       uname: '',

@@ -46,9 +46,17 @@ export async function fetchNodeRuntime(platform: Platform, options: {cacheDir: s
   return tarball
 }
 
+export interface NodeRuntime {
+  readonly node: Buffer
+  readonly license: Buffer
+  /** The binary's time in the tarball (npm gives every file the same). */
+  readonly mtime: Date
+}
+
 /** `bin/node` and `LICENSE` out of a `node-linux-*` tarball (its headers and man pages stay out). */
-export async function readNodeRuntime(tarball: string): Promise<{node: Buffer; license: Buffer}> {
+export async function readNodeRuntime(tarball: string): Promise<NodeRuntime> {
   const wanted: Record<string, Buffer | undefined> = {'package/LICENSE': undefined, 'package/bin/node': undefined}
+  let mtime: Date | undefined
   const reader = extract()
   createReadStream(tarball).pipe(createGunzip()).pipe(reader)
   for await (const entry of reader) {
@@ -56,15 +64,16 @@ export async function readNodeRuntime(tarball: string): Promise<{node: Buffer; l
       const chunks: Buffer[] = []
       for await (const chunk of entry) chunks.push(chunk as Buffer)
       wanted[entry.header.name] = Buffer.concat(chunks)
+      if (entry.header.name === 'package/bin/node') mtime = entry.header.mtime
     } else entry.resume()
   }
   const node = wanted['package/bin/node']
   const license = wanted['package/LICENSE']
-  if (node === undefined || license === undefined) throw new Error(`${tarball} holds no package/bin/node or package/LICENSE`)
-  return {license, node}
+  if (node === undefined || license === undefined || mtime === undefined) throw new Error(`${tarball} holds no package/bin/node or package/LICENSE`)
+  return {license, mtime, node}
 }
 
-export function nodeLayerEntries(runtime: {node: Buffer; license: Buffer}): LayerEntry[] {
+export function nodeLayerEntries(runtime: NodeRuntime): LayerEntry[] {
   return [
     {data: runtime.node, mode: 0o755, path: imageNodePath.slice(1), type: 'file'},
     {data: runtime.license, mode: 0o644, path: 'usr/local/share/doc/node/LICENSE', type: 'file'},

@@ -1,0 +1,95 @@
+import {expect} from 'chai'
+import {spawn} from 'node:child_process'
+import {chmod, mkdir, mkdtemp, rm, writeFile} from 'node:fs/promises'
+import {tmpdir} from 'node:os'
+import {join} from 'node:path'
+
+import {exportCommit, installCli, packCli} from '../../scripts/image/app-layer.js'
+import {imageCacheDir} from '../../scripts/image/cache.js'
+import {fetchNodeRuntime, imageNodeVersion, readNodeRuntime} from '../../scripts/image/node-runtime.js'
+import {platforms} from '../../scripts/image/platforms.js'
+import {missingPrerequisite} from '../support/prerequisites.js'
+
+const repo = new URL('../..', import.meta.url).pathname
+const log = (line: string): void => {
+  process.stderr.write(`      ${line}\n`)
+}
+
+/** Runs a command to its end; its output, whole. */
+function runToEnd(file: string, args: readonly string[], options: {cwd?: string; env: NodeJS.ProcessEnv}): Promise<{code: number; stdout: string; stderr: string}> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(file, args, {cwd: options.cwd, env: options.env, stdio: ['ignore', 'pipe', 'pipe']})
+    let stdout = ''
+    let stderr = ''
+    child.stdout.on('data', (chunk: Buffer) => {
+      stdout += chunk.toString()
+    })
+    child.stderr.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString()
+    })
+    child.once('error', reject)
+    child.once('close', (code) => resolve({code: code ?? -1, stderr, stdout}))
+  })
+}
+
+// The image runs the CLI on the Node LTS pinned in scripts/image/node-runtime.ts; laptops run it on Node
+// ≥ 20.19 (this process). The same official binary the image holds runs the unit suite and the packed CLI.
+describe(`the image's Node (${imageNodeVersion}): the unit suite and the packed CLI under it`, function () {
+  let dir: string
+  /** PATH with the image's node first, so `#!/usr/bin/env node` lines and mocha's child processes find it. */
+  let path: string
+  let node: string
+
+  before(async function () {
+    this.timeout(5 * 60_000)
+    const platform = Object.values(platforms).find((p) => p.node === process.arch)
+    if (platform === undefined) missingPrerequisite(this, `the image has no Node runtime for this machine's architecture (${process.arch})`)
+    dir = await mkdtemp(join(tmpdir(), 'nfdctl-node-lts-'))
+    const runtime = await readNodeRuntime(await fetchNodeRuntime(platform, {cacheDir: imageCacheDir(), log}))
+    node = join(dir, 'bin', 'node')
+    await mkdir(join(dir, 'bin'))
+    await writeFile(node, runtime.node)
+    await chmod(node, 0o755)
+    path = `${join(dir, 'bin')}:${process.env.PATH ?? ''}`
+  })
+
+  after(async function () {
+    if (dir) await rm(dir, {force: true, recursive: true})
+  })
+
+  it('runs the unit suite (npm run test:unit: mocha through tsx) with 0 failed', async function () {
+    this.timeout(10 * 60_000)
+    // Loaded by the mocha process that runs the tests (mocha re-executes node for --node-option): it says
+    // which Node ran them, so the test cannot pass on the wrong one.
+    const probe = join(dir, 'which-node.cjs')
+    await writeFile(probe, "process.stdout.write('unit suite under node ' + process.version + ' at ' + process.execPath + '\\n')\n")
+    const result = await runToEnd(node, [join(repo, 'node_modules', 'mocha', 'bin', 'mocha.js'), '--require', probe], {
+      cwd: repo,
+      env: {...process.env, NFDCTL_TEST_PART: 'unit', PATH: path},
+    })
+    const lines = result.stdout.trimEnd().split('\n')
+    expect(lines, result.stderr.slice(-2000)).to.include(`unit suite under node v${imageNodeVersion} at ${node}`)
+    const summary = /^(\d+) passed, (\d+) failed, (\d+) skipped$/.exec(lines.at(-1) ?? '')
+    expect(summary, `last line: ${lines.at(-1)}\n${lines.slice(-40).join('\n')}`).to.not.equal(null)
+    expect(Number(summary![2]), lines.slice(-60).join('\n')).to.equal(0)
+    expect(Number(summary![1])).to.be.greaterThan(1000)
+    expect(result.code).to.equal(0)
+  })
+
+  it('runs the packed CLI (npm pack, production dependencies from the lockfile): version and --help', async function () {
+    this.timeout(10 * 60_000)
+    const source = await exportCommit(repo, 'HEAD', join(dir, 'src'))
+    const tarball = await packCli(source, repo, dir, log)
+    const app = await installCli(tarball, source, Object.values(platforms).find((p) => p.node === process.arch)!, join(dir, 'installed'), log)
+    // bin/run.js directly: its `#!/usr/bin/env -S node <flags>` line finds the image's node first on PATH.
+    const env = {...process.env, PATH: path}
+    const version = await runToEnd(join(app, 'bin', 'run.js'), ['version', '-o', 'json'], {env})
+    expect(version.code, version.stderr).to.equal(0)
+    const arch = ({arm64: 'arm64', x64: 'amd64'} as Record<string, string>)[process.arch]
+    expect(JSON.parse(version.stdout)).to.deep.equal({commit: source.commit, node: `v${imageNodeVersion}`, platform: `linux/${arch}`, version: source.version})
+    const help = await runToEnd(join(app, 'bin', 'run.js'), ['--help'], {env})
+    expect(help.code, help.stderr).to.equal(0)
+    expect(help.stdout).to.include(`nfdctl/${source.version} linux-${process.arch} node-v${imageNodeVersion}`)
+    for (const command of ['autocomplete', 'devices', 'gc', 'plugins', 'version']) expect(help.stdout).to.match(new RegExp(`^  ${command} `, 'm'))
+  })
+})
