@@ -1,7 +1,8 @@
 // `npm run image`: builds the oci-archive and prints its path as the last line of stdout; progress on stderr.
+import {execFileSync} from 'node:child_process'
 import {parseArgs} from 'node:util'
 
-import {buildImage} from './build.js'
+import {buildImage, repoRoot} from './build.js'
 import {loadIntoContainerd} from './load.js'
 import {allArchitectures, parsePlatform, type Platform} from './platforms.js'
 
@@ -54,16 +55,30 @@ const architectures = (values.platform ?? []).map((text): Platform['architecture
   return platform.architecture
 })
 
-const built = await buildImage({
-  architectures: architectures.length > 0 ? [...new Set(architectures)] : undefined,
-  commit: values.commit,
-  outDir: values.out,
-  ref: values.tag,
-  refreshDebian: values['refresh-debian'],
-})
-if (values.load !== undefined) {
-  process.stderr.write(`image: loading ${built.ref} into ${values.load} (namespace k8s.io)\n`)
-  await loadIntoContainerd(built.archive, values.load, (line) => process.stderr.write(`  ${line}\n`))
+if (values.commit !== undefined) {
+  try {
+    execFileSync('git', ['-C', repoRoot, 'rev-parse', '--verify', '--quiet', `${values.commit}^{commit}`], {stdio: 'ignore'})
+  } catch {
+    fail(`--commit "${values.commit}" names no commit in ${repoRoot.replace(/\/$/, '')} (git log lists them)`)
+  }
+}
+
+let built: Awaited<ReturnType<typeof buildImage>>
+try {
+  built = await buildImage({
+    architectures: architectures.length > 0 ? [...new Set(architectures)] : undefined,
+    commit: values.commit,
+    outDir: values.out,
+    ref: values.tag,
+    refreshDebian: values['refresh-debian'],
+  })
+  if (values.load !== undefined) {
+    process.stderr.write(`image: loading ${built.ref} into ${values.load} (namespace k8s.io)\n`)
+    await loadIntoContainerd(built.archive, values.load, (line) => process.stderr.write(`  ${line}\n`))
+  }
+} catch (error) {
+  process.stderr.write(`image: ${(error as Error).message}\n`)
+  process.exit(1)
 }
 for (const p of built.platforms) process.stderr.write(`image: ${p.platform} ${p.manifestDigest} ${(p.compressedSize / 1e6).toFixed(1)} MB compressed\n`)
 process.stderr.write(`image: ${built.ref} ${built.indexDigest}\n`)
