@@ -1,6 +1,6 @@
 import {expect} from 'chai'
 import {execFile} from 'node:child_process'
-import {mkdir, mkdtemp, readFile, rm, writeFile} from 'node:fs/promises'
+import {mkdir, mkdtemp, rm, writeFile} from 'node:fs/promises'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 import {promisify} from 'node:util'
@@ -14,7 +14,7 @@ import {nfdctlImage, type NodeImage} from '../support/nfdctl-image.js'
 import {missingPrerequisite} from '../support/prerequisites.js'
 import {allocatable, createNamespace, deletePods, runPod, testNode, type NodeEnv, type RunningPod} from '../support/test-node.js'
 import {waitFor} from '../support/wait.js'
-import {containerIdOf, kubectl, livePods, loadImage, waitForReadyPods, writeOverlay, type ListedPod} from '../support/workloads.js'
+import {containerIdOf, kubectl, livePods, loadImage, memoryPeak, waitForReadyPods, writeOverlay, type ListedPod} from '../support/workloads.js'
 
 const run = promisify(execFile)
 const system = 'nfdctl-system'
@@ -132,7 +132,12 @@ describe('deploy/agent and deploy/plugins on the real node: the shipped DaemonSe
     this.timeout(3 * 60_000)
     await deletePods(env, pods.splice(0))
     await helm('uninstall', 'nfdctl', '-n', helmNamespace, '--ignore-not-found', '--wait', '--timeout', '2m')
-    for (const kind of ['daemonset/nfdctl-agent', 'daemonset/nfdctl-plugins']) await kubectl(env, '-n', system, 'delete', kind, '--ignore-not-found', '--wait=true', '--timeout=90s')
+    // Everything an overlay made, the cluster-scoped roles and admission policies too: the next test (or the
+    // chart, which names them alike) must meet a cluster without them.
+    for (const overlay of overlays.splice(0).reverse()) {
+      await kubectl(env, 'delete', '-k', overlay, '--ignore-not-found', '--wait=true', '--timeout=90s')
+      await rm(overlay, {force: true, recursive: true})
+    }
     await waitFor('no nfdctl pods', async () => (await livePods(env, system, 'app.kubernetes.io/name in (nfdctl-agent,nfdctl-plugins)')).length === 0, {timeoutMs: 90_000})
     for (const name of ['wl-loop', 'wl-unit', 'wl-helm']) await env.client.request('DELETE', `${classesPath}/${name}`).catch(() => {})
     for (const index of [...loops]) await dropLoop(index)
@@ -141,10 +146,7 @@ describe('deploy/agent and deploy/plugins on the real node: the shipped DaemonSe
   after(async function () {
     this.timeout(3 * 60_000)
     if (env === undefined) return
-    // The admission policies and cluster roles too: later suites must meet a cluster without them.
-    for (const overlay of overlays.reverse()) await kubectl(env, 'delete', '-k', overlay, '--ignore-not-found', '--wait=true', '--timeout=90s').catch(() => '')
     await kubectl(env, 'delete', 'namespace', consumers, helmNamespace, '--ignore-not-found', '--wait=true', '--timeout=90s').catch(() => '')
-    for (const overlay of overlays) await rm(overlay, {force: true, recursive: true})
     if (dir) await rm(dir, {force: true, recursive: true})
   })
 
@@ -222,7 +224,7 @@ describe('deploy/agent and deploy/plugins on the real node: the shipped DaemonSe
     await env.client.request('POST', classesPath, {body: deviceClassManifest('wl-unit', {allocation: 'Device', match: [{devName: 'loop42[0-9]', subsystem: 'block'}]})})
     await addLoop(424)
     await apply('plugins')
-    await waitForReadyPods(env, system, 'app.kubernetes.io/name=nfdctl-plugins', 1)
+    const [plugins] = await waitForReadyPods(env, system, 'app.kubernetes.io/name=nfdctl-plugins', 1)
     await waitFor('allocatable wl-unit=1', async () => (await allocatable(env, 'devices.nfdctl.io/wl-unit')) === 1, {timeoutMs: 30_000})
     await addLoop(425)
     await waitFor('allocatable wl-unit=2 after the hot-plug', async () => (await allocatable(env, 'devices.nfdctl.io/wl-unit')) === 2, {timeoutMs: 30_000})
@@ -233,6 +235,10 @@ describe('deploy/agent and deploy/plugins on the real node: the shipped DaemonSe
     const held = await Promise.all([a, b].map(async (pod) => (await Promise.all([424, 425].map(async (i) => ((await reads(pod.containerId, i)) === `loop-${i}-data` ? i : 0)))).filter(Boolean)))
     expect(held.map((h) => h.length)).to.deep.equal([1, 1])
     expect(held.flat().sort()).to.deep.equal([424, 425])
+    const peak = await memoryPeak(containerIdOf((await livePods(env, system, 'app.kubernetes.io/name=nfdctl-plugins'))[0], 'plugins'), env)
+    process.stderr.write(`      plugins pod: memory peak ${(peak / 2 ** 20).toFixed(1)} MiB (limit 192 MiB)\n`)
+    expect(peak).to.be.below(192 * 2 ** 20)
+    expect(plugins.status.containerStatuses?.[0].restartCount).to.equal(0)
   })
 
   it("helm install charts/nfdctl: the chart's agent, from the built image, hot-plugs a device into a pod that asked for a class the chart made", async function () {
@@ -263,17 +269,3 @@ describe('deploy/agent and deploy/plugins on the real node: the shipped DaemonSe
     await expectReadable([pod], 427)
   })
 })
-
-/** The peak memory use of a container's memory cgroup (v1 max_usage_in_bytes, v2 memory.peak), found from its task. */
-async function memoryPeak(containerId: string, env: NodeEnv): Promise<number> {
-  const pid = (await env.node.containerd.ctr('-n', 'k8s.io', 'tasks', 'ls'))
-    .split('\n')
-    .find((l) => l.startsWith(containerId))
-    ?.split(/\s+/)[1]
-  if (pid === undefined) throw new Error(`no task for container ${containerId}`)
-  const cgroups = await readFile(`/proc/${pid}/cgroup`, 'utf8')
-  const v1 = /^\d+:memory:(.*)$/m.exec(cgroups)?.[1]
-  if (v1 !== undefined) return Number((await readFile(`/sys/fs/cgroup/memory${v1}/memory.max_usage_in_bytes`, 'utf8')).trim())
-  const v2 = /^0::(.*)$/m.exec(cgroups)![1]
-  return Number((await readFile(`/sys/fs/cgroup${v2}/memory.peak`, 'utf8')).trim())
-}

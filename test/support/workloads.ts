@@ -1,5 +1,5 @@
 import {execFile} from 'node:child_process'
-import {mkdir, mkdtemp, writeFile} from 'node:fs/promises'
+import {mkdir, mkdtemp, readFile, writeFile} from 'node:fs/promises'
 import {tmpdir} from 'node:os'
 import {join, relative} from 'node:path'
 import {promisify} from 'node:util'
@@ -100,4 +100,18 @@ export function containerIdOf(pod: ListedPod, container: string): string {
   const id = pod.status.containerStatuses?.find((c) => c.name === container)?.containerID
   if (id === undefined) throw new Error(`pod ${pod.metadata.name} has no container ${container} running`)
   return id.replace(/^containerd:\/\//, '')
+}
+
+/** The peak memory use of a container's memory cgroup (v1 max_usage_in_bytes, v2 memory.peak), found from its task. */
+export async function memoryPeak(containerId: string, env: NodeEnv): Promise<number> {
+  const pid = (await env.node.containerd.ctr('-n', 'k8s.io', 'tasks', 'ls'))
+    .split('\n')
+    .find((l) => l.startsWith(containerId))
+    ?.split(/\s+/)[1]
+  if (pid === undefined) throw new Error(`no task for container ${containerId}`)
+  const cgroups = await readFile(`/proc/${pid}/cgroup`, 'utf8')
+  const v1 = /^\d+:memory:(.*)$/m.exec(cgroups)?.[1]
+  if (v1 !== undefined) return Number((await readFile(`/sys/fs/cgroup/memory${v1}/memory.max_usage_in_bytes`, 'utf8')).trim())
+  const v2 = /^0::(.*)$/m.exec(cgroups)![1]
+  return Number((await readFile(`/sys/fs/cgroup${v2}/memory.peak`, 'utf8')).trim())
 }
