@@ -1,5 +1,6 @@
 // npm run demo: build (done by the npm script), start the local control plane, seed Nodes and NFD objects
-// (some of them stale), then show `gc once --dry-run`, `gc once`, and a clean second sweep.
+// (some of them stale), then show `gc once --dry-run`, `gc once`, and a clean second sweep. Then, as root with
+// the node's packages, the device half (scripts/demo/device-half.ts); elsewhere one line says what it needs.
 import {spawnSync} from 'node:child_process'
 import {rm} from 'node:fs/promises'
 import {join} from 'node:path'
@@ -7,10 +8,8 @@ import {join} from 'node:path'
 import {ControlPlane} from '../test/controlplane/control-plane.js'
 import {ensureBinaries, repoRoot} from '../test/controlplane/paths.js'
 import {createNodeFeature, createTopology, ensureNamespace, seedNodesWithObjects} from '../test/support/seed.js'
-
-const say = (line: string): void => {
-  process.stdout.write(`\n\u001B[1m# ${line}\u001B[0m\n`)
-}
+import {deviceHalfNotice, probeMachine} from './demo/device-prerequisites.js'
+import {say} from './demo/show.js'
 
 const dir = join(repoRoot, '.cluster')
 await ControlPlane.stopDetached(dir)
@@ -45,6 +44,26 @@ say('collect')
 const code = nfdctl('gc', 'once')
 say('a second sweep finds nothing')
 nfdctl('gc', 'once', '-o', 'yaml')
-
-say(`the control plane keeps running: KUBECONFIG=${plane.kubeconfig}; stop it with npm run cluster:down`)
 process.exitCode = code
+
+const notice = deviceHalfNotice(probeMachine())
+const lines = ["the GC half's control plane (etcd + kube-apiserver on loopback):", `  export KUBECONFIG=${plane.kubeconfig}; bin/run.js gc once --dry-run`, '  stop it: npm run cluster:down']
+if (notice === undefined) {
+  // Loaded only here: it binds libc through koffi for /dev/loop-control.
+  const half = await import('./demo/device-half.js')
+  let kubectl = 'kubectl'
+  try {
+    kubectl = (await half.deviceHalf()).kubectl
+  } catch (error) {
+    process.stdout.write(`\ndemo: the device half failed: ${(error as Error).message}\n(the node's logs are in .node/)\n`)
+    process.exitCode = 1
+  }
+  lines.push(
+    `the node and its control plane (network namespace ${half.netns}):`,
+    `  nsenter --net=/run/netns/${half.netns} -- ${kubectl} --kubeconfig ${half.nodeKubeconfig} -n nfdctl-demo logs -f reader`,
+    `  stop it: npm run node:down; losetup -d /dev/loop${half.demoLoop} (the next npm run demo removes it too)`,
+  )
+} else say(notice)
+
+say('it keeps running; how to reach it and stop it')
+process.stdout.write(lines.join('\n') + '\n')
