@@ -66,7 +66,10 @@ export async function installCli(tarball: string, source: SourceTree, platform: 
   await command('tar', ['-xzf', tarball, '-C', dir, '--no-same-owner'], {log})
   const app = join(dir, 'package')
   await copyFile(join(source.dir, 'package-lock.json'), join(app, 'package-lock.json'))
-  await command('npm', ['ci', '--omit=dev', '--ignore-scripts', '--no-audit', '--no-fund', '--os=linux', `--cpu=${platform.node}`, '--libc=glibc'], {
+  // --prefer-offline: packages already in npm's cache are taken from it (their integrity still checked)
+  // without asking the registry again, so a build with a warm cache needs no network (tests build inside
+  // a network namespace with no route out).
+  await command('npm', ['ci', '--omit=dev', '--ignore-scripts', '--prefer-offline', '--no-audit', '--no-fund', '--os=linux', `--cpu=${platform.node}`, '--libc=glibc'], {
     cwd: app,
     log: (line) => log(`${platform.architecture}: ${line}`),
   })
@@ -77,6 +80,20 @@ export async function installCli(tarball: string, source: SourceTree, platform: 
   for (const name of await readdir(native)) if (/^(linux|musl)_/.test(name) && name !== `linux_${platform.node}`) await rm(join(native, name), {force: true, recursive: true})
   for (const path of ['package-lock.json', 'node_modules/.package-lock.json', 'node_modules/.bin']) await rm(join(app, path), {force: true, recursive: true})
   return app
+}
+
+/**
+ * Puts the lockfile's platform-specific production packages for each platform (koffi's native module) into
+ * npm's cache; `npm ci` on the build machine holds only its own platform's.
+ */
+export async function cachePlatformPackages(repo: string, chosen: readonly Platform[], log: (line: string) => void): Promise<void> {
+  const lock = JSON.parse(await readFile(join(repo, 'package-lock.json'), 'utf8')) as {packages: Record<string, {version?: string; dev?: boolean; os?: string[]; cpu?: string[]}>}
+  const specs = Object.entries(lock.packages)
+    .filter(([, entry]) => entry.dev !== true && entry.cpu !== undefined && (entry.os?.includes('linux') ?? true) && chosen.some((p) => entry.cpu!.includes(p.node)))
+    .map(([path, entry]) => `${path.slice(path.lastIndexOf('node_modules/') + 'node_modules/'.length)}@${entry.version}`)
+  if (specs.length === 0) return
+  log(`npm cache add ${specs.join(' ')}`)
+  await command('npm', ['cache', 'add', ...specs], {log})
 }
 
 /**

@@ -3,7 +3,7 @@ import {tmpdir} from 'node:os'
 import {join, resolve} from 'node:path'
 import {fileURLToPath} from 'node:url'
 
-import {appLayerEntries, cliEntrypoint, exportCommit, installCli, packCli} from './app-layer.js'
+import {appLayerEntries, cachePlatformPackages, cliEntrypoint, exportCommit, installCli, packCli} from './app-layer.js'
 import {imageCacheDir} from './cache.js'
 import {baseLayerEntries, fetchDebianPackages, lockedDebianPackages, readDebs} from './debian-libs.js'
 import {writeLayer, type LayerBlob} from './layer.js'
@@ -170,4 +170,22 @@ export async function buildImage(options: BuildImageOptions = {}): Promise<Built
   } finally {
     await rm(stage, {force: true, recursive: true})
   }
+}
+
+/**
+ * Downloads what a build needs and builds nothing: the Node runtimes and Debian packages into the image
+ * cache, each platform's native npm packages into npm's cache. A build afterwards needs no network, as
+ * inside the tests' network namespace.
+ */
+export async function fetchImageInputs(options: Pick<BuildImageOptions, 'architectures' | 'cacheDir' | 'log' | 'refreshDebian' | 'repo'> = {}): Promise<void> {
+  const log = options.log ?? ((line: string) => process.stderr.write(`${line}\n`))
+  const cacheDir = options.cacheDir ?? imageCacheDir()
+  const chosen = (options.architectures ?? allArchitectures).map((arch) => platforms[arch])
+  const locked = await lockedDebianPackages(chosen, {cacheDir, log, refresh: options.refreshDebian})
+  for (const platform of chosen) {
+    await fetchDebianPackages(locked.get(platform)!, platform, {cacheDir, log})
+    await fetchNodeRuntime(platform, {cacheDir, log})
+  }
+  await cachePlatformPackages(resolve(options.repo ?? repoRoot), chosen, log)
+  log(`image: inputs for ${chosen.map(platformName).join(', ')} are in ${cacheDir} and npm's cache`)
 }

@@ -2,18 +2,20 @@
 import {execFileSync} from 'node:child_process'
 import {parseArgs} from 'node:util'
 
-import {buildImage, repoRoot} from './build.js'
+import {buildImage, fetchImageInputs, repoRoot} from './build.js'
 import {loadIntoContainerd} from './load.js'
 import {allArchitectures, parsePlatform, type Platform} from './platforms.js'
 
 const usage = `Usage: npm run image -- [--tag <ref>] [--out <dir>] [--commit <rev>] [--platform <os/arch>]... [--load <containerd socket>] [--refresh-debian]
+       npm run image -- --fetch-only [--platform <os/arch>]...
 
   --tag             image reference the archive names (default ghcr.io/nfdctl/nfdctl:<package.json version>)
   --out             directory for the archive (default dist-image/)
   --commit          the commit to build (default HEAD; uncommitted changes are never in the image)
   --platform        linux/amd64 or linux/arm64, repeatable (default both)
   --load            import the archive into this containerd's k8s.io namespace (ctr images import)
-  --refresh-debian  resolve the Debian packages again from the signed indexes and rewrite scripts/image/debian.lock.json`
+  --refresh-debian  resolve the Debian packages again from the signed indexes and rewrite scripts/image/debian.lock.json
+  --fetch-only      download what a build needs (Node runtimes, Debian packages, npm packages) and build nothing`
 
 // A reference as containerd and registries take it: lower-case path components, then a tag.
 const reference = /^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(\/[a-z0-9]+([._-][a-z0-9]+)*)*:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$/
@@ -28,6 +30,7 @@ function parse() {
   return parseArgs({
     options: {
       commit: {type: 'string'},
+      'fetch-only': {type: 'boolean'},
       help: {short: 'h', type: 'boolean'},
       load: {type: 'string'},
       out: {type: 'string'},
@@ -61,6 +64,16 @@ if (values.commit !== undefined) {
   } catch {
     fail(`--commit "${values.commit}" names no commit in ${repoRoot.replace(/\/$/, '')} (git log lists them)`)
   }
+}
+
+if (values['fetch-only']) {
+  try {
+    await fetchImageInputs({architectures: architectures.length > 0 ? [...new Set(architectures)] : undefined, refreshDebian: values['refresh-debian']})
+  } catch (error) {
+    process.stderr.write(`image: ${(error as Error).message}\n`)
+    process.exit(1)
+  }
+  process.exit(0)
 }
 
 let built: Awaited<ReturnType<typeof buildImage>>
