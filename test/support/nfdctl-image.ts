@@ -1,28 +1,38 @@
 import {execFile} from 'node:child_process'
-import {mkdtemp} from 'node:fs/promises'
+import {mkdtemp, rm} from 'node:fs/promises'
 import {tmpdir} from 'node:os'
 import {basename, join} from 'node:path'
 import {promisify} from 'node:util'
 
 import {type BuiltImage, buildImage} from '../../scripts/image/build.js'
 import {missingPrerequisite} from './prerequisites.js'
+import {stopAtRunEnd} from './run-end.js'
 
 const log = (line: string): void => {
   process.stderr.write(`      ${line}\n`)
 }
 
 let built: Promise<BuiltImage> | undefined
+let outDir: string | undefined
 
 /** The image `npm run image` builds from the committed HEAD, both platforms, built once per test run. */
 export async function builtImage(context: Mocha.Context): Promise<BuiltImage> {
   context.timeout(15 * 60_000)
-  built ??= (async () => buildImage({log, outDir: await mkdtemp(join(tmpdir(), 'nfdctl-image-'))}))()
+  built ??= (async () => {
+    outDir = await mkdtemp(join(tmpdir(), 'nfdctl-image-'))
+    return buildImage({log, outDir})
+  })()
   try {
     return await built
   } catch (error) {
     return missingPrerequisite(context, `the image could not be built: ${(error as Error).message}`)
   }
 }
+
+// The archive (about 115 MB) goes with the run; the build's caches stay.
+stopAtRunEnd(async () => {
+  if (outDir !== undefined) await rm(outDir, {force: true, recursive: true})
+})
 
 /** What the node tests run: the built image's archive, and the name they give it on the node. */
 export interface NodeImage {
