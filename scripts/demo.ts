@@ -8,7 +8,7 @@ import {join} from 'node:path'
 import {ControlPlane} from '../test/controlplane/control-plane.js'
 import {ensureBinaries, repoRoot} from '../test/controlplane/paths.js'
 import {createNodeFeature, createTopology, ensureNamespace, seedNodesWithObjects} from '../test/support/seed.js'
-import {deviceHalfNotice, probeMachine} from './demo/device-prerequisites.js'
+import {deviceHalfNotice, missingPackages, probeMachine} from './demo/device-prerequisites.js'
 import {say} from './demo/show.js'
 
 const dir = join(repoRoot, '.cluster')
@@ -46,6 +46,15 @@ say('a second sweep finds nothing')
 nfdctl('gc', 'once', '-o', 'yaml')
 process.exitCode = code
 
+// As root on a Debian-like machine, the node's packages are installed rather than asked for.
+const missing = missingPackages(probeMachine())
+if (process.getuid?.() === 0 && missing.length > 0 && probeMachine().has('apt-get')) {
+  say(`installing what the local node needs: ${missing.join(' ')}`)
+  process.stdout.write(`$ apt-get update && apt-get install -y --no-install-recommends ${missing.join(' ')}\n`)
+  const env = {...process.env, DEBIAN_FRONTEND: 'noninteractive'}
+  const updated = spawnSync('apt-get', ['update', '-qq'], {env, stdio: 'inherit'}).status === 0
+  if (updated) spawnSync('apt-get', ['install', '-y', '-qq', '--no-install-recommends', ...missing], {env, stdio: 'inherit'})
+}
 const notice = deviceHalfNotice(probeMachine())
 const lines = ["the GC half's control plane (etcd + kube-apiserver on loopback):", `  export KUBECONFIG=${plane.kubeconfig}; bin/run.js gc once --dry-run`, '  stop it: npm run cluster:down']
 if (notice === undefined) {

@@ -12,6 +12,9 @@ import {shippedImage, writeOverlay} from '../../test/support/workloads.js'
 import {grantsOf, secondsBetween, timedLines} from './log-lines.js'
 import {run, say, shown} from './show.js'
 
+/** This machine's platform, as the image index and `ctr --platform` name it: the node runs here. */
+const nodePlatform = `linux/${process.arch === 'x64' ? 'amd64' : process.arch}`
+
 /** What npm run node:up makes (test/node/cli.ts): the namespace, the node's name and where it keeps its files. */
 export const netns = 'nfdctl-node'
 export const nodeRoot = join(repoRoot, '.node')
@@ -47,15 +50,17 @@ export async function deviceHalf(): Promise<DeviceHalf> {
     run(['nsenter', `--net=${netnsPath(netns)}`, '--', kubectlBin, '--kubeconfig', nodeKubeconfig, ...args], {...options, display: options.quiet ? undefined : `kubectl ${display}`})
   const k = (...args: string[]): Promise<string> => kubectl(args.join(' '), args)
 
-  say('the image, built from HEAD (amd64), given to the node')
+  say(`the image, built from HEAD (${nodePlatform}), given to the node`)
   await mkdir(demoDir, {recursive: true})
-  const archive = (await run(tsx('scripts/image/cli.ts', '--platform', 'linux/amd64', '--out', demoDir), {capture: true, display: `npm run image -- --platform linux/amd64 --out ${shown(demoDir)}`}))
+  const archive = (
+    await run(tsx('scripts/image/cli.ts', '--platform', nodePlatform, '--out', demoDir), {capture: true, display: `npm run image -- --platform ${nodePlatform} --out ${shown(demoDir)}`})
+  )
     .trim()
     .split('\n')
     .at(-1)!
   const socket = await containerdSocket()
-  await run(['ctr', '--address', socket, '-n', 'k8s.io', 'images', 'import', '--platform', 'linux/amd64', archive], {
-    display: `ctr --address ${shown(socket)} -n k8s.io images import --platform linux/amd64 ${shown(archive)}`,
+  await run(['ctr', '--address', socket, '-n', 'k8s.io', 'images', 'import', '--platform', nodePlatform, archive], {
+    display: `ctr --address ${shown(socket)} -n k8s.io images import --platform ${nodePlatform} ${shown(archive)}`,
   })
   const ref = await imageRef(archive)
 

@@ -22,7 +22,18 @@ export const deviceHalfNeeds: readonly Need[] = [
   {debianPackage: 'iproute2', find: 'ip', name: 'ip'},
   {debianPackage: 'mount', find: 'losetup', name: 'losetup'},
   {debianPackage: 'util-linux', find: 'nsenter', name: 'nsenter'},
+  // The image build: Debian's packages unpacked and their indexes checked, layers compressed.
+  {debianPackage: 'dpkg', find: 'dpkg-deb', name: 'dpkg-deb'},
+  {debianPackage: 'gzip', find: 'gzip', name: 'gzip'},
+  {debianPackage: 'xz-utils', find: 'xz', name: 'xz'},
+  {debianPackage: 'gpgv', find: 'gpgv', name: 'gpgv'},
+  {debianPackage: 'debian-archive-keyring', find: '/usr/share/keyrings/debian-archive-keyring.gpg', name: "Debian's archive keyring"},
 ]
+
+/** The Debian packages that bring what is missing, each once; empty when nothing is. */
+export function missingPackages(probe: MachineProbe): string[] {
+  return [...new Set(deviceHalfNeeds.filter((need) => !probe.has(need.find)).map((need) => need.debianPackage))]
+}
 
 export interface MachineProbe {
   /** process.getuid(); undefined where there is none (not Linux). */
@@ -71,5 +82,14 @@ export function probeMachine(): MachineProbe {
       return false
     }
   })()
-  return {has: (find) => (find.startsWith('/') ? executable(find) : dirs.some((dir) => executable(join(dir, find)))), loopControl, uid: process.getuid?.()}
+  const present = (path: string): boolean => {
+    try {
+      accessSync(path, constants.R_OK)
+      return true
+    } catch {
+      return false
+    }
+  }
+  // An absolute path names a file (the keyring) or a program; a bare name is looked up on the PATH.
+  return {has: (find) => (find.startsWith('/') ? present(find) : dirs.some((dir) => executable(join(dir, find)))), loopControl, uid: process.getuid?.()}
 }

@@ -20,7 +20,7 @@ const run = promisify(execFile)
 const system = 'nfdctl-system'
 const consumers = 'wl-consumers'
 const classesPath = '/apis/devices.nfdctl.io/v1alpha1/deviceclasses'
-// Loop devices 420-429 belong to these tests.
+// Loop devices 440-449 belong to these tests.
 
 /**
  * Where the test node keeps what a standard node keeps at /run/containerd, /var/lib/kubelet/pod-resources,
@@ -83,17 +83,19 @@ describe('deploy/agent and deploy/plugins on the real node: the shipped DaemonSe
       }),
     )
   }
-  /** Reads every holder's device every 100 ms until stopped; resolves with what failed (nothing, when access held). */
-  const keepReading = (holders: readonly RunningPod[], index: number): {stop: () => Promise<{reads: number; failures: string[]}>} => {
+  /** Reads every holder's devices every 100 ms until stopped; resolves with what failed (nothing, when access held). */
+  const keepReading = (holders: readonly RunningPod[], indexes: readonly number[]): {stop: () => Promise<{reads: number; failures: string[]}>} => {
     let running = true
     const failures: string[] = []
     let count = 0
     const loop = (async () => {
       while (running) {
         for (const pod of holders) {
-          const text = await reads(pod.containerId, index)
-          count++
-          if (text !== `loop-${index}-data`) failures.push(`${pod.name}: ${text}`)
+          for (const index of indexes) {
+            const text = await reads(pod.containerId, index)
+            count++
+            if (text !== `loop-${index}-data`) failures.push(`${pod.name} loop${index}: ${text}`)
+          }
         }
         await new Promise((resolve) => setTimeout(resolve, 100))
       }
@@ -128,26 +130,64 @@ describe('deploy/agent and deploy/plugins on the real node: the shipped DaemonSe
     await createNamespace(env, consumers, {'nfdctl-test/devices': 'allowed'})
   })
 
-  afterEach(async function () {
-    this.timeout(3 * 60_000)
-    await deletePods(env, pods.splice(0))
-    await helm('uninstall', 'nfdctl', '-n', helmNamespace, '--ignore-not-found', '--wait', '--timeout', '2m')
-    // Everything an overlay made, the cluster-scoped roles and admission policies too: the next test (or the
-    // chart, which names them alike) must meet a cluster without them.
-    for (const overlay of overlays.splice(0).reverse()) {
-      await kubectl(env, 'delete', '-k', overlay, '--ignore-not-found', '--wait=true', '--timeout=90s')
-      await rm(overlay, {force: true, recursive: true})
+  /** Runs every cleanup step even when one fails; throws the first failure once all have run. */
+  const cleanUp = async (steps: ReadonlyArray<() => Promise<unknown>>): Promise<void> => {
+    let failure: unknown
+    for (const step of steps) {
+      try {
+        await step()
+      } catch (error) {
+        failure ??= error
+      }
     }
-    await waitFor('no nfdctl pods', async () => (await livePods(env, system, 'app.kubernetes.io/name in (nfdctl-agent,nfdctl-plugins)')).length === 0, {timeoutMs: 90_000})
-    for (const name of ['wl-loop', 'wl-unit', 'wl-helm']) await env.client.request('DELETE', `${classesPath}/${name}`).catch(() => {})
-    for (const index of [...loops]) await dropLoop(index)
+    if (failure !== undefined) throw failure
+  }
+
+  afterEach(async function () {
+    this.timeout(4 * 60_000)
+    await cleanUp([
+      () => deletePods(env, pods.splice(0)),
+      // Everything an overlay or the chart made, the cluster-scoped roles and admission policies too: the next
+      // test, and the suites after this one, must meet a cluster without them.
+      () => helm('uninstall', 'nfdctl', '-n', helmNamespace, '--ignore-not-found', '--wait', '--timeout', '2m'),
+      ...overlays
+        .splice(0)
+        .reverse()
+        .map((overlay) => async () => {
+          await kubectl(env, 'delete', '-k', overlay, '--ignore-not-found', '--wait=true', '--timeout=90s')
+          await rm(overlay, {force: true, recursive: true})
+        }),
+      () => waitFor('no nfdctl pods', async () => (await livePods(env, system, 'app.kubernetes.io/name in (nfdctl-agent,nfdctl-plugins)')).length === 0, {timeoutMs: 90_000}),
+      ...['wl-loop', 'wl-unit', 'wl-helm'].map((name) => () => env.client.request('DELETE', `${classesPath}/${name}`).catch(() => {})),
+      ...[...loops].map((index) => () => dropLoop(index)),
+    ])
   })
 
   after(async function () {
     this.timeout(3 * 60_000)
     if (env === undefined) return
-    await kubectl(env, 'delete', 'namespace', consumers, helmNamespace, '--ignore-not-found', '--wait=true', '--timeout=90s').catch(() => '')
-    if (dir) await rm(dir, {force: true, recursive: true})
+    // Whatever a failed step above left: the objects by name, so that no admission policy outlives the suite.
+    await cleanUp([
+      () =>
+        kubectl(
+          env,
+          'delete',
+          'validatingadmissionpolicy/nfdctl-device-annotation-access',
+          'validatingadmissionpolicybinding/nfdctl-device-annotation-access',
+          'validatingadmissionpolicy/nfdctl-agent-own-node-status',
+          'validatingadmissionpolicybinding/nfdctl-agent-own-node-status',
+          'clusterrole/nfdctl-agent',
+          'clusterrolebinding/nfdctl-agent',
+          'clusterrole/nfdctl-plugins',
+          'clusterrolebinding/nfdctl-plugins',
+          '--ignore-not-found',
+        ),
+      () => kubectl(env, 'delete', 'namespace', system, consumers, helmNamespace, '--ignore-not-found', '--wait=true', '--timeout=90s'),
+      ...[...loops].map((index) => () => dropLoop(index)),
+      async () => {
+        if (dir) await rm(dir, {force: true, recursive: true})
+      },
+    ])
   })
 
   it('devices agent DaemonSet: hot-plugs into a pod that asked by admitted annotation and one that asked by limit; a rolling update to a new image tag and kubectl delete pod keep every device usable throughout', async function () {
@@ -156,10 +196,10 @@ describe('deploy/agent and deploy/plugins on the real node: the shipped DaemonSe
       body: deviceClassManifest('wl-loop', {
         annotationAccess: {namespaceSelector: {matchLabels: {'nfdctl-test/devices': 'allowed'}}},
         capacity: 2,
-        match: [{devName: 'loop42[0-9]', subsystem: 'block'}],
+        match: [{devName: 'loop44[0-9]', subsystem: 'block'}],
       }),
     })
-    await addLoop(420)
+    await addLoop(440)
     await apply('agent')
     const [first] = await waitForReadyPods(env, system, 'app.kubernetes.io/name=nfdctl-agent', 1)
     await waitFor('allocatable wl-loop=2', async () => (await allocatable(env, 'devices.nfdctl.io/wl-loop')) === 2, {timeoutMs: 30_000})
@@ -168,20 +208,20 @@ describe('deploy/agent and deploy/plugins on the real node: the shipped DaemonSe
     const byLimit = await runPod(env, {command: ['sleep', '3600'], limits: {'devices.nfdctl.io/wl-loop': '1'}, name: 'by-limit', namespace: consumers})
     const byAnnotation = await runPod(env, {annotations: {'devices.nfdctl.io/main': 'wl-loop'}, command: ['sleep', '3600'], name: 'by-annotation', namespace: consumers})
     const holders = [byLimit, byAnnotation]
-    await expectReadable(holders, 420)
+    await expectReadable(holders, 440)
 
     // Plugged in after both started: the agent pod gives it to both.
     const hotPlugMs = await (async () => {
       const plugged = performance.now()
-      await addLoop(421)
-      await expectReadable(holders, 421)
+      await addLoop(441)
+      await expectReadable(holders, 441)
       return performance.now() - plugged
     })()
-    expect(hotPlugMs, 'plugged → readable in both containers (ms)').to.be.below(5000)
+    expect(hotPlugMs, 'plugged → readable in both containers (ms)').to.be.below(1000)
 
     // A rolling update to a new tag: the old agent pod stops (SIGTERM leaves access in place), the new one
     // takes over; the devices stay readable in both containers all the while.
-    const reading = keepReading(holders, 421)
+    const reading = keepReading(holders, [440, 441])
     await apply('agent', `${image.tag}-next`)
     await kubectl(env, '-n', system, 'rollout', 'status', 'daemonset/nfdctl-agent', '--timeout=120s')
     const [updated] = await waitForReadyPods(env, system, 'app.kubernetes.io/name=nfdctl-agent', 1)
@@ -192,52 +232,53 @@ describe('deploy/agent and deploy/plugins on the real node: the shipped DaemonSe
     const spec = await env.client.request<{spec: {containers: Array<{image: string}>}}>('GET', `/api/v1/namespaces/${system}/pods/${updated.metadata.name}`)
     expect(spec.spec.containers[0].image).to.equal(`${image.name}:${image.tag}-next`)
     // The new agent pod hot-plugs as the old one did.
-    await addLoop(422)
-    await expectReadable(holders, 422)
+    await addLoop(442)
+    await expectReadable(holders, 442)
 
     // kubectl delete pod: the DaemonSet makes another; nothing is lost meanwhile, and it hot-plugs again.
-    const deleting = keepReading(holders, 422)
+    const deleting = keepReading(holders, [440, 441, 442])
     await kubectl(env, '-n', system, 'delete', 'pod', updated.metadata.name, '--wait=true')
     const [replaced] = await waitForReadyPods(env, system, 'app.kubernetes.io/name=nfdctl-agent', 1)
     expect(replaced.metadata.uid).to.not.equal(updated.metadata.uid)
     const deleted = await deleting.stop()
     expect(deleted.failures, 'reads that failed while the agent pod was replaced').to.deep.equal([])
-    for (const index of [420, 421, 422]) for (const pod of holders) expect(await reads(pod.containerId, index), `${pod.name} loop${index}`).to.equal(`loop-${index}-data`)
-    await addLoop(423)
-    await expectReadable(holders, 423)
+    for (const index of [440, 441, 442]) for (const pod of holders) expect(await reads(pod.containerId, index), `${pod.name} loop${index}`).to.equal(`loop-${index}-data`)
+    await addLoop(443)
+    await expectReadable(holders, 443)
     // Unplugged: gone from both.
-    await dropLoop(421)
+    await dropLoop(441)
     for (const pod of holders) {
-      await waitFor(`loop421 gone from ${pod.name}`, async () => /No such file/.test(await env.node.execFailure(pod.containerId, ['ls', '/dev/loop421']).catch(() => '')), {timeoutMs: 10_000})
+      await waitFor(`loop441 gone from ${pod.name}`, async () => /No such file/.test(await env.node.execFailure(pod.containerId, ['ls', '/dev/loop441']).catch(() => '')), {timeoutMs: 10_000})
     }
 
     // What the agent pod's memory came to (the limit is 192Mi): its memory cgroup's peak, as kubelet's limit sees it.
     const agent = (await agentPods())[0]
     const peak = await memoryPeak(containerIdOf(agent, 'agent'), env)
     process.stderr.write(`      agent pod: memory peak ${(peak / 2 ** 20).toFixed(1)} MiB (limit 192 MiB), hot-plug into two containers ${hotPlugMs.toFixed(0)} ms\n`)
-    expect(peak).to.be.below(192 * 2 ** 20)
+    // The limit is twice the peak measured with 100 pods; a small node must stay within half of it.
+    expect(peak, 'agent memory peak').to.be.below(96 * 2 ** 20)
     expect(agent.status.containerStatuses?.[0].restartCount).to.equal(0)
   })
 
   it('plugins serve DaemonSet: one kubelet device plugin per class; a hot-plugged device is allocatable, and a pod that asks by limit gets it at start', async function () {
     this.timeout(5 * 60_000)
-    await env.client.request('POST', classesPath, {body: deviceClassManifest('wl-unit', {allocation: 'Device', match: [{devName: 'loop42[0-9]', subsystem: 'block'}]})})
-    await addLoop(424)
+    await env.client.request('POST', classesPath, {body: deviceClassManifest('wl-unit', {allocation: 'Device', match: [{devName: 'loop44[0-9]', subsystem: 'block'}]})})
+    await addLoop(444)
     await apply('plugins')
     const [plugins] = await waitForReadyPods(env, system, 'app.kubernetes.io/name=nfdctl-plugins', 1)
     await waitFor('allocatable wl-unit=1', async () => (await allocatable(env, 'devices.nfdctl.io/wl-unit')) === 1, {timeoutMs: 30_000})
-    await addLoop(425)
+    await addLoop(445)
     await waitFor('allocatable wl-unit=2 after the hot-plug', async () => (await allocatable(env, 'devices.nfdctl.io/wl-unit')) === 2, {timeoutMs: 30_000})
     pods.push(`${consumers}/unit-a`, `${consumers}/unit-b`)
     const a = await runPod(env, {command: ['sleep', '3600'], limits: {'devices.nfdctl.io/wl-unit': '1'}, name: 'unit-a', namespace: consumers})
     const b = await runPod(env, {command: ['sleep', '3600'], limits: {'devices.nfdctl.io/wl-unit': '1'}, name: 'unit-b', namespace: consumers})
     // One device each, from kubelet's Allocate: together they hold both, neither holds the other's.
-    const held = await Promise.all([a, b].map(async (pod) => (await Promise.all([424, 425].map(async (i) => ((await reads(pod.containerId, i)) === `loop-${i}-data` ? i : 0)))).filter(Boolean)))
+    const held = await Promise.all([a, b].map(async (pod) => (await Promise.all([444, 445].map(async (i) => ((await reads(pod.containerId, i)) === `loop-${i}-data` ? i : 0)))).filter(Boolean)))
     expect(held.map((h) => h.length)).to.deep.equal([1, 1])
-    expect(held.flat().sort()).to.deep.equal([424, 425])
+    expect(held.flat().sort()).to.deep.equal([444, 445])
     const peak = await memoryPeak(containerIdOf((await livePods(env, system, 'app.kubernetes.io/name=nfdctl-plugins'))[0], 'plugins'), env)
     process.stderr.write(`      plugins pod: memory peak ${(peak / 2 ** 20).toFixed(1)} MiB (limit 192 MiB)\n`)
-    expect(peak).to.be.below(192 * 2 ** 20)
+    expect(peak, 'plugins memory peak').to.be.below(96 * 2 ** 20)
     expect(plugins.status.containerStatuses?.[0].restartCount).to.equal(0)
   })
 
@@ -253,19 +294,19 @@ describe('deploy/agent and deploy/plugins on the real node: the shipped DaemonSe
           udevDir: join(dir, 'udev'),
         },
       },
-      deviceClasses: [{name: 'wl-helm', spec: {annotationAccess: {namespaceSelector: {matchLabels: {'nfdctl-test/devices': 'allowed'}}}, match: [{devName: 'loop42[6-9]', subsystem: 'block'}]}}],
+      deviceClasses: [{name: 'wl-helm', spec: {annotationAccess: {namespaceSelector: {matchLabels: {'nfdctl-test/devices': 'allowed'}}}, match: [{devName: 'loop44[6-9]', subsystem: 'block'}]}}],
       gc: {enable: false},
       image: {repository: image.name, tag: image.tag},
     }
     const valuesFile = join(dir, 'values.yaml')
     await writeFile(valuesFile, stringify(values))
-    await addLoop(426)
+    await addLoop(446)
     await helm('install', 'nfdctl', join(repoRoot, 'charts/nfdctl'), '-n', helmNamespace, '--create-namespace', '-f', valuesFile, '--wait', '--timeout', '3m')
     await waitForReadyPods(env, helmNamespace, 'app.kubernetes.io/component=agent', 1)
     pods.push(`${consumers}/helm-annotation`)
     const pod = await runPod(env, {annotations: {'devices.nfdctl.io/main': 'wl-helm'}, command: ['sleep', '3600'], name: 'helm-annotation', namespace: consumers})
-    await expectReadable([pod], 426)
-    await addLoop(427)
-    await expectReadable([pod], 427)
+    await expectReadable([pod], 446)
+    await addLoop(447)
+    await expectReadable([pod], 447)
   })
 })

@@ -78,6 +78,7 @@ describe('deploy/gc on the real node: the shipped Deployment and CronJob, run fr
 
     // The leader pod goes as a drain would take it (SIGTERM): it hands the Lease over, and another pod leads
     // (the standby, or the Deployment's replacement if it wins the race).
+    const deleted = performance.now()
     await kubectl(env, '-n', namespace, 'delete', 'pod', leader!, '--wait=false')
     const next = await waitFor(
       'another pod leads',
@@ -85,8 +86,12 @@ describe('deploy/gc on the real node: the shipped Deployment and CronJob, run fr
         const name = await leaderPod()
         return name !== undefined && name !== leader ? (await livePods(env, namespace, selector)).find((p) => p.metadata.name === name) : undefined
       },
-      {intervalMs: 250, timeoutMs: 60_000},
+      {intervalMs: 100, timeoutMs: 60_000},
     )
+    const handoverMs = performance.now() - deleted
+    process.stderr.write(`      gc: leader pod deleted → ${next.metadata.name === standby.metadata.name ? 'the standby' : 'the replacement pod'} leads after ${(handoverMs / 1000).toFixed(1)} s\n`)
+    // Released on SIGTERM, the Lease is taken at the next retry (2 s), well before it would expire (15 s).
+    expect(handoverMs, 'leader pod deleted → another leads (ms)').to.be.below(10_000)
     await env.client.request('DELETE', '/api/v1/nodes/ghost-b')
     await waitFor('NodeFeature ghost-b deleted', async () => !(await nodeFeatureNames()).includes('ghost-b'), {intervalMs: 500, timeoutMs: 90_000})
     expect(await podLog(env, next.metadata, 'gc')).to.match(/ghost-b/)
@@ -102,13 +107,18 @@ describe('deploy/gc on the real node: the shipped Deployment and CronJob, run fr
     for (const pod of after) {
       const peak = await memoryPeak(containerIdOf(pod, 'gc'), env)
       process.stderr.write(`      gc pod ${pod.metadata.name}: memory peak ${(peak / 2 ** 20).toFixed(1)} MiB (limit 256 MiB)\n`)
-      expect(peak).to.be.below(256 * 2 ** 20)
+      // 256Mi is sized for 65,000 Nodes; with a handful a collector stays well within half of it.
+      expect(peak, 'gc memory peak').to.be.below(128 * 2 ** 20)
     }
-    const budget = await env.client.request<{status: {currentHealthy: number; desiredHealthy: number; disruptionsAllowed: number}}>(
-      'GET',
-      `/apis/policy/v1/namespaces/${namespace}/poddisruptionbudgets/nfdctl-gc`,
-    )
-    expect(budget.status).to.include({currentHealthy: 2, desiredHealthy: 1, disruptionsAllowed: 1})
+    // The disruption controller counts the pods on its own time.
+    const budget = await waitFor('the PodDisruptionBudget counts both pods', async () => {
+      const pdb = await env.client.request<{status?: {currentHealthy: number; desiredHealthy: number; disruptionsAllowed: number}}>(
+        'GET',
+        `/apis/policy/v1/namespaces/${namespace}/poddisruptionbudgets/nfdctl-gc`,
+      )
+      return pdb.status?.currentHealthy === 2 ? pdb.status : undefined
+    })
+    expect(budget).to.include({currentHealthy: 2, desiredHealthy: 1, disruptionsAllowed: 1})
   })
 
   it('kubectl apply -k deploy/gc/cronjob, then kubectl create job --from: the Job runs gc once to completion and deletes the stale object', async function () {

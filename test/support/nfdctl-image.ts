@@ -25,7 +25,12 @@ export async function builtImage(context: Mocha.Context): Promise<BuiltImage> {
   try {
     return await built
   } catch (error) {
-    return missingPrerequisite(context, `the image could not be built: ${(error as Error).message}`)
+    // A missing tool or an unreachable download is the machine's; anything else is a bug in the build.
+    const text = `${(error as NodeJS.ErrnoException).code ?? ''} ${(error as Error).message} ${String((error as Error).cause ?? '')}`
+    if (/ENOENT|ENOTFOUND|EAI_AGAIN|ECONNREFUSED|ENETUNREACH|fetch failed|not found in the cache/i.test(text)) {
+      return missingPrerequisite(context, `the image could not be built: ${(error as Error).message}`)
+    }
+    throw error
   }
 }
 

@@ -28,9 +28,9 @@ export async function kubectl(env: NodeEnv, ...args: string[]): Promise<string> 
   }
 }
 
-/** Gives the archive's amd64 image to the node's containerd, named as the overlays name it (and under `extraTags`). */
+/** Gives the archive's image for this machine's platform to the node's containerd, named as the overlays name it (and under `extraTags`). */
 export async function loadImage(env: NodeEnv, image: NodeImage, extraTags: readonly string[] = []): Promise<void> {
-  await env.node.containerd.ctr('-n', 'k8s.io', 'images', 'import', '--platform', 'linux/amd64', image.archive)
+  await env.node.containerd.ctr('-n', 'k8s.io', 'images', 'import', '--platform', `linux/${process.arch === 'x64' ? 'amd64' : process.arch}`, image.archive)
   for (const tag of [image.tag, ...extraTags]) {
     const ref = `${image.name}:${tag}`
     await env.node.containerd.ctr('-n', 'k8s.io', 'images', 'rm', ref).catch(() => '')

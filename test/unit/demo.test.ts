@@ -1,6 +1,6 @@
 import {expect} from 'chai'
 
-import {deviceHalfNeeds, deviceHalfNotice, type MachineProbe} from '../../scripts/demo/device-prerequisites.js'
+import {deviceHalfNeeds, deviceHalfNotice, missingPackages, type MachineProbe} from '../../scripts/demo/device-prerequisites.js'
 import {grantsOf, secondsBetween, timedLines} from '../../scripts/demo/log-lines.js'
 
 const machine = (uid: number | undefined, missing: readonly string[] = [], loopControl = true): MachineProbe => ({has: (find) => !missing.includes(find), loopControl, uid})
@@ -31,11 +31,33 @@ describe('npm run demo: whether the device half runs here (scripts/demo/device-p
     expect(deviceHalfNotice(machine(0, [], false))).to.equal('the device half needs a usable /dev/loop-control (modprobe loop); showing the GC half only')
   })
 
-  it('asks about every command the node harness runs', function () {
+  it('asks about every command the node harness and the image build run', function () {
     const asked: string[] = []
     deviceHalfNotice({has: (find) => asked.push(find) > 0, loopControl: true, uid: 0})
-    expect(asked).to.have.members(['containerd', 'ctr', 'runc', '/bin/busybox', '/usr/lib/cni/bridge', 'iptables', 'ip', 'losetup', 'nsenter'])
+    expect(asked).to.have.members([
+      'containerd',
+      'ctr',
+      'runc',
+      '/bin/busybox',
+      '/usr/lib/cni/bridge',
+      'iptables',
+      'ip',
+      'losetup',
+      'nsenter',
+      'dpkg-deb',
+      'gzip',
+      'xz',
+      'gpgv',
+      '/usr/share/keyrings/debian-archive-keyring.gpg',
+    ])
     expect(deviceHalfNeeds.every((need) => need.debianPackage !== '')).to.equal(true)
+  })
+})
+
+describe('npm run demo: the packages it installs as root (missingPackages)', function () {
+  it('each Debian package that brings something missing, once, in the order of the needs', function () {
+    expect(missingPackages(machine(0, ['containerd', 'ctr', 'gpgv', '/usr/share/keyrings/debian-archive-keyring.gpg']))).to.deep.equal(['containerd', 'gpgv', 'debian-archive-keyring'])
+    expect(missingPackages(machine(0))).to.deep.equal([])
   })
 })
 
