@@ -1,3 +1,4 @@
+import {readFile} from 'node:fs/promises'
 import {join} from 'node:path'
 
 import {expect} from 'chai'
@@ -7,25 +8,33 @@ import {chartTools, kustomize, renderChart, type Tools} from '../support/chart.j
 import type {Manifest} from '../support/manifests.js'
 
 // The kustomize trees of deploy/ and charts/nfdctl describe the same workloads: each tree is rendered with
-// `kubectl kustomize` and the chart with values that enable the same components, and what the pods run with
-// is compared after names, namespaces, labels and the image are put aside. A difference fails with one line
-// per differing field, so whoever changes one side sees what to carry over to the other.
+// `kubectl kustomize` and the chart with values that enable the same components, and every object of both is
+// compared whole, after only what differs by design is put aside (deniedByDesign below): names, namespaces,
+// the chart's own labels and selectors, the image and how it is pulled, the service account's name (compared
+// instead by what it resolves to and what it is granted). A field either side adds is a difference, so a
+// field nobody thought of is caught too. A difference fails with one line per differing field, so whoever
+// changes one side sees what to carry over to the other.
 
 type Json = Record<string, unknown>
 
-const workloadKinds = new Set(['CronJob', 'DaemonSet', 'Deployment'])
+const workloadKinds = new Set(['CronJob', 'DaemonSet', 'Deployment', 'Job', 'ReplicaSet', 'StatefulSet'])
 const policyKinds = new Set(['ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding'])
-const containerFields = ['args', 'env', 'ports', 'livenessProbe', 'readinessProbe', 'startupProbe', 'resources', 'securityContext', 'volumeMounts'] as const
-const podFields = ['hostPID', 'hostNetwork', 'securityContext', 'priorityClassName', 'tolerations', 'nodeSelector', 'affinity', 'volumes', 'restartPolicy', 'terminationGracePeriodSeconds'] as const
+const rbacKinds = new Set(['ClusterRole', 'ClusterRoleBinding', 'Role', 'RoleBinding'])
 
 /** The chart's release in these renders: another name and namespace than deploy/'s, so both are really put aside. */
 const release = {name: 'drift', namespace: 'drift-system', prefix: 'drift-nfdctl-'}
 const kustomizePrefix = 'nfdctl-'
+const helmDoc = join(repoRoot, 'docs', 'helm.md')
 
 interface Side {
   readonly objects: readonly Manifest[]
   /** What every object name starts with: deploy/'s nfdctl-, the release's <fullname>-. */
   readonly prefix: string
+  /**
+   * The labels of the workloads' namespace where the render has no Namespace of its own: the chart's
+   * release namespace, which Helm users label as docs/helm.md says.
+   */
+  readonly namespaceLabels?: Json
 }
 
 interface Options {
@@ -67,26 +76,78 @@ function grants(side: Side, serviceAccount: string, namespace: string, options: 
   return rules.sort()
 }
 
-const pick = (object: Json | undefined, fields: readonly string[]): Json => Object.fromEntries(fields.filter((f) => object?.[f] !== undefined).map((f) => [f, object![f]]))
+/**
+ * The object with its metadata put aside but for what is not the chart's own: name (the view's key),
+ * namespace (the release's) and labels (the chart labels every object) go; annotations and the rest stay.
+ */
+function withoutOwnMetadata(object: Manifest): Json {
+  const copy = structuredClone(object) as Json
+  const {labels: _labels, name: _name, namespace: _namespace, ...rest} = object.metadata as Json
+  if (Object.keys(rest).length === 0) delete copy.metadata
+  else copy.metadata = rest
+  return copy
+}
+
+/** The namespace of a render's workloads (every namespaced object of these trees is in it). */
+const workloadNamespace = (side: Side): string | undefined => side.objects.find((o) => workloadKinds.has(o.kind))?.metadata.namespace
 
 /** Everything compared of one render, keyed `<kind> <name without prefix>`. */
-function driftView(side: Side, options: Options = {}): Record<string, Json> {
-  const view: Record<string, Json> = {}
+function driftView(side: Side, options: Options = {}): Record<string, unknown> {
+  const view: Record<string, unknown> = {}
   const agent = side.objects.find((o) => o.kind === 'DaemonSet' && o.metadata.name === `${side.prefix}agent`)
+  const namespace = workloadNamespace(side)
   for (const object of side.objects) {
+    if (object.kind === 'Namespace' && object.metadata.name === namespace) {
+      // Its name is the kustomization's, as the release namespace is the chart's: its labels (Pod Security
+      // Admission's) are what the workloads need of it.
+      view["the workloads' Namespace"] = withNamespaceLabels(object)
+      continue
+    }
+    if (options.clusterGrantsOnly && (object.kind === 'Role' || object.kind === 'RoleBinding')) continue
     const key = `${object.kind} ${stripPrefix(object.metadata.name, side.prefix)}`
     if (workloadKinds.has(object.kind)) view[key] = workloadView(side, object, options)
-    if (policyKinds.has(object.kind)) view[key] = policyView(side, object, agent)
-    if (object.kind === 'PodDisruptionBudget') view[key] = object.spec as Json
+    else if (policyKinds.has(object.kind)) view[key] = policyView(side, object, agent)
+    else if (rbacKinds.has(object.kind)) view[key] = rbacView(object)
+    else view[key] = withoutOwnMetadata(object)
   }
-  // A selector of a workload's own pods (a PodDisruptionBudget's, an anti-affinity term's) names them by
-  // their labels, which differ by design: it counts as the same when it selects the same workload.
+  if (side.namespaceLabels !== undefined && view["the workloads' Namespace"] === undefined)
+    view["the workloads' Namespace"] = {apiVersion: 'v1', kind: 'Namespace', metadata: {labels: side.namespaceLabels}}
+  // A selector of a workload's own pods (its own, a PodDisruptionBudget's, an anti-affinity term's) names
+  // them by their labels, which differ by design: it counts as the same when it selects the same workload.
   const ownPods = new Map<string, string>()
-  for (const workload of side.objects.filter((o) => o.kind === 'Deployment' || o.kind === 'DaemonSet')) {
+  for (const workload of side.objects.filter((o) => o.kind === 'Deployment' || o.kind === 'DaemonSet' || o.kind === 'StatefulSet')) {
     const matchLabels = ((workload.spec as Json).selector as Json | undefined)?.matchLabels
     if (matchLabels !== undefined) ownPods.set(canonical(matchLabels), `<the pods of ${workload.kind} ${stripPrefix(workload.metadata.name, side.prefix)}>`)
   }
-  return replaceSelectors(view, ownPods) as Record<string, Json>
+  return replaceSelectors(view, ownPods) as Record<string, unknown>
+}
+
+/** A Namespace as kustomize renders it: its labels are the point, so they stay. */
+function withNamespaceLabels(namespace: Manifest): Json {
+  const {name: _name, ...metadata} = namespace.metadata as Json
+  return {...(structuredClone(namespace) as Json), metadata}
+}
+
+/**
+ * The labels docs/helm.md's `kubectl label namespace` command gives the release namespace (the chart does
+ * not own it, so it cannot carry them), as `{key: value}`; undefined when the page has no such command.
+ */
+async function documentedNamespaceLabels(): Promise<Json | undefined> {
+  const text = (await readFile(helmDoc, 'utf8')).replaceAll('\\\n', ' ')
+  const command = text.split('\n').find((line) => /^\s*kubectl label (namespace|ns) /.test(line))
+  if (command === undefined) return undefined
+  const labels = command
+    .trim()
+    .split(/\s+/)
+    .filter((word) => /^[\w./-]+=[\w.-]*$/.test(word) && !word.startsWith('-'))
+  return Object.fromEntries(labels.map((l) => l.split('=') as [string, string]))
+}
+
+/** Roles and bindings: the rules and whom they bind are compared as what each workload's service account is granted. */
+function rbacView(object: Manifest): Json {
+  const view = withoutOwnMetadata(object)
+  for (const field of ['rules', 'roleRef', 'subjects']) if (view[field] !== undefined) view[field] = "<compared in the grants of the workloads' service accounts>"
+  return view
 }
 
 /** JSON with object keys sorted, so equal objects give equal text whatever order their keys came in. */
@@ -102,40 +163,61 @@ function replaceSelectors(value: unknown, ownPods: ReadonlyMap<string, string>):
   return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, replaceSelectors(v, ownPods)]))
 }
 
+/**
+ * What differs between the two renders by design, put aside in each workload: the image and how it is pulled
+ * (a value of the chart, a kustomize `images:` edit of deploy/), the pod template's labels (the chart's own
+ * selector labels; they must match the selector, which the API server checks) and the service account's name
+ * (compared by what it resolves to instead).
+ */
+function deniedByDesign(pod: Json, template: Json): void {
+  for (const list of ['containers', 'initContainers', 'ephemeralContainers']) {
+    for (const container of (pod[list] as Json[] | undefined) ?? []) {
+      container.image = container.image === undefined ? 'none' : '<the image>'
+      delete container.imagePullPolicy
+    }
+  }
+  delete pod.imagePullSecrets
+  delete pod.serviceAccountName
+  delete pod.serviceAccount
+  const metadata = template.metadata as Json | undefined
+  if (metadata !== undefined) {
+    delete metadata.labels
+    if (Object.keys(metadata).length === 0) delete template.metadata
+  }
+}
+
 function workloadView(side: Side, workload: Manifest, options: Options): Json {
-  const spec = workload.spec as Json
-  const job = workload.kind === 'CronJob' ? ((spec.jobTemplate as Json).spec as Json) : undefined
-  const template = ((job ?? spec).template as Json) ?? {}
-  const pod = (template.spec as Json) ?? {}
+  const view = withoutOwnMetadata(workload)
+  const spec = view.spec as Json
+  const jobTemplate = spec.jobTemplate as Json | undefined
+  const template = ((jobTemplate?.spec as Json | undefined) ?? spec).template as Json
+  const pod = template.spec as Json
   const namespace = workload.metadata.namespace ?? ''
   const serviceAccount = (pod.serviceAccountName as string | undefined) ?? 'default'
   const accountExists = side.objects.some((o) => o.kind === 'ServiceAccount' && o.metadata.name === serviceAccount && o.metadata.namespace === namespace)
-  const containers = ((pod.containers as Json[]) ?? []).map((c) => ({name: c.name, ...pick(c, containerFields), image: c.image === undefined ? 'none' : '<the image>'}))
+  deniedByDesign(pod, template)
+  // A CronJob's Job template: the chart's labels on the Jobs it makes are its own too.
+  if (jobTemplate !== undefined) deniedByDesign({}, jobTemplate)
   return {
-    containers,
-    pod: pick(pod, podFields),
-    podAnnotations: ((template.metadata as Json | undefined)?.annotations as Json | undefined) ?? {},
+    ...view,
     serviceAccount: {
       exists: accountExists ? 'a ServiceAccount of the render, in the workload namespace' : `none: ${serviceAccount} is not in the render`,
       grants: grants(side, serviceAccount, namespace, options),
     },
-    workload: {
-      ...pick(spec, ['replicas', 'updateStrategy', 'schedule', 'concurrencyPolicy', 'successfulJobsHistoryLimit', 'failedJobsHistoryLimit']),
-      ...pick(job, ['backoffLimit', 'activeDeadlineSeconds']),
-    },
   }
 }
 
-/** A policy's or binding's spec, with the agent's service account user and the name prefix put aside. */
+/** A policy or binding whole, with the agent's service account user and the name prefix put aside. */
 function policyView(side: Side, policy: Manifest, agent: Manifest | undefined): Json {
-  let text = JSON.stringify(policy.spec)
+  let text = JSON.stringify(withoutOwnMetadata(policy))
   if (agent !== undefined) {
     const account = ((agent.spec as Json).template as {spec: {serviceAccountName?: string}}).spec.serviceAccountName ?? 'default'
     text = text.replaceAll(`system:serviceaccount:${agent.metadata.namespace}:${account}`, "system:serviceaccount:<the agent's namespace>:<the agent's service account>")
   }
-  const spec = collapseWhitespace(JSON.parse(text)) as Json
+  const view = collapseWhitespace(JSON.parse(text)) as Json
+  const spec = view.spec as Json
   if (typeof spec.policyName === 'string') spec.policyName = stripPrefix(spec.policyName, side.prefix)
-  return spec
+  return view
 }
 
 /**
@@ -179,14 +261,15 @@ function differences(kustomized: unknown, charted: unknown, path = ''): string[]
   return [`${path}: kustomize ${show(kustomized)}, chart ${show(charted)}`]
 }
 
-describe('deploy/ and charts/nfdctl do not drift: the workloads both produce', function () {
+describe('deploy/ and charts/nfdctl do not drift: every object both produce', function () {
   let tools: Tools
 
   before(async function () {
     tools = await chartTools(this)
   })
 
-  const cases: Array<{tree: string; values: Json; options?: Options}> = [
+  const cases: Array<{tree: string; values: Json; options?: Options; labelledNamespace?: boolean}> = [
+    // deploy/gc goes into NFD's namespace, which it does not create.
     {tree: 'deploy/gc', values: {'admissionPolicies.enable': false, 'agent.enable': false}},
     {
       // deploy/gc/rbac's leader-election Role serves the Deployment and the CronJob alike there; the chart
@@ -195,21 +278,26 @@ describe('deploy/ and charts/nfdctl do not drift: the workloads both produce', f
       tree: 'deploy/gc/cronjob',
       values: {'admissionPolicies.enable': false, 'agent.enable': false, 'gc.cronJob.enable': true},
     },
-    {tree: 'deploy/agent', values: {'gc.enable': false}},
+    // deploy/agent and deploy/plugins create their namespace; the chart's is the release namespace, labelled
+    // by hand as docs/helm.md says.
+    {labelledNamespace: true, tree: 'deploy/agent', values: {'gc.enable': false}},
     {
+      labelledNamespace: true,
       tree: 'deploy/plugins',
       values: {'admissionPolicies.enable': false, 'agent.enable': false, 'gc.enable': false, 'plugins.enable': true},
     },
   ]
 
-  for (const {options, tree, values} of cases) {
+  for (const {labelledNamespace, options, tree, values} of cases) {
     it(`${tree} and the chart with ${Object.entries(values)
       .map(([k, v]) => `${k}=${v}`)
       .join(', ')}`, async function () {
       const kustomized = driftView({objects: await kustomize(tools, join(repoRoot, tree)), prefix: kustomizePrefix}, options)
-      const charted = driftView({objects: (await renderChart(tools, {namespace: release.namespace, release: release.name, values})).objects, prefix: release.prefix}, options)
+      const namespaceLabels = labelledNamespace ? ((await documentedNamespaceLabels()) ?? {'(docs/helm.md has no `kubectl label namespace` command)': ''}) : undefined
+      const rendered = (await renderChart(tools, {namespace: release.namespace, release: release.name, values})).objects
+      const charted = driftView({namespaceLabels, objects: rendered, prefix: release.prefix}, options)
       expect(
-        Object.keys(kustomized).filter((k) => k.startsWith('Deployment') || k.startsWith('DaemonSet') || k.startsWith('CronJob')),
+        Object.keys(kustomized).filter((k) => [...workloadKinds].some((kind) => k.startsWith(`${kind} `))),
         'workloads of the tree',
       ).to.have.length(1)
       const found = differences(kustomized, charted)
@@ -217,28 +305,66 @@ describe('deploy/ and charts/nfdctl do not drift: the workloads both produce', f
     })
   }
 
-  it('the comparison sees a changed flag, a lost volume, a widened rule, a moved host path and an unbound service account', async function () {
+  it('the comparison sees any changed field (a flag, the termination-message path, a pod or workload field, a lost volume, a widened rule, a moved host path, an unbound or changed service account), and puts aside only the image, its pulling and names', async function () {
     const values = {'gc.enable': false}
     const base = (await renderChart(tools, {namespace: release.namespace, release: release.name, values})).objects
-    const changed = (await renderChart(tools, {namespace: release.namespace, release: release.name, values: {...values, 'agent.hostPaths.stateDir': '/srv/nfdctl'}})).objects
+    // What differs by design only: another release, namespace, image and pull settings, and a pod label.
+    const changed = (
+      await renderChart(tools, {
+        namespace: 'elsewhere',
+        release: 'other',
+        values: {
+          ...values,
+          'agent.hostPaths.stateDir': '/srv/nfdctl',
+          'agent.podLabels': {team: 'edge'},
+          'image.pullPolicy': 'Always',
+          'image.repository': 'registry.example.test/nfdctl',
+          imagePullSecrets: [{name: 'regcred'}],
+        },
+      })
+    ).objects
     const daemonSet = changed.find((o) => o.kind === 'DaemonSet') as Json
-    const pod = ((daemonSet.spec as Json).template as Json).spec as {containers: Json[]; volumes: Json[]}
+    const pod = ((daemonSet.spec as Json).template as Json).spec as {containers: Json[]; volumes: Json[]} & Json
     pod.containers[0].args = [...(pod.containers[0].args as string[]).slice(0, -1), '--log-format=text']
+    delete pod.containers[0].terminationMessagePath
+    pod.containers[0].workingDir = '/tmp'
+    pod.dnsPolicy = 'ClusterFirstWithHostNet'
     pod.volumes = pod.volumes.filter((v) => v.name !== 'udev')
+    ;(daemonSet.spec as Json).minReadySeconds = 30
     const role = changed.find((o) => o.kind === 'ClusterRole') as Json
     ;(role.rules as Array<{verbs: string[]}>)[0].verbs.push('delete')
-    const found = differences(driftView({objects: base, prefix: release.prefix}), driftView({objects: changed, prefix: release.prefix}))
-    expect(found).to.include('DaemonSet agent.containers[agent].args[5]: kustomize "--log-format=json", chart "--log-format=text"')
-    expect(found).to.include('DaemonSet agent.pod.volumes[udev]: kustomize {"name":"udev","hostPath":{"path":"/run/udev","type":"DirectoryOrCreate"}}, chart (absent)')
-    expect(found).to.include('DaemonSet agent.pod.volumes[state].hostPath.path: kustomize "/var/lib/nfdctl", chart "/srv/nfdctl"')
-    expect(found).to.include(
+    const account = changed.find((o) => o.kind === 'ServiceAccount') as Json
+    account.automountServiceAccountToken = false
+    const chart = {namespaceLabels: {'pod-security.kubernetes.io/enforce': 'privileged'}, prefix: release.prefix}
+    const found = differences(driftView({...chart, objects: base}), driftView({...chart, objects: changed, prefix: 'other-nfdctl-'}))
+    const expected = [
+      'DaemonSet agent.spec.minReadySeconds: kustomize (absent), chart 30',
+      'DaemonSet agent.spec.template.spec.containers[agent].args[5]: kustomize "--log-format=json", chart "--log-format=text"',
+      'DaemonSet agent.spec.template.spec.containers[agent].terminationMessagePath: kustomize "/tmp/termination-log", chart (absent)',
+      'DaemonSet agent.spec.template.spec.containers[agent].workingDir: kustomize (absent), chart "/tmp"',
+      'DaemonSet agent.spec.template.spec.dnsPolicy: kustomize (absent), chart "ClusterFirstWithHostNet"',
+      'DaemonSet agent.spec.template.spec.volumes[state].hostPath.path: kustomize "/var/lib/nfdctl", chart "/srv/nfdctl"',
+      'DaemonSet agent.spec.template.spec.volumes[udev]: kustomize {"name":"udev","hostPath":{"path":"/run/udev","type":"DirectoryOrCreate"}}, chart (absent)',
       'DaemonSet agent.serviceAccount.grants[1]: kustomize "cluster: get,list,watch deviceclasses (\\"devices.nfdctl.io\\")", chart "cluster: delete,get,list,watch deviceclasses (\\"devices.nfdctl.io\\")"',
-    )
-    expect(found).to.have.length(4)
+      'ServiceAccount agent.automountServiceAccountToken: kustomize (absent), chart false',
+    ]
+    expect([...found].sort()).to.deep.equal([...expected].sort())
 
     const unbound = changed.filter((o) => o.kind !== 'ServiceAccount')
-    expect(differences(driftView({objects: base, prefix: release.prefix}), driftView({objects: unbound, prefix: release.prefix}))).to.include(
-      'DaemonSet agent.serviceAccount.exists: kustomize "a ServiceAccount of the render, in the workload namespace", chart "none: drift-nfdctl-agent is not in the render"',
+    const unboundFound = differences(driftView({...chart, objects: base}), driftView({...chart, objects: unbound, prefix: 'other-nfdctl-'}))
+    expect(unboundFound).to.include(
+      'DaemonSet agent.serviceAccount.exists: kustomize "a ServiceAccount of the render, in the workload namespace", chart "none: other-nfdctl-agent is not in the render"',
     )
+    expect(unboundFound).to.include('ServiceAccount agent: kustomize {"apiVersion":"v1","kind":"ServiceAccount"}, chart (absent)')
+  })
+
+  it("the comparison sees the workloads' Namespace: its Pod Security labels against the ones docs/helm.md gives the release namespace", async function () {
+    const objects = await kustomize(tools, join(repoRoot, 'deploy/agent'))
+    const documented = await documentedNamespaceLabels()
+    expect(documented, 'the kubectl label command of docs/helm.md').to.not.equal(undefined)
+    const chart = {namespaceLabels: {...documented, 'pod-security.kubernetes.io/enforce': 'baseline'}, objects: [], prefix: release.prefix}
+    expect(differences(driftView({objects, prefix: kustomizePrefix}), driftView(chart)).filter((d) => d.startsWith("the workloads' Namespace"))).to.deep.equal([
+      `the workloads' Namespace.metadata.labels.pod-security.kubernetes.io/enforce: kustomize "privileged", chart "baseline"`,
+    ])
   })
 })

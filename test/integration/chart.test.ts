@@ -154,13 +154,42 @@ describe('charts/nfdctl: helm lint, helm template, and a server-side dry run on 
         ...hostPaths(defaults),
         cdi: '/etc/cdi',
         containerd: '/run/k3s/containerd',
-        'device-plugins': '/var/lib/rancher/kubelet/device-plugins',
-        'pod-resources': '/var/lib/rancher/kubelet/pod-resources',
-        state: '/var/lib/rancher/nfdctl',
+        'pod-resources': '/data/kubelet/pod-resources',
+        state: '/data/nfdctl',
       })
       expect(container(moved).volumeMounts).to.deep.equal(container(defaults).volumeMounts)
       expect(container(moved).args).to.deep.equal([...(container(defaults).args as string[]), '--workers=8', '--cdi'])
     })
+
+    for (const component of ['agent', 'plugins'] as const) {
+      it(`every ${component}.hostPaths value moves the host side of one volume, and only that`, async function () {
+        const enabled = {agent: {}, plugins: {'agent.enable': false, 'plugins.enable': true}}[component]
+        const values = parse(await readFile(join(chartDir, 'values.yaml'), 'utf8')) as Record<string, {hostPaths: Record<string, string>}>
+        const keys = Object.keys(values[component].hostPaths)
+        expect(keys, `${component}.hostPaths in values.yaml`).to.not.be.empty
+        const volumes = async (set: Json): Promise<Record<string, string>> => {
+          const daemonSet = (await renderChart(tools, {values: {...enabled, 'gc.enable': false, ...set}})).objects.find((o) => o.kind === 'DaemonSet') as Json
+          return Object.fromEntries((podSpec(daemonSet).volumes as Array<{name: string; hostPath: {path: string}}>).map((v) => [v.name, v.hostPath.path]))
+        }
+        const defaults = await volumes({})
+        const moved = new Set<string>()
+        for (const key of keys) {
+          const after = await volumes({[`${component}.hostPaths.${key}`]: `/srv/${key}`})
+          const changed = Object.keys(defaults).filter((name) => after[name] !== defaults[name])
+          expect(changed, `${component}.hostPaths.${key} moves one volume`).to.have.length(1)
+          expect(after[changed[0]], `${component}.hostPaths.${key}`).to.equal(`/srv/${key}`)
+          expect(defaults[changed[0]], `${component}.hostPaths.${key}'s default`).to.equal(values[component].hostPaths[key])
+          moved.add(changed[0])
+        }
+        // Every other host path is the kernel's interface, the same on every node.
+        expect(
+          Object.keys(defaults)
+            .filter((name) => !moved.has(name))
+            .map((name) => defaults[name])
+            .sort(),
+        ).to.deep.equal(component === 'agent' ? ['/dev', '/sys', '/sys/fs/cgroup'] : [])
+      })
+    }
 
     it("the own-node status policy names the agent's service account in the release namespace", async function () {
       const {objects} = await renderChart(tools, {namespace: 'edge', release: 'devices', values: {'agent.serviceAccount.name': 'node-agent'}})
