@@ -97,11 +97,8 @@ export async function buildImage(options: BuildImageOptions = {}): Promise<Built
     log(`image: ${ref} from ${source.commit} (${created}), ${chosen.map(platformName).join(', ')}, Node ${imageNodeVersion}`)
 
     const locked = await lockedDebianPackages(chosen, {cacheDir, log, refresh: options.refreshDebian})
-    const downloads = Promise.all(
-      chosen.map(async (platform) => ({
-        debs: await fetchDebianPackages(locked.get(platform)!, platform, {cacheDir, log}),
-        node: await fetchNodeRuntime(platform, {cacheDir, log}),
-      })),
+    const downloads = Promise.all([fetchDebianPackages(locked, {cacheDir, log}), Promise.all(chosen.map((platform) => fetchNodeRuntime(platform, {cacheDir, log})))]).then(([debs, nodes]) =>
+      chosen.map((platform, i) => ({debs: debs.get(platform)!, node: nodes[i]!})),
     )
     downloads.catch(() => {}) // awaited below; not an unhandled rejection while npm pack runs
     log('image: npm pack')
@@ -181,11 +178,8 @@ export async function fetchImageInputs(options: Pick<BuildImageOptions, 'archite
   const log = options.log ?? ((line: string) => process.stderr.write(`${line}\n`))
   const cacheDir = options.cacheDir ?? imageCacheDir()
   const chosen = (options.architectures ?? allArchitectures).map((arch) => platforms[arch])
-  const locked = await lockedDebianPackages(chosen, {cacheDir, log, refresh: options.refreshDebian})
-  for (const platform of chosen) {
-    await fetchDebianPackages(locked.get(platform)!, platform, {cacheDir, log})
-    await fetchNodeRuntime(platform, {cacheDir, log})
-  }
+  await fetchDebianPackages(await lockedDebianPackages(chosen, {cacheDir, log, refresh: options.refreshDebian}), {cacheDir, log})
+  for (const platform of chosen) await fetchNodeRuntime(platform, {cacheDir, log})
   await cachePlatformPackages(resolve(options.repo ?? repoRoot), chosen, log)
   log(`image: inputs for ${chosen.map(platformName).join(', ')} are in ${cacheDir} and npm's cache`)
 }

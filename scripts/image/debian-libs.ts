@@ -7,6 +7,7 @@ import {extract} from 'tar-stream'
 
 import {cachedDownload, HttpError} from './cache.js'
 import {resolveDebianPackages, type DebianPackage} from './debian-archive.js'
+import {describeSubstitutions, lockDigest, readResolved, recordedPackages, replaceGone, resolvedPath, type Substitution, substitutions, withRecord, writeResolved} from './debian-resolved.js'
 import {readElf} from './elf.js'
 import type {LayerEntry} from './layer.js'
 import type {Platform} from './platforms.js'
@@ -21,17 +22,29 @@ export const debianPackageNames = ['libc6', 'libstdc++6', 'libgcc-s1', 'libatomi
 /**
  * The exact packages a build uses, per architecture, committed beside this file: the same commit builds
  * from the same .debs. `--refresh-debian` resolves them again from the signed indexes and rewrites it.
+ * Where the archive no longer serves a locked version, the image cache's record (debian-resolved.ts) says
+ * what replaces it.
  */
 export const debianLockPath = fileURLToPath(new URL('debian.lock.json', import.meta.url))
 
 type DebianLock = Record<string, DebianPackage[]>
 
+/** The committed lock as a build reads it. */
+export interface DebianSelection {
+  /** The SHA-256 of debian.lock.json's bytes: what the cache-side record of replaced packages is keyed by. */
+  readonly lockSha256: string
+  /** Per platform, the packages the lock names. */
+  readonly locked: ReadonlyMap<Platform, readonly DebianPackage[]>
+}
+
 /**
  * The locked packages of each platform. Missing ones (a new architecture or package) and, with `refresh`,
  * all of them are resolved from the archive's signed indexes and written back to the lock.
  */
-export async function lockedDebianPackages(chosen: readonly Platform[], options: {cacheDir: string; log: (line: string) => void; refresh?: boolean}): Promise<Map<Platform, DebianPackage[]>> {
-  const lock = await readLock()
+export async function lockedDebianPackages(chosen: readonly Platform[], options: {cacheDir: string; log: (line: string) => void; refresh?: boolean}): Promise<DebianSelection> {
+  const read = await readLock()
+  const lock = read.lock
+  let text = read.text
   const names = [...debianPackageNames]
   const locked = new Map<Platform, DebianPackage[]>()
   let changed = false
@@ -45,48 +58,85 @@ export async function lockedDebianPackages(chosen: readonly Platform[], options:
     }
     locked.set(platform, packages)
   }
-  if (changed) await writeLock(lock)
-  return locked
+  if (changed) text = await writeLock(lock)
+  return {locked, lockSha256: lockDigest(text)}
 }
+
+type Resolver = (names: readonly string[], architecture: string) => Promise<DebianPackage[]>
 
 /**
  * The .deb files, from the cache or the archive, each verified against the SHA256 the Packages index gave
- * for it (recorded in the lock). A locked version the archive no longer serves (Debian keeps only the
- * newest in its pool) is replaced by the newest, with a warning: the build still works, and the warning
- * says how to record it.
+ * for it. A build uses the locked packages unless the image cache records a replacement for this lock
+ * (debian-resolved.ts); a locked version the archive no longer serves and the cache does not hold is
+ * replaced by the newest (with the others of its source package) and recorded there, so the offline build
+ * after `--fetch-only` uses exactly what `--fetch-only` downloaded. Any replacement is one warning line.
  */
 export async function fetchDebianPackages(
-  packages: readonly DebianPackage[],
-  platform: Platform,
-  options: {cacheDir: string; log: (line: string) => void},
-): Promise<Array<DebianPackage & {path: string}>> {
-  try {
-    return await Promise.all(packages.map((p) => download(p, options)))
-  } catch (error) {
-    if (!(error instanceof HttpError) || error.status !== 404) throw error
-    const newest = await resolveDebianPackages([...debianPackageNames], platform.debian, options)
-    options.log(
-      `warning: debian: ${error.message}; using ${newest.map((p) => `${p.name} ${p.version}`).join(', ')} (run \`npm run image -- --refresh-debian\` and commit ${basename(debianLockPath)} to lock them)`,
-    )
-    return Promise.all(newest.map((p) => download(p, options)))
+  selection: DebianSelection,
+  options: {cacheDir: string; log: (line: string) => void; resolve?: Resolver},
+): Promise<Map<Platform, Array<DebianPackage & {path: string}>>> {
+  const resolve: Resolver = options.resolve ?? ((names, architecture) => resolveDebianPackages(names, architecture, options))
+  let file = await readResolved(options.cacheDir)
+  let recorded = false
+  const replaced: Substitution[] = []
+  const fetched = new Map<Platform, Array<DebianPackage & {path: string}>>()
+  for (const [platform, locked] of selection.locked) {
+    let packages = recordedPackages(file, selection.lockSha256, platform.debian, locked)?.packages ?? locked
+    const attempts = await Promise.allSettled(packages.map((p) => download(p, options)))
+    const gone = new Set<string>()
+    for (const [i, attempt] of attempts.entries()) {
+      if (attempt.status === 'fulfilled') continue
+      if (attempt.reason instanceof HttpError && attempt.reason.status === 404) gone.add(packages[i]!.name)
+      else throw attempt.reason
+    }
+    if (gone.size > 0) {
+      packages = replaceGone(
+        packages,
+        await resolve(
+          packages.map((p) => p.name),
+          platform.debian,
+        ),
+        gone,
+      )
+      file = withRecord(file, selection.lockSha256, platform.debian, {packages, resolved: new Date().toISOString().replace(/\.\d+Z$/, 'Z')})
+      recorded = true
+    }
+    fetched.set(platform, gone.size > 0 ? await Promise.all(packages.map((p) => download(p, options))) : attempts.map((a) => (a as PromiseFulfilledResult<DebianPackage & {path: string}>).value))
+    replaced.push(...substitutions(platform.debian, locked, packages))
   }
+  if (recorded) await writeResolved(options.cacheDir, file)
+  if (replaced.length > 0) {
+    options.log(
+      `warning: debian: ${describeSubstitutions(replaced)}: the archive no longer serves the locked versions; ${recorded ? 'resolved from the signed indexes and recorded' : 'as recorded'} in ${resolvedPath(options.cacheDir)} for every build of this lock, offline ones included. The image differs from ${basename(debianLockPath)} until \`npm run image -- --refresh-debian\` is committed`,
+    )
+  }
+  return fetched
 }
 
 async function download(p: DebianPackage, options: {cacheDir: string; log: (line: string) => void}): Promise<DebianPackage & {path: string}> {
-  const path = await cachedDownload(`${p.url}/${p.filename}`, join(options.cacheDir, 'debian', basename(p.filename)), {algorithm: 'sha256', hex: p.sha256}, options.log)
-  return {...p, path}
+  const url = `${p.url}/${p.filename}`
+  const dir = join(options.cacheDir, 'debian')
+  try {
+    return {...p, path: await cachedDownload(url, join(dir, basename(p.filename)), {algorithm: 'sha256', hex: p.sha256}, options.log)}
+  } catch (error) {
+    // fetch's own failure (no route, no DNS), as inside the tests' network namespace: say where the file comes from.
+    if (!(error instanceof TypeError)) throw error
+    const cause = error.cause instanceof Error ? ` (${error.cause.message})` : ''
+    throw new Error(`debian: GET ${url}: ${error.message}${cause}; ${dir} holds no verified copy (npm run image -- --fetch-only downloads it where the network is reachable)`)
+  }
 }
 
-async function readLock(): Promise<DebianLock> {
+async function readLock(): Promise<{lock: DebianLock; text: string}> {
   try {
-    return JSON.parse(await readFile(debianLockPath, 'utf8')) as DebianLock
+    const text = await readFile(debianLockPath, 'utf8')
+    return {lock: JSON.parse(text) as DebianLock, text}
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return {}
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return {lock: {}, text: ''}
     throw error
   }
 }
 
-async function writeLock(lock: DebianLock): Promise<void> {
+async function writeLock(lock: DebianLock): Promise<string> {
   const ordered = Object.fromEntries(
     Object.keys(lock)
       .sort()
@@ -95,7 +145,9 @@ async function writeLock(lock: DebianLock): Promise<void> {
         lock[arch]!.map((p) => ({name: p.name, version: p.version, architecture: p.architecture, suite: p.suite, url: p.url, filename: p.filename, sha256: p.sha256, size: p.size})),
       ]),
   )
-  await writeFile(debianLockPath, JSON.stringify(ordered, null, 2) + '\n')
+  const text = `${JSON.stringify(ordered, null, 2)}\n`
+  await writeFile(debianLockPath, text)
+  return text
 }
 
 /** One file system entry of a .deb's data, its path without the leading `./`. */
