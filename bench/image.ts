@@ -1,7 +1,8 @@
 // npm run bench:image [-- --archive <oci archive>] [--runs N]
 // The image's size per platform (what a node pulls, and what it unpacks) and the CLI's start-up inside the
 // amd64 image (its layers as a root file system, entered with unshare as user 65532), each beside its
-// budget. Builds the image from HEAD first unless --archive names one. Start-up needs root.
+// budget. Builds the image from HEAD first unless --archive names one. Start-up needs root: without it
+// those rows say "not measured" and the exit code is the size budgets' alone.
 import {createReadStream} from 'node:fs'
 import {mkdtemp, rm} from 'node:fs/promises'
 import {tmpdir} from 'node:os'
@@ -62,8 +63,8 @@ try {
   }
 
   if (process.getuid?.() !== 0) {
-    console.log('start-up inside the image: needs root (unshare --root, setuid to 65532); not measured')
-    failed = true
+    // The sizes stand on their own; a start-up figure needs unshare --root and a setuid to 65532.
+    for (const name of ['node -e 0', 'nfdctl --help', 'nfdctl version']) console.log(row(`amd64: ${name}`, 'not measured', '(needs root)'))
   } else {
     const {config, manifest} = await layout.platform('amd64')
     const rootfs = join(work, 'rootfs')
