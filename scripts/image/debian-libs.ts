@@ -22,7 +22,7 @@ export const debianPackageNames = ['libc6', 'libstdc++6', 'libgcc-s1', 'libatomi
 /**
  * The exact packages a build uses, per architecture, committed beside this file: the same commit builds
  * from the same .debs. `--refresh-debian` resolves them again from the signed indexes and rewrites it.
- * Where the archive no longer serves a locked version, the image cache's record (debian-resolved.ts) says
+ * Where a locked version is gone from the archive's pool, the image cache's record (debian-resolved.ts) says
  * what replaces it.
  */
 export const debianLockPath = fileURLToPath(new URL('debian.lock.json', import.meta.url))
@@ -67,7 +67,7 @@ type Resolver = (names: readonly string[], architecture: string) => Promise<Debi
 /**
  * The .deb files, from the cache or the archive, each verified against the SHA256 the Packages index gave
  * for it. A build uses the locked packages unless the image cache records a replacement for this lock
- * (debian-resolved.ts); a locked version the archive no longer serves and the cache does not hold is
+ * (debian-resolved.ts); a locked version gone from the archive's pool and absent from the cache is
  * replaced by the newest (with the others of its source package) and recorded there, so the offline build
  * after `--fetch-only` uses exactly what `--fetch-only` downloaded. Any replacement is one warning line.
  */
@@ -107,7 +107,7 @@ export async function fetchDebianPackages(
   if (recorded) await writeResolved(options.cacheDir, file)
   if (replaced.length > 0) {
     options.log(
-      `warning: debian: ${describeSubstitutions(replaced)}: the archive no longer serves the locked versions; ${recorded ? 'resolved from the signed indexes and recorded' : 'as recorded'} in ${resolvedPath(options.cacheDir)} for every build of this lock, offline ones included. The image differs from ${basename(debianLockPath)} until \`npm run image -- --refresh-debian\` is committed`,
+      `warning: debian: ${describeSubstitutions(replaced)}: the locked versions are gone from the archive's pool; ${recorded ? 'resolved from the signed indexes and recorded' : 'as recorded'} in ${resolvedPath(options.cacheDir)} for every build of this lock, offline ones included. The image differs from ${basename(debianLockPath)} until \`npm run image -- --refresh-debian\` is committed`,
     )
   }
   return fetched

@@ -26,7 +26,7 @@ const pkg = (name: string, version: string, source: string, architecture = 'amd6
 const locked = [pkg('libc6', '2.36-9+deb12u14', 'glibc'), pkg('libstdc++6', '12.2.0-14+deb12u1', 'gcc-12'), pkg('gcc-12-base', '12.2.0-14+deb12u1', 'gcc-12')]
 const newest = [pkg('libc6', '2.36-9+deb12u15', 'glibc'), pkg('libstdc++6', '12.2.0-14+deb12u2', 'gcc-12'), pkg('gcc-12-base', '12.2.0-14+deb12u2', 'gcc-12')]
 
-describe('the image: Debian packages the archive no longer serves (scripts/image/debian-resolved.ts)', function () {
+describe('the image: locked Debian packages gone from the archive’s pool (scripts/image/debian-resolved.ts)', function () {
   describe('replaceGone', function () {
     it('replaces a gone package by the newest and keeps packages of other sources at their locked versions', function () {
       const used = replaceGone(locked, newest, new Set(['libc6']))
