@@ -11,4 +11,7 @@ if (Object.keys(plugin.manifest.commands).length === 0) {
   console.error('manifest: no commands found in dist/; run `npm run build` first')
   process.exit(1)
 }
-writeFileSync(root + 'oclif.manifest.json', JSON.stringify(plugin.manifest, null, 2) + '\n')
+// oclif lists commands in the order their files finished loading; sorted, the same sources give the same
+// manifest byte for byte, and so the same image digest.
+const commands = Object.fromEntries(Object.entries(plugin.manifest.commands).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+writeFileSync(root + 'oclif.manifest.json', JSON.stringify({...plugin.manifest, commands}, null, 2) + '\n')

@@ -175,14 +175,28 @@ export class LeaderElector {
 
   /** Gives the lease up so a standby need not wait for it to expire. */
   async #release(): Promise<void> {
-    const lease = this.#lease
+    let lease = this.#lease
     if (!lease) return
-    const {client, namespace, name} = this.options
-    const body: Lease = {...lease, spec: {...lease.spec, holderIdentity: '', leaseDurationSeconds: 1, renewTime: microTime(Date.now())}}
+    const {client, namespace, name, identity} = this.options
+    const path = `/apis/coordination.k8s.io/v1/namespaces/${namespace}/leases/${name}`
+    // Shutdown must not hang on an unreachable API server: the lease then simply expires.
+    const deadline = AbortSignal.timeout(2000)
     try {
-      // Shutdown must not hang on an unreachable API server: the lease then simply expires.
-      await client.request('PUT', `/apis/coordination.k8s.io/v1/namespaces/${namespace}/leases/${name}`, {body, critical: true, signal: AbortSignal.timeout(2000)})
-      this.#log.info({identity: this.options.identity}, 'released the leader lease')
+      for (let attempt = 0; ; attempt++) {
+        const body: Lease = {...lease, spec: {...lease.spec, holderIdentity: '', leaseDurationSeconds: 1, renewTime: microTime(Date.now())}}
+        try {
+          await client.request('PUT', path, {body, critical: true, signal: deadline})
+          this.#log.info({identity}, 'released the leader lease')
+          return
+        } catch (error) {
+          // A renewal cut off by the shutdown may still have reached the server: the lease then has a newer
+          // resourceVersion, still ours. Read it and release that one.
+          if (!isStatus(error, 'Conflict') || attempt > 0) throw error
+          const current = await client.request<Lease>('GET', path, {critical: true, signal: deadline})
+          if (current.spec?.holderIdentity !== identity) return
+          lease = current
+        }
+      }
     } catch (error) {
       this.#log.warn({err: errorMessage(error)}, 'could not release the leader lease; a standby takes over when it expires')
     }
