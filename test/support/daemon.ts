@@ -10,6 +10,10 @@ export interface DaemonOptions {
   readonly env?: NodeJS.ProcessEnv
 }
 
+/** The components this process started and has not seen exit: killed together when it exits. */
+const running = new Set<ChildProcess>()
+let killingOnExit = false
+
 /** Starts a long-running test component (etcd, kube-apiserver, containerd, kubelet) with its log in a file. */
 export function launchDaemon(binary: string, args: readonly string[], options: DaemonOptions): ChildProcess {
   const logFd = openSync(options.logFile, 'a')
@@ -22,10 +26,16 @@ export function launchDaemon(binary: string, args: readonly string[], options: D
   if (options.detached) {
     child.unref()
   } else {
-    // Never leave a component behind when the test process dies.
-    const killOnExit = (): void => void child.kill('SIGKILL')
-    process.once('exit', killOnExit)
-    child.once('exit', () => process.off('exit', killOnExit))
+    // Never leave a component behind when the test process dies; one listener for all of them (a node's cluster
+    // runs a dozen).
+    running.add(child)
+    child.once('exit', () => running.delete(child))
+    if (!killingOnExit) {
+      killingOnExit = true
+      process.once('exit', () => {
+        for (const component of running) component.kill('SIGKILL')
+      })
+    }
   }
   return child
 }
