@@ -1,3 +1,4 @@
+import {existsSync} from 'node:fs'
 import {mkdir, mkdtemp, readFile, rm} from 'node:fs/promises'
 import {tmpdir} from 'node:os'
 import {join, resolve} from 'node:path'
@@ -96,7 +97,11 @@ export async function buildImage(options: BuildImageOptions = {}): Promise<Built
     const created = mtime.toISOString().replace('.000Z', 'Z')
     log(`image: ${ref} from ${source.commit} (${created}), ${chosen.map(platformName).join(', ')}, Node ${imageNodeVersion}`)
 
-    const locked = await lockedDebianPackages(chosen, {cacheDir, log, refresh: options.refreshDebian})
+    // The commit's own lock decides its libraries (a commit from before the lock takes the checkout's; a
+    // refresh resolves them anew and writes the checkout's).
+    const committedLock = join(source.dir, 'scripts', 'image', 'debian.lock.json')
+    const lockPath = existsSync(committedLock) ? committedLock : undefined
+    const locked = await lockedDebianPackages(chosen, {cacheDir, lockPath, log, refresh: options.refreshDebian})
     const downloads = Promise.all([fetchDebianPackages(locked, {cacheDir, log}), Promise.all(chosen.map((platform) => fetchNodeRuntime(platform, {cacheDir, log})))]).then(([debs, nodes]) =>
       chosen.map((platform, i) => ({debs: debs.get(platform)!, node: nodes[i]!})),
     )

@@ -38,11 +38,12 @@ export interface DebianSelection {
 }
 
 /**
- * The locked packages of each platform. Missing ones (a new architecture or package) and, with `refresh`,
- * all of them are resolved from the archive's signed indexes and written back to the lock.
+ * The locked packages of each platform, from `lockPath` (the lock of the commit being built; default the
+ * checkout's). Missing ones (a new architecture or package) and, with `refresh`, all of them are resolved
+ * from the archive's signed indexes and written back to the checkout's lock.
  */
-export async function lockedDebianPackages(chosen: readonly Platform[], options: {cacheDir: string; log: (line: string) => void; refresh?: boolean}): Promise<DebianSelection> {
-  const read = await readLock()
+export async function lockedDebianPackages(chosen: readonly Platform[], options: {cacheDir: string; log: (line: string) => void; refresh?: boolean; lockPath?: string}): Promise<DebianSelection> {
+  const read = await readLock(options.lockPath ?? debianLockPath)
   const lock = read.lock
   let text = read.text
   const names = [...debianPackageNames]
@@ -126,9 +127,9 @@ async function download(p: DebianPackage, options: {cacheDir: string; log: (line
   }
 }
 
-async function readLock(): Promise<{lock: DebianLock; text: string}> {
+async function readLock(path: string): Promise<{lock: DebianLock; text: string}> {
   try {
-    const text = await readFile(debianLockPath, 'utf8')
+    const text = await readFile(path, 'utf8')
     return {lock: JSON.parse(text) as DebianLock, text}
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return {lock: {}, text: ''}
