@@ -8,7 +8,7 @@ import {ensureBinaries, repoRoot} from '../../test/controlplane/paths.js'
 import {netnsPath} from '../../test/node/netns.js'
 import {removeLoopDevice} from '../../test/support/loop-devices.js'
 import {waitFor} from '../../test/support/wait.js'
-import {shippedImage, writeOverlay} from '../../test/support/workloads.js'
+import {nodeLayoutPatch, shippedImage, writeOverlay} from '../../test/support/workloads.js'
 import {grantsOf, secondsBetween, timedLines} from './log-lines.js'
 import {run, say, shown} from './show.js'
 
@@ -67,7 +67,11 @@ export async function deviceHalf(): Promise<DeviceHalf> {
   say("the agent DaemonSet from deploy/agent, with an overlay for where this node keeps containerd, pod-resources and the agent's state")
   process.stdout.write(`$ export KUBECONFIG=${nodeKubeconfig}\n$ alias kubectl='nsenter --net=${netnsPath(netns)} -- ${kubectlBin}'\n`)
   for (const sub of ['state', 'cdi', 'udev']) await mkdir(join(demoDir, sub), {recursive: true})
-  const overlay = await writeOverlay({component: 'agent', image: {name: ref.name, tag: ref.tag}, patches: [nodeLayoutPatch(socket)]})
+  const overlay = await writeOverlay({
+    component: 'agent',
+    image: {name: ref.name, tag: ref.tag},
+    patches: [nodeLayoutPatch('nfdctl-agent', {containerdDir: dirname(socket), dir: demoDir, podResourcesDir: join(nodeDir, 'kubelet', 'root', 'pod-resources')})],
+  })
   try {
     await run(['cat', join(overlay, 'kustomization.yaml')], {display: `cat ${join(overlay, 'kustomization.yaml')}`})
     await kubectl(`apply -k ${overlay}`, ['apply', '-k', overlay])
@@ -137,23 +141,6 @@ async function imageRef(archive: string): Promise<{name: string; tag: string}> {
   const ref = (JSON.parse(index) as {manifests: Array<{annotations?: Record<string, string>}>}).manifests[0]?.annotations?.['io.containerd.image.name'] ?? `${shippedImage}:latest`
   const colon = ref.lastIndexOf(':')
   return {name: ref.slice(0, colon), tag: ref.slice(colon + 1)}
-}
-
-/**
- * Where this node keeps what a standard node keeps at /run/containerd, /var/lib/kubelet/pod-resources,
- * /var/lib/nfdctl, /var/run/cdi and /run/udev: the patch an operator writes for such a node (the same as
- * test/e2e/device-workloads.test.ts applies). Everything else is the shipped DaemonSet.
- */
-function nodeLayoutPatch(socket: string): object {
-  const hostPath = (name: string, path: string): object => ({hostPath: {path}, name})
-  const volumes = [
-    hostPath('containerd', dirname(socket)),
-    hostPath('pod-resources', join(nodeDir, 'kubelet', 'root', 'pod-resources')),
-    hostPath('state', join(demoDir, 'state')),
-    hostPath('cdi', join(demoDir, 'cdi')),
-    hostPath('udev', join(demoDir, 'udev')),
-  ]
-  return {apiVersion: 'apps/v1', kind: 'DaemonSet', metadata: {name: 'nfdctl-agent'}, spec: {template: {spec: {volumes}}}}
 }
 
 function classYaml(): string {

@@ -1,84 +1,45 @@
 import {expect} from 'chai'
-import {execFile} from 'node:child_process'
 import {mkdir, mkdtemp, rm, writeFile} from 'node:fs/promises'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
-import {promisify} from 'node:util'
 
 import {stringify} from 'yaml'
 
-import {ensureBinaries, repoRoot} from '../controlplane/paths.js'
+import {repoRoot} from '../controlplane/paths.js'
+import {chartTools, helm as runHelm, type Tools} from '../support/chart.js'
 import {deviceClassManifest} from '../support/device-class.js'
-import {addLoopDevice, canUseLoopControl, removeLoopDevice} from '../support/loop-devices.js'
+import {BackedLoops, canUseLoopControl, readLoop} from '../support/loop-devices.js'
 import {nfdctlImage, type NodeImage} from '../support/nfdctl-image.js'
 import {missingPrerequisite} from '../support/prerequisites.js'
+import {runEvery} from '../support/run-end.js'
 import {allocatable, createNamespace, deletePods, runPod, testNode, type NodeEnv, type RunningPod} from '../support/test-node.js'
 import {waitFor} from '../support/wait.js'
-import {containerIdOf, kubectl, livePods, loadImage, memoryPeak, waitForReadyPods, writeOverlay, type ListedPod} from '../support/workloads.js'
+import {containerIdOf, kubectl, livePods, loadImage, memoryPeak, type NodeLayout, nodeLayoutPatch, waitForReadyPods, writeOverlay, type ListedPod} from '../support/workloads.js'
 
-const run = promisify(execFile)
 const system = 'nfdctl-system'
 const consumers = 'wl-consumers'
 const classesPath = '/apis/devices.nfdctl.io/v1alpha1/deviceclasses'
 // Loop devices 440-449 belong to these tests.
 
-/**
- * Where the test node keeps what a standard node keeps at /run/containerd, /var/lib/kubelet/pod-resources,
- * /var/lib/nfdctl, /var/run/cdi and /run/udev: the patch an operator writes for such a node (k3s keeps
- * containerd under /run/k3s, for one). Everything else is the shipped DaemonSet.
- */
-function nodeLayoutPatch(env: NodeEnv, dir: string, workload: 'nfdctl-agent' | 'nfdctl-plugins'): object {
-  const hostPath = (name: string, path: string): object => ({hostPath: {path}, name})
-  const volumes =
-    workload === 'nfdctl-agent'
-      ? [
-          hostPath('containerd', join(env.node.containerd.options.dir, 'run')),
-          hostPath('pod-resources', join(env.node.kubelet.rootDir, 'pod-resources')),
-          hostPath('state', join(dir, 'state')),
-          hostPath('cdi', join(dir, 'cdi')),
-          hostPath('udev', join(dir, 'udev')),
-        ]
-      : [hostPath('udev', join(dir, 'udev'))]
-  return {apiVersion: 'apps/v1', kind: 'DaemonSet', metadata: {name: workload}, spec: {template: {spec: {volumes}}}}
-}
-
 describe('deploy/agent and deploy/plugins on the real node: the shipped DaemonSets, run from the built image', function () {
   let env: NodeEnv
   let dir: string
   let image: NodeImage
-  const loops = new Set<number>()
+  let loops: BackedLoops
   const pods: string[] = []
   const overlays: string[] = []
   /** `kubectl apply -k` of an overlay over deploy/<component>; deleted with `kubectl delete -k` after the suite. */
   const apply = async (component: 'agent' | 'plugins', tag = image.tag): Promise<void> => {
-    const overlay = await writeOverlay({component, image: {name: image.name, tag}, patches: [nodeLayoutPatch(env, dir, `nfdctl-${component}`)]})
+    const overlay = await writeOverlay({component, image: {name: image.name, tag}, patches: [nodeLayoutPatch(`nfdctl-${component}`, layout())]})
     overlays.push(overlay)
     await kubectl(env, 'apply', '-k', overlay)
   }
 
-  const addLoop = async (index: number): Promise<void> => {
-    addLoopDevice(index)
-    loops.add(index)
-    await writeFile(join(dir, `backing-${index}`), `loop-${index}-data`.padEnd(4096, '.'))
-    await run('losetup', [`/dev/loop${index}`, join(dir, `backing-${index}`)])
-  }
-  const dropLoop = async (index: number): Promise<void> => {
-    await run('losetup', ['-d', `/dev/loop${index}`]).catch(() => {})
-    removeLoopDevice(index)
-    loops.delete(index)
-  }
-  const reads = async (containerId: string, index: number): Promise<string> => {
-    try {
-      return await env.node.exec(containerId, ['dd', `if=/dev/loop${index}`, 'bs=13', 'count=1', 'status=none'])
-    } catch (error) {
-      return `failed: ${(error as Error & {stderr?: string}).stderr ?? (error as Error).message}`
-    }
-  }
   const expectReadable = async (holders: readonly RunningPod[], index: number, withinMs = 10_000): Promise<number[]> => {
     const started = performance.now()
     return Promise.all(
       holders.map(async (pod) => {
-        await waitFor(`${pod.name} reads loop${index}`, async () => (await reads(pod.containerId, index)) === `loop-${index}-data`, {intervalMs: 20, timeoutMs: withinMs})
+        await waitFor(`${pod.name} reads loop${index}`, async () => (await readLoop(env.node, pod.containerId, index)) === `loop-${index}-data`, {intervalMs: 20, timeoutMs: withinMs})
         return performance.now() - started
       }),
     )
@@ -92,7 +53,7 @@ describe('deploy/agent and deploy/plugins on the real node: the shipped DaemonSe
       while (running) {
         for (const pod of holders) {
           for (const index of indexes) {
-            const text = await reads(pod.containerId, index)
+            const text = await readLoop(env.node, pod.containerId, index)
             count++
             if (text !== `loop-${index}-data`) failures.push(`${pod.name} loop${index}: ${text}`)
           }
@@ -108,44 +69,34 @@ describe('deploy/agent and deploy/plugins on the real node: the shipped DaemonSe
       },
     }
   }
+  /** The test node's paths (the agent's own directories below this suite's). */
+  const layout = (): NodeLayout => ({containerdDir: join(env.node.containerd.options.dir, 'run'), dir, podResourcesDir: join(env.node.kubelet.rootDir, 'pod-resources')})
   const agentPods = async (): Promise<ListedPod[]> => livePods(env, system, 'app.kubernetes.io/name=nfdctl-agent')
   const helmNamespace = 'nfdctl-helm'
+  let tools: Tools
+  /** Helm (built with the control plane; its own cache and configuration) against the node's cluster. */
   const helm = async (...args: string[]): Promise<string> => {
-    const bin = join(await ensureBinaries(() => {}, ['helm']), 'helm')
-    try {
-      return (await run(bin, ['--kubeconfig', env.plane.kubeconfig, ...args], {maxBuffer: 16 * 1024 * 1024})).stdout
-    } catch (error) {
-      throw new Error(`helm ${args.join(' ')}: ${(error as Error & {stderr?: string}).stderr?.trim() || (error as Error).message}`, {cause: error})
-    }
+    const result = await runHelm(tools, ['--kubeconfig', env.plane.kubeconfig, ...args])
+    if (result.code !== 0) throw new Error(`helm ${args.join(' ')}: ${result.stderr.trim()}`)
+    return result.stdout
   }
 
   before(async function () {
     this.timeout(15 * 60_000)
     env = await testNode(this)
+    tools = await chartTools(this)
     if (!canUseLoopControl()) missingPrerequisite(this, '/dev/loop-control is not usable (needs root and the loop driver)')
     dir = await mkdtemp(join(tmpdir(), 'nfdctl-workloads-'))
+    loops = new BackedLoops(dir)
     for (const sub of ['state', 'cdi', 'udev']) await mkdir(join(dir, sub), {recursive: true})
     image = await nfdctlImage(this)
     await loadImage(env, image, [`${image.tag}-next`])
     await createNamespace(env, consumers, {'nfdctl-test/devices': 'allowed'})
   })
 
-  /** Runs every cleanup step even when one fails; throws the first failure once all have run. */
-  const cleanUp = async (steps: ReadonlyArray<() => Promise<unknown>>): Promise<void> => {
-    let failure: unknown
-    for (const step of steps) {
-      try {
-        await step()
-      } catch (error) {
-        failure ??= error
-      }
-    }
-    if (failure !== undefined) throw failure
-  }
-
   afterEach(async function () {
     this.timeout(4 * 60_000)
-    await cleanUp([
+    await runEvery([
       () => deletePods(env, pods.splice(0)),
       // Everything an overlay or the chart made, the cluster-scoped roles and admission policies too: the next
       // test, and the suites after this one, must meet a cluster without them.
@@ -159,7 +110,7 @@ describe('deploy/agent and deploy/plugins on the real node: the shipped DaemonSe
         }),
       () => waitFor('no nfdctl pods', async () => (await livePods(env, system, 'app.kubernetes.io/name in (nfdctl-agent,nfdctl-plugins)')).length === 0, {timeoutMs: 90_000}),
       ...['wl-loop', 'wl-unit', 'wl-helm'].map((name) => () => env.client.request('DELETE', `${classesPath}/${name}`).catch(() => {})),
-      ...[...loops].map((index) => () => dropLoop(index)),
+      ...loops.plugged.map((index) => () => loops.drop(index)),
     ])
   })
 
@@ -167,7 +118,7 @@ describe('deploy/agent and deploy/plugins on the real node: the shipped DaemonSe
     this.timeout(3 * 60_000)
     if (env === undefined) return
     // Whatever a failed step above left: the objects by name, so that no admission policy outlives the suite.
-    await cleanUp([
+    await runEvery([
       () =>
         kubectl(
           env,
@@ -183,7 +134,7 @@ describe('deploy/agent and deploy/plugins on the real node: the shipped DaemonSe
           '--ignore-not-found',
         ),
       () => kubectl(env, 'delete', 'namespace', system, consumers, helmNamespace, '--ignore-not-found', '--wait=true', '--timeout=90s'),
-      ...[...loops].map((index) => () => dropLoop(index)),
+      ...(loops?.plugged ?? []).map((index) => () => loops.drop(index)),
       async () => {
         if (dir) await rm(dir, {force: true, recursive: true})
       },
@@ -199,7 +150,7 @@ describe('deploy/agent and deploy/plugins on the real node: the shipped DaemonSe
         match: [{devName: 'loop44[0-9]', subsystem: 'block'}],
       }),
     })
-    await addLoop(440)
+    await loops.add(440)
     await apply('agent')
     const [first] = await waitForReadyPods(env, system, 'app.kubernetes.io/name=nfdctl-agent', 1)
     await waitFor('allocatable wl-loop=2', async () => (await allocatable(env, 'devices.nfdctl.io/wl-loop')) === 2, {timeoutMs: 30_000})
@@ -213,7 +164,7 @@ describe('deploy/agent and deploy/plugins on the real node: the shipped DaemonSe
     // Plugged in after both started: the agent pod gives it to both.
     const hotPlugMs = await (async () => {
       const plugged = performance.now()
-      await addLoop(441)
+      await loops.add(441)
       await expectReadable(holders, 441)
       return performance.now() - plugged
     })()
@@ -232,7 +183,7 @@ describe('deploy/agent and deploy/plugins on the real node: the shipped DaemonSe
     const spec = await env.client.request<{spec: {containers: Array<{image: string}>}}>('GET', `/api/v1/namespaces/${system}/pods/${updated.metadata.name}`)
     expect(spec.spec.containers[0].image).to.equal(`${image.name}:${image.tag}-next`)
     // The new agent pod hot-plugs as the old one did.
-    await addLoop(442)
+    await loops.add(442)
     await expectReadable(holders, 442)
 
     // kubectl delete pod: the DaemonSet makes another; nothing is lost meanwhile, and it hot-plugs again.
@@ -242,11 +193,11 @@ describe('deploy/agent and deploy/plugins on the real node: the shipped DaemonSe
     expect(replaced.metadata.uid).to.not.equal(updated.metadata.uid)
     const deleted = await deleting.stop()
     expect(deleted.failures, 'reads that failed while the agent pod was replaced').to.deep.equal([])
-    for (const index of [440, 441, 442]) for (const pod of holders) expect(await reads(pod.containerId, index), `${pod.name} loop${index}`).to.equal(`loop-${index}-data`)
-    await addLoop(443)
+    for (const index of [440, 441, 442]) for (const pod of holders) expect(await readLoop(env.node, pod.containerId, index), `${pod.name} loop${index}`).to.equal(`loop-${index}-data`)
+    await loops.add(443)
     await expectReadable(holders, 443)
     // Unplugged: gone from both.
-    await dropLoop(441)
+    await loops.drop(441)
     for (const pod of holders) {
       await waitFor(`loop441 gone from ${pod.name}`, async () => /No such file/.test(await env.node.execFailure(pod.containerId, ['ls', '/dev/loop441']).catch(() => '')), {timeoutMs: 10_000})
     }
@@ -263,17 +214,19 @@ describe('deploy/agent and deploy/plugins on the real node: the shipped DaemonSe
   it('plugins serve DaemonSet: one kubelet device plugin per class; a hot-plugged device is allocatable, and a pod that asks by limit gets it at start', async function () {
     this.timeout(5 * 60_000)
     await env.client.request('POST', classesPath, {body: deviceClassManifest('wl-unit', {allocation: 'Device', match: [{devName: 'loop44[0-9]', subsystem: 'block'}]})})
-    await addLoop(444)
+    await loops.add(444)
     await apply('plugins')
     const [plugins] = await waitForReadyPods(env, system, 'app.kubernetes.io/name=nfdctl-plugins', 1)
     await waitFor('allocatable wl-unit=1', async () => (await allocatable(env, 'devices.nfdctl.io/wl-unit')) === 1, {timeoutMs: 30_000})
-    await addLoop(445)
+    await loops.add(445)
     await waitFor('allocatable wl-unit=2 after the hot-plug', async () => (await allocatable(env, 'devices.nfdctl.io/wl-unit')) === 2, {timeoutMs: 30_000})
     pods.push(`${consumers}/unit-a`, `${consumers}/unit-b`)
     const a = await runPod(env, {command: ['sleep', '3600'], limits: {'devices.nfdctl.io/wl-unit': '1'}, name: 'unit-a', namespace: consumers})
     const b = await runPod(env, {command: ['sleep', '3600'], limits: {'devices.nfdctl.io/wl-unit': '1'}, name: 'unit-b', namespace: consumers})
     // One device each, from kubelet's Allocate: together they hold both, neither holds the other's.
-    const held = await Promise.all([a, b].map(async (pod) => (await Promise.all([444, 445].map(async (i) => ((await reads(pod.containerId, i)) === `loop-${i}-data` ? i : 0)))).filter(Boolean)))
+    const held = await Promise.all(
+      [a, b].map(async (pod) => (await Promise.all([444, 445].map(async (i) => ((await readLoop(env.node, pod.containerId, i)) === `loop-${i}-data` ? i : 0)))).filter(Boolean)),
+    )
     expect(held.map((h) => h.length)).to.deep.equal([1, 1])
     expect(held.flat().sort()).to.deep.equal([444, 445])
     const peak = await memoryPeak(containerIdOf((await livePods(env, system, 'app.kubernetes.io/name=nfdctl-plugins'))[0], 'plugins'), env)
@@ -288,8 +241,8 @@ describe('deploy/agent and deploy/plugins on the real node: the shipped DaemonSe
       agent: {
         hostPaths: {
           cdiDir: join(dir, 'cdi'),
-          containerdDir: join(env.node.containerd.options.dir, 'run'),
-          podResourcesDir: join(env.node.kubelet.rootDir, 'pod-resources'),
+          containerdDir: layout().containerdDir,
+          podResourcesDir: layout().podResourcesDir,
           stateDir: join(dir, 'state'),
           udevDir: join(dir, 'udev'),
         },
@@ -300,13 +253,13 @@ describe('deploy/agent and deploy/plugins on the real node: the shipped DaemonSe
     }
     const valuesFile = join(dir, 'values.yaml')
     await writeFile(valuesFile, stringify(values))
-    await addLoop(446)
+    await loops.add(446)
     await helm('install', 'nfdctl', join(repoRoot, 'charts/nfdctl'), '-n', helmNamespace, '--create-namespace', '-f', valuesFile, '--wait', '--timeout', '3m')
     await waitForReadyPods(env, helmNamespace, 'app.kubernetes.io/component=agent', 1)
     pods.push(`${consumers}/helm-annotation`)
     const pod = await runPod(env, {annotations: {'devices.nfdctl.io/main': 'wl-helm'}, command: ['sleep', '3600'], name: 'helm-annotation', namespace: consumers})
     await expectReadable([pod], 446)
-    await addLoop(447)
+    await loops.add(447)
     await expectReadable([pod], 447)
   })
 })

@@ -1,10 +1,9 @@
 import {expect} from 'chai'
-import {execFile} from 'node:child_process'
 import {lstat, mkdtemp, readFile, rm, writeFile} from 'node:fs/promises'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 import {setTimeout as sleep} from 'node:timers/promises'
-import {isDeepStrictEqual, promisify} from 'node:util'
+import {isDeepStrictEqual} from 'node:util'
 
 import {parseAllDocuments, parseDocument} from 'yaml'
 
@@ -17,13 +16,11 @@ import {deviceClassManifest} from '../support/device-class.js'
 import {attachProgram, attachRuntimeProgram, runcDeviceRules} from '../support/device-programs.js'
 import {DroppingProxy} from '../support/dropping-proxy.js'
 import {freePort} from '../support/free-port.js'
-import {addLoopDevice, canUseLoopControl, removeLoopDevice} from '../support/loop-devices.js'
+import {BackedLoops, canUseLoopControl, readLoop} from '../support/loop-devices.js'
 import {missingPrerequisite} from '../support/prerequisites.js'
 import {bindClusterRole, type PolicyRule} from '../support/rbac.js'
 import {allocatable, createNamespace, deletePods, runPod, testNode, waitForPod, type NodeEnv} from '../support/test-node.js'
 import {waitFor} from '../support/wait.js'
-
-const run = promisify(execFile)
 
 // Loop devices 386-399 belong to these tests (hotc takes 390-399, hotl 389, the access-policy test 386-388).
 // hotc admits the annotation from every namespace; the access-policy test has classes of its own.
@@ -51,29 +48,11 @@ describe('devices agent on a real node: devices follow containers', function () 
   let dir: string
   let agent: CliProcess | undefined
   let agentKubeconfig: string
-  const loops = new Set<number>()
+  let loops: BackedLoops
   const pods: string[] = []
 
-  const addLoop = async (index: number): Promise<void> => {
-    addLoopDevice(index)
-    loops.add(index)
-    await writeFile(join(dir, `backing-${index}`), `loop-${index}-data`.padEnd(4096, '.'))
-    await run('losetup', [`/dev/loop${index}`, join(dir, `backing-${index}`)])
-  }
-  const dropLoop = async (index: number): Promise<void> => {
-    await run('losetup', ['-d', `/dev/loop${index}`]).catch(() => {})
-    removeLoopDevice(index)
-    loops.delete(index)
-  }
   const expectNoDevice = async (containerId: string, index: number): Promise<void> => {
     expect(await env.node.execFailure(containerId, ['ls', `/dev/loop${index}`])).to.match(/No such file/)
-  }
-  const reads = async (containerId: string, index: number): Promise<string> => {
-    try {
-      return await env.node.exec(containerId, ['dd', `if=/dev/loop${index}`, 'bs=13', 'count=1', 'status=none'])
-    } catch (error) {
-      return `failed: ${(error as Error & {stderr?: string}).stderr ?? (error as Error).message}`
-    }
   }
 
   // Every agent here runs as an identity bound to exactly deploy/agent/rbac.yaml, with its own state dir.
@@ -125,6 +104,7 @@ describe('devices agent on a real node: devices follow containers', function () 
     env = await testNode(this)
     if (!canUseLoopControl()) missingPrerequisite(this, '/dev/loop-control is not usable (needs root and the loop driver)')
     dir = await mkdtemp(join(tmpdir(), 'nfdctl-agent-'))
+    loops = new BackedLoops(dir)
     const rbac = parseAllDocuments(await readFile(new URL('../../deploy/agent/rbac.yaml', import.meta.url), 'utf8')).map((d) => d.toJS() as {kind: string; rules?: PolicyRule[]})
     await bindClusterRole(env.client, 'nfdctl-agent-test', 'nfdctl-agent-test', rbac.find((d) => d.kind === 'ClusterRole')!.rules!)
     agentKubeconfig = await env.plane.kubeconfigFor('nfdctl-agent-test')
@@ -155,7 +135,7 @@ describe('devices agent on a real node: devices follow containers', function () 
     await agent?.stop('SIGTERM')
     agent = undefined
     await deletePods(env, pods.splice(0))
-    for (const i of [...loops]) await dropLoop(i)
+    for (const i of loops.plugged) await loops.drop(i)
   })
 
   after(async function () {
@@ -166,7 +146,7 @@ describe('devices agent on a real node: devices follow containers', function () 
   // device program (runc restricts devices through v1), so the agent attaches none and changes the v1 rules.
   for (const mode of ['auto', 'v2'] as const) {
     it(`--cgroup-mode ${mode}: hot-plugs a device into running containers (by limit and by annotation), takes it away on unplug, writes the node's status entry, gives nothing to a container that did not ask, and leaves access in place on SIGTERM`, async function () {
-      await addLoop(390)
+      await loops.add(390)
       // The class lives in the cluster, so that the agent writes the node's entry of its status.
       await createClass()
       const metricsPort = await freePort()
@@ -180,17 +160,17 @@ describe('devices agent on a real node: devices follow containers', function () 
       pods.push(`agent-limit-${mode}`, `agent-annotation-${mode}`)
       const byLimit = await runPod(env, {command: ['sleep', '3600'], limits: {'devices.nfdctl.io/hotc': '1'}, name: `agent-limit-${mode}`})
       const byAnnotation = await runPod(env, {annotations: {'devices.nfdctl.io/main': 'hotc'}, command: ['sleep', '3600'], name: `agent-annotation-${mode}`, sidecar: true})
-      expect(await reads(byLimit.containerId, 390)).to.equal('loop-390-data') // from kubelet's Allocate
+      expect(await readLoop(env.node, byLimit.containerId, 390)).to.equal('loop-390-data') // from kubelet's Allocate
       // The annotated pod has no allocation: the agent gives it the device after it starts.
-      await waitFor('the annotated pod reads loop390', async () => (await reads(byAnnotation.containerId, 390)) === 'loop-390-data', {timeoutMs: 10_000})
+      await waitFor('the annotated pod reads loop390', async () => (await readLoop(env.node, byAnnotation.containerId, 390)) === 'loop-390-data', {timeoutMs: 10_000})
 
       // Plugged in after both started: both can read it within 1 s (each timed on its own, exec included).
       const grantsBefore = await metric(metricsPort, 'nfdctl_agent_rule_changes_total{action="grant"}')
       const plugged = performance.now()
-      await addLoop(391)
+      await loops.add(391)
       const readableAfterMs = await Promise.all(
         [byLimit, byAnnotation].map(async (pod) => {
-          await waitFor(`${pod.name} reads the new loop391`, async () => (await reads(pod.containerId, 391)) === 'loop-391-data', {intervalMs: 10, timeoutMs: 10_000})
+          await waitFor(`${pod.name} reads the new loop391`, async () => (await readLoop(env.node, pod.containerId, 391)) === 'loop-391-data', {intervalMs: 10, timeoutMs: 10_000})
           return performance.now() - plugged
         }),
       )
@@ -224,7 +204,7 @@ describe('devices agent on a real node: devices follow containers', function () 
 
       // Unplugged: the rule and the node go from both. (Looked at with ls, not opened: opening a loop node that
       // no longer has a device makes the kernel create the device again.)
-      await dropLoop(391)
+      await loops.drop(391)
       for (const pod of [byLimit, byAnnotation]) {
         await waitFor(`loop391 gone from ${pod.name}`, async () => /No such file/.test(await env.node.execFailure(pod.containerId, ['ls', '/dev/loop391']).catch(() => '')), {timeoutMs: 10_000})
       }
@@ -240,8 +220,8 @@ describe('devices agent on a real node: devices follow containers', function () 
       // SIGTERM: the agent stops, exit 0, and the containers keep what they were given.
       expect(await agent.stop('SIGTERM')).to.equal(0)
       agent = undefined
-      expect(await reads(byLimit.containerId, 390)).to.equal('loop-390-data')
-      expect(await reads(byAnnotation.containerId, 390)).to.equal('loop-390-data')
+      expect(await readLoop(env.node, byLimit.containerId, 390)).to.equal('loop-390-data')
+      expect(await readLoop(env.node, byAnnotation.containerId, 390)).to.equal('loop-390-data')
       await env.client.request('DELETE', `${classesPath}/hotc`)
     })
   }
@@ -269,8 +249,8 @@ describe('devices agent on a real node: devices follow containers', function () 
         })
       ).items.filter((e) => e.reason.startsWith('DeviceAccess')) // kubelet's own Events are there too
     try {
-      await addLoop(386)
-      await addLoop(388)
+      await loops.add(386)
+      await loops.add(388)
       await createClass() // startAgent waits for hotc's plugin
       const metricsPort = await freePort()
       agent = await startAgent({metricsPort})
@@ -308,16 +288,16 @@ describe('devices agent on a real node: devices follow containers', function () 
 
       // Admitted: the device now, and one plugged in later.
       const holder = await runPod(env, {annotations: {'devices.nfdctl.io/main': 'polc'}, command: ['sleep', '3600'], name: 'holder', namespace: admitted})
-      await waitFor('the admitted pod reads loop386', async () => (await reads(holder.containerId, 386)) === 'loop-386-data', {timeoutMs: 10_000})
-      await addLoop(387)
-      await waitFor('the admitted pod reads the hot-plugged loop387', async () => (await reads(holder.containerId, 387)) === 'loop-387-data', {timeoutMs: 10_000})
+      await waitFor('the admitted pod reads loop386', async () => (await readLoop(env.node, holder.containerId, 386)) === 'loop-386-data', {timeoutMs: 10_000})
+      await loops.add(387)
+      await waitFor('the admitted pod reads the hot-plugged loop387', async () => (await readLoop(env.node, holder.containerId, 387)) === 'loop-387-data', {timeoutMs: 10_000})
 
       // Capacity 1, held: a second admitted pod is refused, and the holder keeps its devices.
       const second = await runPod(env, {annotations: {'devices.nfdctl.io/main': 'polc'}, command: ['sleep', '3600'], name: 'second', namespace: admitted})
       const full = await waitFor('a capacity Event on the second pod', async () => (await events(second)).find((e) => e.reason === 'DeviceAccessRefused'), {timeoutMs: 10_000})
       expect(full.message).to.match(/polc is held by 1 container\(s\) on node .*its capacity/)
       await expectNoDevice(second.containerId, 386)
-      expect(await reads(holder.containerId, 386)).to.equal('loop-386-data')
+      expect(await readLoop(env.node, holder.containerId, 386)).to.equal('loop-386-data')
       // The refusals were told once each, however many batches ran since.
       expect((await events(outsider)).length).to.equal(2)
 
@@ -342,12 +322,12 @@ describe('devices agent on a real node: devices follow containers', function () 
     await env.client.request('POST', classesPath, {body: revocable})
     const stateDir = join(dir, 'state-unrecorded')
     try {
-      await addLoop(386)
+      await loops.add(386)
       await createClass() // startAgent waits for hotc's plugin
       agent = await startAgent({stateDir})
       pods.push('unrecorded')
       const pod = await runPod(env, {annotations: {'devices.nfdctl.io/main': 'polr'}, command: ['sleep', '3600'], name: 'unrecorded'})
-      await waitFor('the pod reads loop386', async () => (await reads(pod.containerId, 386)) === 'loop-386-data', {timeoutMs: 10_000})
+      await waitFor('the pod reads loop386', async () => (await readLoop(env.node, pod.containerId, 386)) === 'loop-386-data', {timeoutMs: 10_000})
       expect(await agent.stop('SIGTERM')).to.equal(0)
       agent = undefined
       await rm(join(stateDir, 'grants.json'))
@@ -361,25 +341,25 @@ describe('devices agent on a real node: devices follow containers', function () 
   })
 
   it('keeps containers right across restarts: the agent (nothing applied twice), containerd (a device plugged meanwhile arrives), kubelet (plugins register again), a crashed container', async function () {
-    await addLoop(392)
+    await loops.add(392)
     await createClass()
     try {
       agent = await startAgent()
       pods.push('agent-restarts')
       const pod = await runPod(env, {annotations: {'devices.nfdctl.io/main': 'hotc'}, command: ['sleep', '3600'], name: 'agent-restarts'})
-      await waitFor('the pod reads loop392', async () => (await reads(pod.containerId, 392)) === 'loop-392-data', {timeoutMs: 10_000})
+      await waitFor('the pod reads loop392', async () => (await readLoop(env.node, pod.containerId, 392)) === 'loop-392-data', {timeoutMs: 10_000})
 
       // The agent restarted: the container keeps its access and the new agent changes nothing.
       expect(await agent.stop('SIGTERM')).to.equal(0)
       agent = await startAgent()
       await sleep(1500) // a start batch (quiet 100 ms) has run by now; what is asserted is that it did nothing
       expect(agent.json<LogLine>().filter((l) => l.msg === 'devices updated')).to.deep.equal([])
-      expect(await reads(pod.containerId, 392)).to.equal('loop-392-data')
+      expect(await readLoop(env.node, pod.containerId, 392)).to.equal('loop-392-data')
 
       // containerd restarted, and a device plugged while it was away: the agent re-lists when it is back.
-      await env.node.containerd.restart(() => addLoop(393))
-      await waitFor('the pod reads loop393 after containerd is back', async () => (await reads(pod.containerId, 393)) === 'loop-393-data', {intervalMs: 50, timeoutMs: 15_000})
-      expect(await reads(pod.containerId, 392)).to.equal('loop-392-data')
+      await env.node.containerd.restart(() => loops.add(393))
+      await waitFor('the pod reads loop393 after containerd is back', async () => (await readLoop(env.node, pod.containerId, 393)) === 'loop-393-data', {intervalMs: 50, timeoutMs: 15_000})
+      expect(await readLoop(env.node, pod.containerId, 392)).to.equal('loop-392-data')
 
       // kubelet restarted: the embedded plugins register again and the pod keeps its devices.
       const registrations = (): number => agent!.json<LogLine>().filter((l) => l.class === 'hotc' && l.state === 'registered').length
@@ -387,7 +367,7 @@ describe('devices agent on a real node: devices follow containers', function () 
       await env.node.kubelet.stop()
       await env.node.kubelet.start(env.client)
       await agent.waitFor('hotc registered again', () => (registrations() > before ? true : undefined), {timeoutMs: 10_000})
-      expect(await reads(pod.containerId, 393)).to.equal('loop-393-data')
+      expect(await readLoop(env.node, pod.containerId, 393)).to.equal('loop-393-data')
 
       // The container crashes and kubelet starts a new one: it gets both devices again.
       await env.node.containerd.ctr('-n', 'k8s.io', 'tasks', 'kill', '-s', 'SIGKILL', pod.containerId)
@@ -400,7 +380,7 @@ describe('devices agent on a real node: devices follow containers', function () 
         {timeoutMs: 30_000},
       )
       for (const index of [392, 393]) {
-        await waitFor(`the new container reads loop${index}`, async () => (await reads(restarted.containerId, index)) === `loop-${index}-data`, {timeoutMs: 10_000})
+        await waitFor(`the new container reads loop${index}`, async () => (await readLoop(env.node, restarted.containerId, index)) === `loop-${index}-data`, {timeoutMs: 10_000})
       }
     } finally {
       await env.client.request('DELETE', `${classesPath}/hotc`).catch(() => {})
@@ -408,21 +388,21 @@ describe('devices agent on a real node: devices follow containers', function () 
   })
 
   it('takes back what it gave when a container stops asking (its annotation edited away), also while the agent was away', async function () {
-    await addLoop(399)
+    await loops.add(399)
     await createClass()
     try {
       agent = await startAgent()
       pods.push('agent-stops-asking', 'agent-stops-later')
       const first = await runPod(env, {annotations: {'devices.nfdctl.io/main': 'hotc'}, command: ['sleep', '3600'], name: 'agent-stops-asking'})
       const second = await runPod(env, {annotations: {'devices.nfdctl.io/main': 'hotc'}, command: ['sleep', '3600'], name: 'agent-stops-later'})
-      for (const pod of [first, second]) await waitFor(`${pod.name} reads loop399`, async () => (await reads(pod.containerId, 399)) === 'loop-399-data', {timeoutMs: 10_000})
+      for (const pod of [first, second]) await waitFor(`${pod.name} reads loop399`, async () => (await readLoop(env.node, pod.containerId, 399)) === 'loop-399-data', {timeoutMs: 10_000})
       const stopAsking = (name: string): Promise<unknown> =>
         env.client.request('PATCH', `/api/v1/namespaces/default/pods/${name}`, {body: {metadata: {annotations: {'devices.nfdctl.io/main': null}}}, contentType: 'application/merge-patch+json'})
 
       await stopAsking(first.name)
       await waitFor('loop399 taken from the first pod', async () => (await loopRules(first.containerId, 399)).length === 0, {timeoutMs: 10_000})
       await expectNoDevice(first.containerId, 399)
-      expect(await reads(second.containerId, 399)).to.equal('loop-399-data')
+      expect(await readLoop(env.node, second.containerId, 399)).to.equal('loop-399-data')
       await waitFor('the status entry holds only the second pod', async () => (await nodeEntry('hotc'))?.containers?.map((c) => c.pod).join() === 'agent-stops-later', {timeoutMs: 10_000})
 
       // Edited while no agent runs: the next agent's first batch looks at every container.
@@ -439,14 +419,14 @@ describe('devices agent on a real node: devices follow containers', function () 
   })
 
   it('rides out a storm of 10,000 synthetic uevents: /healthz answers throughout, batches coalesce, and the final state is right', async function () {
-    await addLoop(394)
+    await loops.add(394)
     await createClass()
     const port = await freePort()
     try {
       agent = await startAgent({metricsPort: port})
       pods.push('agent-storm')
       const pod = await runPod(env, {annotations: {'devices.nfdctl.io/main': 'hotc'}, command: ['sleep', '3600'], name: 'agent-storm'})
-      await waitFor('the pod reads loop394', async () => (await reads(pod.containerId, 394)) === 'loop-394-data', {timeoutMs: 10_000})
+      await waitFor('the pod reads loop394', async () => (await readLoop(env.node, pod.containerId, 394)) === 'loop-394-data', {timeoutMs: 10_000})
       const batchesBefore = await metric(port, 'nfdctl_agent_batch_events_count')
 
       let probing = true
@@ -464,12 +444,12 @@ describe('devices agent on a real node: devices follow containers', function () 
       const uevent = '/sys/devices/virtual/block/loop394/uevent'
       for (let i = 0; i < 10_000; i++) {
         await writeFile(uevent, 'change')
-        if (i === 5000) await addLoop(395) // a real plug-in in the middle of the storm
+        if (i === 5000) await loops.add(395) // a real plug-in in the middle of the storm
       }
-      await waitFor('the pod reads loop395', async () => (await reads(pod.containerId, 395)) === 'loop-395-data', {timeoutMs: 60_000})
+      await waitFor('the pod reads loop395', async () => (await readLoop(env.node, pod.containerId, 395)) === 'loop-395-data', {timeoutMs: 60_000})
       probing = false
       await probes
-      expect(await reads(pod.containerId, 394)).to.equal('loop-394-data')
+      expect(await readLoop(env.node, pod.containerId, 394)).to.equal('loop-394-data')
       expect(Math.max(...slowest), '/healthz slowest answer during the storm (ms)').to.be.below(1000)
       const batches = (await metric(port, 'nfdctl_agent_batch_events_count')) - batchesBefore
       expect(batches, 'batches for 10,000 events').to.be.below(200)
@@ -482,8 +462,8 @@ describe('devices agent on a real node: devices follow containers', function () 
     const deviceClass = deviceClassManifest('hotd', {allocation: 'Device', match: [{devName: 'loop39[6-9]', subsystem: 'block'}]})
     await env.client.request('POST', classesPath, {body: deviceClass}).catch(() => {})
     await createClass()
-    await addLoop(396)
-    await addLoop(397)
+    await loops.add(396)
+    await loops.add(397)
     try {
       agent = await startAgent()
       await agent.waitForLine<LogLine>('hotd registered', (l) => l.class === 'hotd' && l.state === 'registered', 20_000)
@@ -492,11 +472,11 @@ describe('devices agent on a real node: devices follow containers', function () 
       const pod = await runPod(env, {command: ['sleep', '3600'], limits: {'devices.nfdctl.io/hotd': '1'}, name: 'agent-device'})
       const mine = Number((await env.node.exec(pod.containerId, ['sh', '-c', 'echo $NFDCTL_DEVICES_HOTD'])).trim().replace('/dev/loop', ''))
       const other = mine === 396 ? 397 : 396
-      expect(await reads(pod.containerId, mine)).to.equal(`loop-${mine}-data`)
+      expect(await readLoop(env.node, pod.containerId, mine)).to.equal(`loop-${mine}-data`)
       await expectNoDevice(pod.containerId, other)
 
       // Unplugged and plugged again: the same stable ID, so the agent gives it back (kubelet does not call Allocate again).
-      await dropLoop(mine)
+      await loops.drop(mine)
       await waitFor(
         'the allocated device gone from the container',
         async () =>
@@ -506,8 +486,8 @@ describe('devices agent on a real node: devices follow containers', function () 
           ),
         {timeoutMs: 10_000},
       )
-      await addLoop(mine)
-      await waitFor('the allocated device back in the container', async () => (await reads(pod.containerId, mine)) === `loop-${mine}-data`, {timeoutMs: 10_000})
+      await loops.add(mine)
+      await waitFor('the allocated device back in the container', async () => (await readLoop(env.node, pod.containerId, mine)) === `loop-${mine}-data`, {timeoutMs: 10_000})
       await sleep(500) // a batch has run since: the device it was not allocated is still not given
       await expectNoDevice(pod.containerId, other)
     } finally {
@@ -518,12 +498,12 @@ describe('devices agent on a real node: devices follow containers', function () 
   it('follows its classes live: a new class is served and hot-plugged, a malformed one gets Valid=False and disturbs nothing, a broken edit keeps the last valid spec, a deleted class is withdrawn', async function () {
     const loopClass = (name: string, devName: string): object => deviceClassManifest(name, {annotationAccess: {namespaceSelector: {}}, match: [{devName, subsystem: 'block'}]})
     await createClass()
-    await addLoop(398)
+    await loops.add(398)
     try {
       agent = await startAgent()
       pods.push('agent-live')
       const pod = await runPod(env, {annotations: {'devices.nfdctl.io/main': 'hotc,hotl'}, command: ['sleep', '3600'], name: 'agent-live'})
-      await waitFor('the pod reads loop398 (hotc)', async () => (await reads(pod.containerId, 398)) === 'loop-398-data', {timeoutMs: 10_000})
+      await waitFor('the pod reads loop398 (hotc)', async () => (await readLoop(env.node, pod.containerId, 398)) === 'loop-398-data', {timeoutMs: 10_000})
       // The status is written beside the grants, not before them: the pod reading the device does not mean it is there yet.
       await waitFor('hotc has its Valid condition', async () => (await validCondition('hotc')) !== undefined, {timeoutMs: 10_000})
       expect(await validCondition('hotc')).to.include({observedGeneration: 1, reason: 'SpecValid', status: 'True'})
@@ -551,9 +531,9 @@ describe('devices agent on a real node: devices follow containers', function () 
       // A class created while the agent runs: its plugin registers, and a device of it reaches the pod.
       await env.client.request('POST', classesPath, {body: loopClass('hotl', 'loop389')})
       await agent.waitForLine<LogLine>('hotl registered', (l) => l.class === 'hotl' && l.state === 'registered', 10_000)
-      await addLoop(389)
-      await waitFor('the pod reads loop389 (hotl)', async () => (await reads(pod.containerId, 389)) === 'loop-389-data', {timeoutMs: 10_000})
-      expect(await reads(pod.containerId, 398)).to.equal('loop-398-data')
+      await loops.add(389)
+      await waitFor('the pod reads loop389 (hotl)', async () => (await readLoop(env.node, pod.containerId, 389)) === 'loop-389-data', {timeoutMs: 10_000})
+      expect(await readLoop(env.node, pod.containerId, 398)).to.equal('loop-398-data')
 
       // An edit that breaks hotl: generation 2 is reported invalid, generation 1 stays in use, the pod keeps loop389.
       await env.client.request('PATCH', `${classesPath}/hotl`, {body: {spec: {match: [{devName: 'loop38[', subsystem: 'block'}]}}, contentType: 'application/merge-patch+json'})
@@ -569,7 +549,7 @@ describe('devices agent on a real node: devices follow containers', function () 
       expect(broken.message).to.match(/generation 1, the last valid one, stays in use$/)
       expect((await nodeEntry('hotl'))?.observedGeneration).to.equal(1)
       await sleep(500) // batches have run since
-      expect(await reads(pod.containerId, 389)).to.equal('loop-389-data')
+      expect(await readLoop(env.node, pod.containerId, 389)).to.equal('loop-389-data')
 
       // Deleted: its devices are withdrawn from the pod and its plugin's socket goes; hotc is untouched.
       await env.client.request('DELETE', `${classesPath}/hotl`)
@@ -583,7 +563,7 @@ describe('devices agent on a real node: devices follow containers', function () 
           ),
         {timeoutMs: 5000},
       )
-      expect(await reads(pod.containerId, 398)).to.equal('loop-398-data')
+      expect(await readLoop(env.node, pod.containerId, 398)).to.equal('loop-398-data')
     } finally {
       for (const name of ['hotc', 'hotl', 'hotbad']) await env.client.request('DELETE', `${classesPath}/${name}`).catch(() => {})
     }
@@ -611,11 +591,11 @@ describe('devices agent on a real node: devices follow containers', function () 
       const notReady = await fetch(`http://127.0.0.1:${metricsPort}/readyz`)
       expect(notReady.status).to.equal(503)
       expect(await notReady.text()).to.contain('pods not listed yet')
-      await addLoop(398)
+      await loops.add(398)
 
       const proxy = await DroppingProxy.start(new URL(env.plane.server), port)
       try {
-        await waitFor('the pod reads loop398 once the API server answers', async () => (await reads(pod.containerId, 398)) === 'loop-398-data', {timeoutMs: 30_000})
+        await waitFor('the pod reads loop398 once the API server answers', async () => (await readLoop(env.node, pod.containerId, 398)) === 'loop-398-data', {timeoutMs: 30_000})
         const entry = await waitFor(
           'the status entry with loop398 and the pod',
           async () => {
@@ -652,8 +632,8 @@ describe('devices agent on a real node: devices follow containers', function () 
       expect(runtime.map((p) => p.name)).to.deep.equal(['runtime'])
 
       agent = await startAgent({extraArgs: ['--cgroup-mode', 'v2']})
-      await addLoop(398)
-      await waitFor('the pod reads loop398 (v1 rule and v2 program)', async () => (await reads(pod.containerId, 398)) === 'loop-398-data', {intervalMs: 20, timeoutMs: 10_000})
+      await loops.add(398)
+      await waitFor('the pod reads loop398 (v1 rule and v2 program)', async () => (await readLoop(env.node, pod.containerId, 398)) === 'loop-398-data', {intervalMs: 20, timeoutMs: 10_000})
       const granted = devicePrograms(control.dir)
       expect(
         granted.map((p) => p.name),
@@ -670,20 +650,20 @@ describe('devices agent on a real node: devices follow containers', function () 
       expect(await env.node.exec(pod.containerId, ['sh', '-c', 'dd if=/dev/zero of=/dev/null bs=1 count=3 2>&1 && head -c 3 /dev/urandom | wc -c'])).to.match(/3\+0 records out[\s\S]*\b3\n?$/)
 
       // Unplugged: the program goes back to the container's own rules.
-      await dropLoop(398)
+      await loops.drop(398)
       await waitFor('loop398 gone from the pod', async () => /No such file/.test(await env.node.execFailure(pod.containerId, ['ls', '/dev/loop398']).catch(() => '')), {timeoutMs: 10_000})
       await waitFor('the program without loop398', async () => isDeepStrictEqual(devicePrograms(control.dir)[0]?.rules?.rules, emulateRules(specRules).rules), {timeoutMs: 5000})
 
       // Plugged again, then the agent restarted in auto mode: it finds its program (v2), and changes nothing.
-      await addLoop(398)
-      await waitFor('the pod reads loop398 again', async () => (await reads(pod.containerId, 398)) === 'loop-398-data', {timeoutMs: 10_000})
+      await loops.add(398)
+      await waitFor('the pod reads loop398 again', async () => (await readLoop(env.node, pod.containerId, 398)) === 'loop-398-data', {timeoutMs: 10_000})
       expect(await agent.stop('SIGTERM')).to.equal(0)
       const before = devicePrograms(control.dir)[0].id
       agent = await startAgent()
       await sleep(1500)
       expect(agent.json<LogLine>().filter((l) => l.msg === 'devices updated')).to.deep.equal([])
       expect(devicePrograms(control.dir).map((p) => p.id)).to.deep.equal([before])
-      expect(await reads(pod.containerId, 398)).to.equal('loop-398-data')
+      expect(await readLoop(env.node, pod.containerId, 398)).to.equal('loop-398-data')
     } finally {
       await env.client.request('DELETE', `${classesPath}/hotc`).catch(() => {})
     }
@@ -701,7 +681,7 @@ describe('devices agent on a real node: devices follow containers', function () 
       expect(attached.rules).to.equal(undefined)
 
       agent = await startAgent()
-      await addLoop(398)
+      await loops.add(398)
       const warning = await agent.waitForLine<LogLine & {err?: string}>('the warning', (l) => l.msg === "cannot change the container's device program; its devices are left as they are", 10_000)
       expect(warning.value.err).to.match(/"foreign".* is not of runc's shape/)
       await sleep(500)
@@ -709,14 +689,14 @@ describe('devices agent on a real node: devices follow containers', function () 
         devicePrograms(dir).map((p) => p.id),
         'the program untouched',
       ).to.deep.equal([attached.id])
-      expect(await reads(pod.containerId, 398)).to.match(/^failed/) // not granted: neither the v1 rule nor a node
+      expect(await readLoop(env.node, pod.containerId, 398)).to.match(/^failed/) // not granted: neither the v1 rule nor a node
       expect(agent.json<LogLine>().filter((l) => l.msg === "cannot change the container's device program; its devices are left as they are")).to.have.length(1)
     } finally {
       await env.client.request('DELETE', `${classesPath}/hotc`).catch(() => {})
     }
   })
   it('a device unplugged while the agent is stopped: the restarted agent takes its rule and node back (from its grant record), and forgets the container once it is gone', async function () {
-    await addLoop(393)
+    await loops.add(393)
     await createClass()
     const stateDir = join(dir, 'state-unplug')
     const recorded = async (): Promise<Record<string, Array<{type: string; major: number; minor: number; access: string; devNode: string}>>> =>
@@ -725,13 +705,13 @@ describe('devices agent on a real node: devices follow containers', function () 
       agent = await startAgent({stateDir})
       pods.push('agent-unplug-away')
       const pod = await runPod(env, {annotations: {'devices.nfdctl.io/main': 'hotc'}, command: ['sleep', '3600'], name: 'agent-unplug-away'})
-      await waitFor('the pod reads loop393', async () => (await reads(pod.containerId, 393)) === 'loop-393-data', {timeoutMs: 10_000})
+      await waitFor('the pod reads loop393', async () => (await readLoop(env.node, pod.containerId, 393)) === 'loop-393-data', {timeoutMs: 10_000})
       expect((await recorded())[pod.containerId]).to.deep.equal([{access: 'rw', devNode: '/dev/loop393', major: 7, minor: 393, type: 'b'}])
 
       // Unplugged while no agent runs: nothing takes the rule back yet.
       expect(await agent.stop('SIGTERM')).to.equal(0)
       agent = undefined
-      await dropLoop(393)
+      await loops.drop(393)
       expect(await loopRules(pod.containerId, 393), 'the rule while the agent is away').to.deep.equal(['b 7:393 rw'])
 
       // The new agent never saw loop393; the record says the rule is its own, and the device is not wanted.
@@ -743,7 +723,7 @@ describe('devices agent on a real node: devices follow containers', function () 
       await waitFor('the record without loop393', async () => (await recorded())[pod.containerId] === undefined, {timeoutMs: 5000})
 
       // A later device with the same numbers is not the container's until the agent gives it (it is in hotc: it does).
-      await addLoop(393)
+      await loops.add(393)
       await waitFor('loop393 given again, and recorded', async () => (await recorded())[pod.containerId]?.length === 1, {timeoutMs: 10_000})
 
       // The container gone (removed from containerd, as kubelet's container GC does within a minute): its record goes.

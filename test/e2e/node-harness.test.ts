@@ -4,6 +4,7 @@ import {lstat, readdir, readFile, readlink, stat} from 'node:fs/promises'
 
 import {promisify} from 'node:util'
 
+import {kubernetesServiceIp} from '../controlplane/control-plane.js'
 import {kubeletPluginDir} from '../node/host-changes.js'
 import {netnsPath, netnsVariable, nodeIp} from '../node/netns.js'
 import {createNamespace, deletePods, podLog, runPod, stopTestNode, testNode, waitForPod, type NodeEnv} from '../support/test-node.js'
@@ -85,7 +86,7 @@ describe('the test node: a real kubelet and containerd', function () {
       return text.includes('reached') ? text : undefined
     })
     expect(log).to.include('token mounted')
-    expect(log).to.include('reached 10.0.0.1:443')
+    expect(log).to.include(`reached ${kubernetesServiceIp}:443`)
     await env.client.request('DELETE', `/api/v1/namespaces/${namespace}`)
   })
 

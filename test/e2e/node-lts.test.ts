@@ -1,5 +1,4 @@
 import {expect} from 'chai'
-import {spawn} from 'node:child_process'
 import {chmod, mkdir, mkdtemp, rm, writeFile} from 'node:fs/promises'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
@@ -9,27 +8,11 @@ import {imageCacheDir} from '../../scripts/image/cache.js'
 import {fetchNodeRuntime, imageNodeVersion, readNodeRuntime} from '../../scripts/image/node-runtime.js'
 import {platforms} from '../../scripts/image/platforms.js'
 import {missingPrerequisite} from '../support/prerequisites.js'
+import {runToEnd} from '../support/run-to-end.js'
 
 const repo = new URL('../..', import.meta.url).pathname
 const log = (line: string): void => {
   process.stderr.write(`      ${line}\n`)
-}
-
-/** Runs a command to its end; its output, whole. */
-function runToEnd(file: string, args: readonly string[], options: {cwd?: string; env: NodeJS.ProcessEnv}): Promise<{code: number; stdout: string; stderr: string}> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(file, args, {cwd: options.cwd, env: options.env, stdio: ['ignore', 'pipe', 'pipe']})
-    let stdout = ''
-    let stderr = ''
-    child.stdout.on('data', (chunk: Buffer) => {
-      stdout += chunk.toString()
-    })
-    child.stderr.on('data', (chunk: Buffer) => {
-      stderr += chunk.toString()
-    })
-    child.once('error', reject)
-    child.once('close', (code) => resolve({code: code ?? -1, stderr, stdout}))
-  })
 }
 
 // The image runs the CLI on the Node LTS pinned in scripts/image/node-runtime.ts; laptops run it on Node

@@ -7,7 +7,8 @@ import {expect} from 'chai'
 import {parse} from 'yaml'
 
 import type {ControlPlane} from '../controlplane/control-plane.js'
-import {chartDir, chartTools, deployDir, helm, prometheusOperatorCrds, type RenderOptions, renderChart, run, templateArgs, type Tools} from '../support/chart.js'
+import {chartDir, chartTools, deployDir, helm, prometheusOperatorCrds, type RenderOptions, renderChart, templateArgs, type Tools} from '../support/chart.js'
+import {runToEnd} from '../support/run-to-end.js'
 import {startControlPlane} from '../support/cluster.js'
 import type {Manifest} from '../support/manifests.js'
 import {missingPrerequisite} from '../support/prerequisites.js'
@@ -228,7 +229,7 @@ describe('charts/nfdctl: helm lint, helm template, and a server-side dry run on 
     let plane: ControlPlane
     let work: string
 
-    const kubectl = (args: readonly string[]) => run(tools.kubectl, [`--kubeconfig=${plane.kubeconfig}`, `--cache-dir=${join(work, 'kube-cache')}`, ...args])
+    const kubectl = (args: readonly string[]) => runToEnd(tools.kubectl, [`--kubeconfig=${plane.kubeconfig}`, `--cache-dir=${join(work, 'kube-cache')}`, ...args])
 
     before(async function () {
       this.timeout(5 * 60_000)

@@ -1,4 +1,3 @@
-import {execFile} from 'node:child_process'
 import {copyFile, mkdir, mkdtemp, rename, rm, stat} from 'node:fs/promises'
 import {homedir, tmpdir} from 'node:os'
 import {join} from 'node:path'
@@ -10,6 +9,7 @@ import {ensureBinaries} from '../controlplane/paths.js'
 import type {Manifest} from './manifests.js'
 import {missingPrerequisite} from './prerequisites.js'
 import {stopAtRunEnd} from './run-end.js'
+import {type RunResult, runToEnd} from './run-to-end.js'
 
 // Helm and kubectl for the chart tests (charts/nfdctl), both built from the Go module proxy by
 // test/controlplane/build.sh, and prometheus-operator's ServiceMonitor and PodMonitor CRDs from the same proxy.
@@ -43,27 +43,11 @@ export async function chartTools(context: Mocha.Context): Promise<Tools> {
   }
 }
 
-export interface RunResult {
-  readonly code: number
-  readonly stdout: string
-  readonly stderr: string
-}
-
-/** Runs a command to its end; a non-zero exit is a result, not an exception. */
-export function run(file: string, args: readonly string[], env: NodeJS.ProcessEnv = process.env, cwd?: string): Promise<RunResult> {
-  return new Promise((resolve, reject) => {
-    execFile(file, args, {cwd, env, maxBuffer: 64 * 1024 * 1024}, (error, stdout, stderr) => {
-      if (error !== null && typeof error.code !== 'number') reject(error)
-      else resolve({code: error === null ? 0 : (error.code as number), stderr, stdout})
-    })
-  })
-}
-
 /** Helm with its cache, configuration and data in a directory of this run: nothing is read from or left in $HOME. */
 export async function helm(tools: Tools, args: readonly string[]): Promise<RunResult> {
   helmHome ??= mkdtemp(join(tmpdir(), 'nfdctl-helm-'))
   const home = await helmHome
-  return run(tools.helm, args, {...process.env, HELM_CACHE_HOME: join(home, 'cache'), HELM_CONFIG_HOME: join(home, 'config'), HELM_DATA_HOME: join(home, 'data')})
+  return runToEnd(tools.helm, args, {env: {...process.env, HELM_CACHE_HOME: join(home, 'cache'), HELM_CONFIG_HOME: join(home, 'config'), HELM_DATA_HOME: join(home, 'data')}})
 }
 
 stopAtRunEnd(async () => {
@@ -124,7 +108,7 @@ export function parseStream(text: string): {objects: Manifest[]; sources: string
 
 /** `kubectl kustomize <dir>`, parsed. */
 export async function kustomize(tools: Tools, dir: string): Promise<Manifest[]> {
-  const result = await run(tools.kubectl, ['kustomize', dir])
+  const result = await runToEnd(tools.kubectl, ['kustomize', dir])
   if (result.code !== 0) throw new Error(`kubectl kustomize ${dir} failed (exit ${result.code}): ${result.stderr.trim()}`)
   return parseStream(result.stdout).objects
 }
@@ -158,16 +142,10 @@ export async function prometheusOperatorCrds(): Promise<string[]> {
   log(`prometheus-operator ${prometheusOperatorVersion}: downloading its CRDs from the Go module proxy`)
   const work = await mkdtemp(join(tmpdir(), 'nfdctl-promop-'))
   try {
-    const result = await run(
-      'go',
-      ['mod', 'download', '-json', `github.com/prometheus-operator/prometheus-operator@${prometheusOperatorVersion}`],
-      {
-        ...process.env,
-        GOFLAGS: '-mod=mod',
-        GOTOOLCHAIN: 'local',
-      },
-      work,
-    )
+    const result = await runToEnd('go', ['mod', 'download', '-json', `github.com/prometheus-operator/prometheus-operator@${prometheusOperatorVersion}`], {
+      cwd: work,
+      env: {...process.env, GOFLAGS: '-mod=mod', GOTOOLCHAIN: 'local'},
+    })
     if (result.code !== 0) throw new Error(`go mod download of prometheus-operator ${prometheusOperatorVersion} failed: ${(result.stderr || result.stdout).trim()}`)
     const module = JSON.parse(result.stdout) as {Dir?: string; Error?: string}
     if (module.Dir === undefined) throw new Error(`go mod download of prometheus-operator ${prometheusOperatorVersion} gave no directory: ${module.Error ?? result.stdout}`)

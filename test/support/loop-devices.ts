@@ -1,6 +1,11 @@
+import {execFile} from 'node:child_process'
 import {closeSync, openSync} from 'node:fs'
+import {writeFile} from 'node:fs/promises'
+import {join} from 'node:path'
+import {promisify} from 'node:util'
 
 import {errno, errnoText, sys} from '../../src/lib/sys/libc.js'
+import type {TestNode} from '../node/node.js'
 
 const LOOP_CTL_ADD = 0x4c_80
 const LOOP_CTL_REMOVE = 0x4c_81
@@ -56,5 +61,46 @@ export async function loopControlAsync(action: 'add' | 'remove', index: number):
     })
   } finally {
     closeSync(fd)
+  }
+}
+
+/** What the first 13 bytes of a BackedLoops device say: `loop-<index>-data`. */
+export const loopData = (index: number): string => `loop-${index}-data`
+
+/**
+ * Loop devices a test plugs in, each bound (losetup) to a backing file in `dir` that starts with
+ * loopData(index), so that a read inside a container proves access; remembered until dropped.
+ */
+export class BackedLoops {
+  readonly #plugged = new Set<number>()
+
+  constructor(readonly dir: string) {}
+
+  /** The indexes plugged in and not yet dropped. */
+  get plugged(): number[] {
+    return [...this.#plugged]
+  }
+
+  async add(index: number): Promise<void> {
+    addLoopDevice(index)
+    this.#plugged.add(index)
+    const backing = join(this.dir, `backing-${index}`)
+    await writeFile(backing, loopData(index).padEnd(4096, '.'))
+    await promisify(execFile)('losetup', [`/dev/loop${index}`, backing])
+  }
+
+  async drop(index: number): Promise<void> {
+    await promisify(execFile)('losetup', ['-d', `/dev/loop${index}`]).catch(() => {})
+    removeLoopDevice(index)
+    this.#plugged.delete(index)
+  }
+}
+
+/** What a running container reads from the start of /dev/loop<index>, or why it could not. */
+export async function readLoop(node: TestNode, containerId: string, index: number): Promise<string> {
+  try {
+    return await node.exec(containerId, ['dd', `if=/dev/loop${index}`, 'bs=13', 'count=1', 'status=none'])
+  } catch (error) {
+    return `failed: ${(error as Error & {stderr?: string}).stderr ?? (error as Error).message}`
   }
 }

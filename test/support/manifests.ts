@@ -1,12 +1,8 @@
-import {execFile} from 'node:child_process'
 import {readdir, readFile} from 'node:fs/promises'
 import {join} from 'node:path'
 import {fileURLToPath} from 'node:url'
-import {promisify} from 'node:util'
 
 import {parseAllDocuments} from 'yaml'
-
-import {ensureBinaries} from '../controlplane/paths.js'
 
 const deployDir = fileURLToPath(new URL('../../deploy/', import.meta.url))
 
@@ -43,13 +39,6 @@ export async function readManifests(component: string, only?: readonly string[])
     for (const d of parseAllDocuments(await readFile(join(dir, file), 'utf8'))) docs.push({doc: d.toJS() as Manifest, file})
   }
   return {docs, namespace: kustomization.namespace}
-}
-
-/** What `kubectl kustomize deploy/<component>` renders: the objects `kubectl apply -k` creates. */
-export async function renderKustomization(component: string, log: (line: string) => void = () => {}): Promise<Manifest[]> {
-  const kubectl = join(await ensureBinaries(log, ['kubectl']), 'kubectl')
-  const {stdout} = await promisify(execFile)(kubectl, ['kustomize', join(deployDir, component)], {maxBuffer: 16 * 1024 * 1024})
-  return parseAllDocuments(stdout).map((d) => d.toJS() as Manifest)
 }
 
 /**

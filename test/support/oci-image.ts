@@ -1,9 +1,10 @@
 // Reading the image archive `npm run image` writes, and running its amd64 image without a container
 // runtime: its layers unpacked as a root file system, entered with unshare(1) as the image's user.
-import {execFile, spawn} from 'node:child_process'
+import {execFile} from 'node:child_process'
 import {mkdir, readFile} from 'node:fs/promises'
 import {join} from 'node:path'
 import {promisify} from 'node:util'
+import {type RunResult, runToEnd} from './run-to-end.js'
 
 const run = promisify(execFile)
 
@@ -68,13 +69,8 @@ export class OciLayout {
   }
 }
 
-export interface InImageRun {
-  readonly code: number
-  readonly stdout: string
-  readonly stderr: string
-  /** From spawning unshare to the process's exit. */
-  readonly ms: number
-}
+/** What a command run in the image printed, its exit code, and the time from spawning unshare to its exit. */
+export type InImageRun = RunResult
 
 /**
  * Runs the image's entry point (or `entrypoint` instead) with `args` as a container runtime would: its
@@ -85,18 +81,5 @@ export function runInImage(rootfs: string, config: ImageConfig, args: readonly s
   const [uid, gid] = config.config.User.split(':')
   const env = Object.fromEntries(config.config.Env.map((pair) => [pair.slice(0, pair.indexOf('=')), pair.slice(pair.indexOf('=') + 1)]))
   const unshare = ['--mount', '--pid', '--net', '--ipc', '--uts', '--fork', '--mount-proc', `--root=${rootfs}`, `--wd=${config.config.WorkingDir}`, '--setuid', uid!, '--setgid', gid!, '--']
-  return new Promise((resolve, reject) => {
-    const started = performance.now()
-    const child = spawn('unshare', [...unshare, ...entrypoint, ...args], {env: {HOME: '/home/nonroot', ...env}, stdio: ['ignore', 'pipe', 'pipe']})
-    let stdout = ''
-    let stderr = ''
-    child.stdout.on('data', (chunk: Buffer) => {
-      stdout += chunk.toString()
-    })
-    child.stderr.on('data', (chunk: Buffer) => {
-      stderr += chunk.toString()
-    })
-    child.once('error', reject)
-    child.once('close', (code) => resolve({code: code ?? -1, ms: performance.now() - started, stderr, stdout}))
-  })
+  return runToEnd('unshare', [...unshare, ...entrypoint, ...args], {env: {HOME: '/home/nonroot', ...env}})
 }

@@ -12,10 +12,15 @@ export function stopAtRunEnd(stop: () => Promise<void>): void {
 
 /** Runs every registered stop, the last registered first; each one runs even after another failed, and the first failure is thrown. */
 export async function stopRegistered(): Promise<void> {
+  await runEvery(stops.splice(0).reverse())
+}
+
+/** Runs the steps in order, each one even after another failed; throws the first failure once all have run (clean-ups). */
+export async function runEvery(steps: ReadonlyArray<() => Promise<unknown>>): Promise<void> {
   let failure: unknown
-  for (const stop of stops.splice(0).reverse()) {
+  for (const step of steps) {
     try {
-      await stop()
+      await step()
     } catch (error) {
       failure ??= error
     }

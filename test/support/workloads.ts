@@ -6,6 +6,7 @@ import {promisify} from 'node:util'
 
 import {stringify} from 'yaml'
 
+import {ContainerdClient} from '../../src/lib/runtime/containerd-client.js'
 import {ensureBinaries, repoRoot} from '../controlplane/paths.js'
 import type {NodeImage} from './nfdctl-image.js'
 import type {NodeEnv} from './test-node.js'
@@ -16,9 +17,12 @@ const run = promisify(execFile)
 /** The image name every shipped manifest and the chart's default values give. */
 export const shippedImage = 'ghcr.io/nfdctl/nfdctl'
 
+let kubectlBinary: Promise<string> | undefined
+
 /** Runs the kubectl built with the control plane (the version of the cluster) against the node's cluster. */
 export async function kubectl(env: NodeEnv, ...args: string[]): Promise<string> {
-  const bin = join(await ensureBinaries(() => {}, ['kubectl']), 'kubectl')
+  kubectlBinary ??= ensureBinaries(() => {}, ['kubectl']).then((dir) => join(dir, 'kubectl'))
+  const bin = await kubectlBinary
   try {
     const {stdout} = await run(bin, ['--kubeconfig', env.plane.kubeconfig, ...args], {maxBuffer: 32 * 1024 * 1024})
     return stdout
@@ -104,14 +108,37 @@ export function containerIdOf(pod: ListedPod, container: string): string {
 
 /** The peak memory use of a container's memory cgroup (v1 max_usage_in_bytes, v2 memory.peak), found from its task. */
 export async function memoryPeak(containerId: string, env: NodeEnv): Promise<number> {
-  const pid = (await env.node.containerd.ctr('-n', 'k8s.io', 'tasks', 'ls'))
-    .split('\n')
-    .find((l) => l.startsWith(containerId))
-    ?.split(/\s+/)[1]
-  if (pid === undefined) throw new Error(`no task for container ${containerId}`)
-  const cgroups = await readFile(`/proc/${pid}/cgroup`, 'utf8')
+  const containerd = new ContainerdClient({address: env.node.containerd.socket, namespace: 'k8s.io'})
+  const task = await containerd.getTask(containerId).finally(() => containerd.close())
+  if (task === undefined) throw new Error(`no task for container ${containerId}`)
+  const cgroups = await readFile(`/proc/${task.pid}/cgroup`, 'utf8')
   const v1 = /^\d+:memory:(.*)$/m.exec(cgroups)?.[1]
   if (v1 !== undefined) return Number((await readFile(`/sys/fs/cgroup/memory${v1}/memory.max_usage_in_bytes`, 'utf8')).trim())
   const v2 = /^0::(.*)$/m.exec(cgroups)![1]
   return Number((await readFile(`/sys/fs/cgroup${v2}/memory.peak`, 'utf8')).trim())
+}
+
+/** Where a node keeps what a standard node keeps at /run/containerd, /var/lib/kubelet/pod-resources, and nfdctl's own directories. */
+export interface NodeLayout {
+  /** containerd's socket directory. */
+  readonly containerdDir: string
+  /** kubelet's PodResources socket directory (below its --root-dir). */
+  readonly podResourcesDir: string
+  /** Holds the agent's state/, cdi/ and udev/ (udev/ for the plugins too). */
+  readonly dir: string
+}
+
+/**
+ * The patch an operator writes for a node whose paths differ from the shipped DaemonSet's (k3s keeps
+ * containerd under /run/k3s, for one; the test node keeps everything below its own directory). Everything
+ * else is the shipped DaemonSet.
+ */
+export function nodeLayoutPatch(workload: 'nfdctl-agent' | 'nfdctl-plugins', layout: NodeLayout): object {
+  const hostPath = (name: string, path: string): object => ({hostPath: {path}, name})
+  const udev = hostPath('udev', join(layout.dir, 'udev'))
+  const volumes =
+    workload === 'nfdctl-agent'
+      ? [hostPath('containerd', layout.containerdDir), hostPath('pod-resources', layout.podResourcesDir), hostPath('state', join(layout.dir, 'state')), hostPath('cdi', join(layout.dir, 'cdi')), udev]
+      : [udev]
+  return {apiVersion: 'apps/v1', kind: 'DaemonSet', metadata: {name: workload}, spec: {template: {spec: {volumes}}}}
 }
