@@ -13,12 +13,14 @@ export const pluginFlags = {
   cdi: Flags.boolean({description: 'also name CDI devices in Allocate answers and write a CDI spec per class to --cdi-dir'}),
   'cdi-dir': Flags.string({default: '/var/run/cdi', description: 'where CDI spec files go (with --cdi)'}),
   'plugin-dir': Flags.string({default: '/var/lib/kubelet/device-plugins', description: "kubelet's device-plugin directory (its kubelet.sock and our sockets)"}),
+  'udev-data-dir': Flags.string({default: '/run/udev/data', description: "udev's database (ID_SERIAL and other properties that match rules and stable device IDs read)"}),
 }
 
 export interface RawPluginFlags {
   readonly cdi: boolean
   readonly 'cdi-dir': string
   readonly 'plugin-dir': string
+  readonly 'udev-data-dir': string
 }
 
 export interface ClassPlugins {
@@ -31,7 +33,7 @@ export interface ClassPlugins {
 
 /** The plugins of `classes` (none yet: the agent sets them as it learns them) over this machine's devices. */
 export function classPlugins(flags: RawPluginFlags, options: {readonly logger: Logger; readonly registry: Registry; readonly classes?: readonly DeviceClass[]}): ClassPlugins {
-  const scanner = new SysfsScanner({})
+  const scanner = new SysfsScanner({udevDataDir: flags['udev-data-dir']})
   const members = new ClassMembers(scanner.readAttribute, options.classes)
   const plugins = new PluginSet({
     cdiDir: flags.cdi ? flags['cdi-dir'] : undefined,

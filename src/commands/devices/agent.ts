@@ -12,6 +12,8 @@ import {ClassStore} from '../../lib/agent/class-store.js'
 import {GrantRecord} from '../../lib/agent/grant-record.js'
 import {NodeAgent} from '../../lib/agent/node-agent.js'
 import {loadClassFiles} from '../../lib/devices/class-file.js'
+import {DraDriver} from '../../lib/dra/dra-driver.js'
+import {createDraMetrics} from '../../lib/dra/dra-metrics.js'
 import {openCluster} from '../../lib/kube/connect.js'
 import {HealthServer} from '../../lib/observe/health-server.js'
 import {createLogger} from '../../lib/observe/logger.js'
@@ -22,10 +24,11 @@ export default class DevicesAgent extends NfdctlCommand {
   static override description =
     `The node agent: running containers get the devices of the DeviceClasses (devices.nfdctl.io) they asked for, including devices plugged in after they started, and lose them when the devices go.
 
-Containers ask by resource limit devices.nfdctl.io/<class> (the agent also serves the kubelet device plugins, as plugins serve does) or by the pod annotation devices.nfdctl.io/<container-name>: class-a,class-b, which a class admits only with spec.annotationAccess (refusals are Events on the pod). Kernel uevents, containerd's events and the node's pods are batched by group commit (an event that finds no batch running is processed at once; what arrives meanwhile goes in the next batch) and each batch applies only the difference: a cgroup v1 device rule or a replaced cgroup v2 device program, and a device node inside the container. SIGTERM stops the agent and leaves granted access in place.`
+Containers ask by resource limit devices.nfdctl.io/<class> (the agent also serves the kubelet device plugins, as plugins serve does), by the pod annotation devices.nfdctl.io/<container-name>: class-a,class-b, which a class admits only with spec.annotationAccess (refusals are Events on the pod), or, with --dra, by a ResourceClaim of a class with allocation DRA: the agent is then the DRA driver devices.nfdctl.io (ResourceSlices of the node's devices, a resource.k8s.io DeviceClass <class>.devices.nfdctl.io per class, kubelet's DRA plugin with CDI devices in --cdi-dir), and a claimed device unplugged and plugged in again returns to the running containers of the claim. Kernel uevents, containerd's events and the node's pods are batched by group commit (an event that finds no batch running is processed at once; what arrives meanwhile goes in the next batch) and each batch applies only the difference: a cgroup v1 device rule or a replaced cgroup v2 device program, and a device node inside the container. SIGTERM stops the agent and leaves granted access in place.`
   static override examples = [
     '<%= config.bin %> <%= command.id %> --node-name worker-1',
     '<%= config.bin %> <%= command.id %> --kubeconfig /etc/nfdctl/kubeconfig --containerd-address /run/containerd/containerd.sock --cdi',
+    '<%= config.bin %> <%= command.id %> --dra --cdi-dir /var/run/cdi',
   ]
   static override flags = {
     'batch-max-wait': Flags.string({default: '1s', description: 'with --batch-quiet: a batch waits at most this long after its first event'}),
@@ -43,6 +46,10 @@ Containers ask by resource limit devices.nfdctl.io/<class> (the agent also serve
     'class-file': Flags.string({description: "DeviceClass file (YAML or JSON; repeatable), besides the cluster's classes", multiple: true}),
     'containerd-address': Flags.string({default: '/run/containerd/containerd.sock', description: "containerd's gRPC socket"}),
     'containerd-namespace': Flags.string({default: 'k8s.io', description: "containerd namespace of kubelet's containers"}),
+    dra: Flags.boolean({
+      description: "also be the DRA driver devices.nfdctl.io for the classes with allocation DRA: ResourceSlices, resource.k8s.io DeviceClasses, and kubelet's DRA plugin (CDI specs in --cdi-dir)",
+    }),
+    'kubelet-dir': Flags.string({default: '/var/lib/kubelet', description: "kubelet's root directory (--root-dir): with --dra, its plugins_registry/ and plugins/ directories"}),
     'pod-resources-socket': Flags.string({default: '/var/lib/kubelet/pod-resources/kubelet.sock', description: "kubelet's PodResources socket (the devices it allocated)"}),
     'state-dir': Flags.string({
       default: '/var/lib/nfdctl/agent',
@@ -75,12 +82,29 @@ Containers ask by resource limit devices.nfdctl.io/<class> (the agent also serve
       stateDir: flags['state-dir'],
     })
     const {members, plugins, scanner} = classPlugins(flags, {logger: log, registry})
+    // Claims prepared or unprepared change what containers may hold: the agent runs a batch (it exists by then).
+    let agentRef: NodeAgent | undefined
+    const dra = flags.dra
+      ? new DraDriver({
+          cdiDir: flags['cdi-dir'],
+          client,
+          clusterClasses: () => classStore.clusterClasses,
+          kubeletDir: flags['kubelet-dir'],
+          logger: log,
+          members,
+          metrics: createDraMetrics(registry),
+          nodeName,
+          onClaimsChanged: () => agentRef?.changed('claims changed'),
+          stateDir: flags['state-dir'],
+        })
+      : undefined
     const agent = new NodeAgent({
       cgroupMode: options.cgroupMode,
       classStore,
       client,
       containerd,
       devices: scanner,
+      dra,
       grants: new GrantRecord({stateDir: flags['state-dir']}),
       logger: log,
       maxWaitMs: options.maxWaitMs,
@@ -92,9 +116,10 @@ Containers ask by resource limit devices.nfdctl.io/<class> (the agent also serve
       quietMs: options.quietMs,
       workers: options.workers,
     })
+    agentRef = agent
     const health = new HealthServer({host: options.metricsHost, port: options.metricsPort, readiness: () => agent.status(), registry})
     if (options.metricsPort > 0) await health.start()
-    log.info({containerd: flags['containerd-address'], metricsPort: options.metricsPort, stateDir: flags['state-dir']}, 'devices agent starting')
+    log.info({containerd: flags['containerd-address'], dra: flags.dra, metricsPort: options.metricsPort, stateDir: flags['state-dir']}, 'devices agent starting')
     await agent.start(this.signal)
     await untilAborted(this.signal)
     log.info({reason: this.signal.reason instanceof Error ? this.signal.reason.message : String(this.signal.reason)}, 'shutting down; granted access stays')

@@ -20,6 +20,7 @@ export type RefusalReason =
   | 'annotation-access-off'
   | 'namespace-not-admitted'
   | 'allocation-device'
+  | 'allocation-dra'
   | 'capacity'
   | 'unknown-class'
   | 'bad-annotation'
@@ -89,6 +90,11 @@ export function decideAccess(input: PolicyInput): PolicyDecision {
     if (request.annotationProblem !== undefined) refuse(request, {class: '-', message: request.annotationProblem, reason: 'bad-annotation'})
     for (const [name, via] of request.classes) {
       const deviceClass = input.classes.get(name)
+      // The scheduler allocated the claim and kubelet had it prepared for this pod: DRA's rules decided.
+      if (via === 'claim') {
+        allow(request, name, via)
+        continue
+      }
       if (via === 'limit') {
         // An unknown class by limit gives nothing (wantedAccess) and needs no word: kubelet would not have
         // admitted the pod without the resource.
@@ -158,6 +164,15 @@ function annotationRefusal(request: ContainerRequest, name: string, deviceClass:
       message:
         `DeviceClass (devices.nfdctl.io) ${name} has allocation Device, whose devices kubelet gives one container each, so the annotation ${annotation} `
         + `cannot take them; ask with the resource limit ${limit}: 1`,
+    }
+  }
+  if (deviceClass.spec.allocation === 'DRA') {
+    return {
+      class: name,
+      reason: 'allocation-dra',
+      message:
+        `DeviceClass (devices.nfdctl.io) ${name} has allocation DRA, whose devices are allocated by ResourceClaim, so the annotation ${annotation} `
+        + `cannot take them; ask with a ResourceClaim of the resource.k8s.io DeviceClass ${name}.${resourceDomain}`,
     }
   }
   const policy = deviceClass.spec.annotationAccess

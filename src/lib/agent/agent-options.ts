@@ -16,6 +16,9 @@ export interface RawAgentFlags extends RawObserveFlags {
   readonly 'plugin-dir': string
   readonly 'pod-resources-socket': string
   readonly 'state-dir': string
+  readonly 'kubelet-dir': string
+  readonly 'cdi-dir': string
+  readonly 'udev-data-dir': string
 }
 
 export interface AgentOptions extends ObserveOptions {
@@ -35,7 +38,7 @@ export function agentOptionsFrom(flags: RawAgentFlags, stdoutIsTty: boolean, sou
   if (maxWaitMs < quietMs) throw new UsageError(`--batch-max-wait (${flags['batch-max-wait']}) must be at least --batch-quiet (${flags['batch-quiet']})`)
   if (!Number.isInteger(flags.workers) || flags.workers < 1 || flags.workers > 64) throw new UsageError(`--workers must be a whole number from 1 to 64, got ${flags.workers}`)
   if (!(cgroupModes as readonly string[]).includes(flags['cgroup-mode'])) throw new UsageError(`--cgroup-mode must be one of ${cgroupModes.join(', ')}, got "${flags['cgroup-mode']}"`)
-  for (const flag of ['containerd-address', 'containerd-namespace', 'plugin-dir', 'pod-resources-socket', 'state-dir'] as const) {
+  for (const flag of ['containerd-address', 'containerd-namespace', 'plugin-dir', 'pod-resources-socket', 'state-dir', 'kubelet-dir', 'cdi-dir', 'udev-data-dir'] as const) {
     if (flags[flag].trim() === '') throw new UsageError(`--${flag} must not be empty; leave it out for its default`)
   }
   const nodeName = ownNodeName(flags['node-name'], sources)

@@ -3,6 +3,7 @@ import {DeviceWatcher, type DeviceSource} from '../devices/device-watcher.js'
 import {Informer, MetadataInformer} from '../kube/informer.js'
 import type {KubeClient} from '../kube/kube-client.js'
 import type {Logger} from '../observe/logger.js'
+import type {DraDriver} from '../dra/dra-driver.js'
 import type {PluginSet} from '../plugins/plugin-set.js'
 import type {ContainerdClient, RuntimeContainer} from '../runtime/containerd-client.js'
 import type {AgentMetrics} from './agent-metrics.js'
@@ -18,6 +19,8 @@ export interface ChangeSourcesOptions {
   /** Kept in step with uevents, and the plugins' lists with them, before the agent hears of the change. */
   readonly members: ClassMembers
   readonly plugins: PluginSet
+  /** The DRA driver, when on: its pool follows the same device events. */
+  readonly dra?: DraDriver
   readonly logger: Logger
   readonly metrics: AgentMetrics
   /** Something that can change a container's access happened (named for the logs). */
@@ -56,6 +59,7 @@ export class ChangeSources {
       onEvent: ({action, device}) => {
         const touched = members.deviceEvent(action, device)
         plugins.publish(touched)
+        options.dra?.publish(touched)
         // A device in no class (most of a node's uevents) changes no container's access.
         if (touched.size > 0) onChange(`device ${action} ${device.devName}`)
       },

@@ -173,6 +173,11 @@ export class ClassStore {
     return this.#view
   }
 
+  /** The cluster's classes (their last valid spec), whichever nodes they select. */
+  get clusterClasses(): DeviceClass[] {
+    return [...this.#lastValid.values()]
+  }
+
   /** True once the cluster's classes and the node's labels have been read. */
   get synced(): boolean {
     return this.#synced

@@ -5,8 +5,11 @@ import type {ObjectMeta} from '../kube/resource.js'
 import {resourceDomain, stableDeviceId} from '../plugins/class-allocation.js'
 import type {DeviceRule} from '../runtime/device-cgroup.js'
 
-/** How a container asked for a class: a resource limit (kubelet allocated it) or the pod annotation. */
-export type RequestedVia = 'limit' | 'annotation'
+/**
+ * How a container asked for a class: a resource limit (kubelet allocated it), the pod annotation, or a
+ * ResourceClaim the DRA driver prepared (the devices are the claim's).
+ */
+export type RequestedVia = 'limit' | 'annotation' | 'claim'
 
 /** One container of a pod on this node and the classes it asked for. */
 export interface ContainerRequest {
@@ -150,15 +153,20 @@ export interface WantedAccessInput {
   readonly classes: ReadonlyMap<string, DeviceClass>
   /** The devices of each class present now. */
   readonly members: ReadonlyMap<string, readonly Device[]>
-  /** Device allocation: the device IDs kubelet gave this container, per class (from PodResources). */
+  /**
+   * Device allocation: the stable IDs of the devices given to this container, per class: kubelet's (from
+   * PodResources) by limit, the prepared claims' with allocation DRA.
+   */
   readonly allocated: ReadonlyMap<string, readonly string[]>
 }
 
 /**
  * The devices a container should have now, by device id (b7:0): every device present in a Class-allocation
  * class it holds; for Device allocation requested by limit, only the devices kubelet allocated to it (by
- * stable ID); by annotation (which the class's access policy admitted: only allocation Class), every device
- * of the class. A device in two classes gets the union of their permissions. Unknown classes give nothing.
+ * stable ID); for DRA allocation, only its claims' devices (by stable ID, so a device plugged in again under
+ * another kernel name is its again); by annotation (which the class's access policy admitted: only allocation
+ * Class), every device of the class. A device in two classes gets the union of their permissions. Unknown
+ * classes give nothing.
  */
 export function wantedAccess(input: WantedAccessInput): Map<string, DeviceAccess> {
   const wanted = new Map<string, DeviceAccess>()
@@ -167,8 +175,11 @@ export function wantedAccess(input: WantedAccessInput): Map<string, DeviceAccess
     if (deviceClass === undefined) continue
     const allocated = new Set(input.allocated.get(name) ?? [])
     for (const device of input.members.get(name) ?? []) {
-      // Never another container's device: with allocation Device only kubelet's answer counts, however asked.
-      if (deviceClass.spec.allocation === 'Device' && (via !== 'limit' || !allocated.has(stableDeviceId(device)))) continue
+      // Never another container's device: with allocation Device only kubelet's answer counts, with DRA only
+      // the claim's, however asked.
+      const allocatedVia = {Class: undefined, DRA: 'claim', Device: 'limit'}[deviceClass.spec.allocation]
+      if (via === 'claim' && allocatedVia !== 'claim') continue
+      if (allocatedVia !== undefined && (via !== allocatedVia || !allocated.has(stableDeviceId(device)))) continue
       const before = wanted.get(device.id)?.access ?? ''
       wanted.set(device.id, {access: unionAccess(before, deviceClass.spec.permissions), device})
     }

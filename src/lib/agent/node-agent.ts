@@ -5,6 +5,7 @@ import {EventBatcher} from '../event-batcher.js'
 import type {KubeClient} from '../kube/kube-client.js'
 import {NativeMemoryTrim} from '../memory.js'
 import type {Logger} from '../observe/logger.js'
+import type {DraDriver} from '../dra/dra-driver.js'
 import type {PluginSet} from '../plugins/plugin-set.js'
 import type {ContainerdClient} from '../runtime/containerd-client.js'
 import type {CgroupMode} from '../runtime/device-cgroup.js'
@@ -28,6 +29,8 @@ export interface NodeAgentOptions {
   readonly members: ClassMembers
   /** The classes' kubelet device plugins over the same members (started by start()). */
   readonly plugins: PluginSet
+  /** The DRA driver of the classes with allocation DRA (started by start()); undefined leaves them unserved. */
+  readonly dra?: DraDriver
   /** Where devices come from (a SysfsScanner). */
   readonly devices: DeviceSource
   readonly podResourcesSocket: string
@@ -56,6 +59,8 @@ export class NodeAgent {
   readonly #status: StatusReporter
   readonly #trim: NativeMemoryTrim
   #classNames = ''
+  /** DRA classes that no driver serves (the agent runs without --dra), said once per set. */
+  #unservedDra = ''
 
   constructor(readonly options: NodeAgentOptions) {
     const {client, logger, metrics, nodeName} = options
@@ -66,6 +71,7 @@ export class NodeAgent {
     this.#status = new StatusReporter({client, logger, metrics, nodeName, retry: () => changed('status retry')})
     this.#trim = new NativeMemoryTrim((returnedMb, rssMb) => logger.debug({returnedMb, rssMb}, 'free native memory returned to the kernel'))
     const reconciler = new NodeReconciler({
+      claimed: options.dra === undefined ? undefined : (container) => options.dra!.claimed(container),
       classes: () => options.classStore.view,
       containers: () => this.#sources.containers(),
       logger,
@@ -98,7 +104,9 @@ export class NodeAgent {
 
   status(): {ready: boolean; reason: string} {
     const waiting = this.#sources.notReady()
-    return waiting === undefined ? this.options.plugins.status() : {ready: false, reason: waiting}
+    if (waiting !== undefined) return {ready: false, reason: waiting}
+    const servers = [this.options.plugins.status(), ...(this.options.dra === undefined ? [] : [this.options.dra.status()])]
+    return {ready: servers.every((s) => s.ready), reason: servers.map((s) => s.reason).join('; ')}
   }
 
   /** Classes first (from the cluster, or persisted when it does not answer), then devices, the plugins, pods and containerd. */
@@ -117,8 +125,14 @@ export class NodeAgent {
     this.#setClasses(classStore.view)
     await this.#sources.start(signal)
     await plugins.start()
+    await this.options.dra?.start(signal)
     this.#sources.follow(signal)
     this.#batcher.add('start')
+  }
+
+  /** Something outside the agent's sources changed what a container may hold (a claim prepared): a batch follows. */
+  changed(what: string): void {
+    this.#batcher.add(what)
   }
 
   /** Stops watching; granted access stays in place (running pods keep their devices). */
@@ -130,6 +144,7 @@ export class NodeAgent {
     this.#trim.stop()
     await this.#status.stop()
     await this.options.plugins.stop()
+    await this.options.dra?.stop()
   }
 
   /** Every present device is placed in the new classes, and the plugins follow. */
@@ -137,6 +152,12 @@ export class NodeAgent {
     this.options.metrics.invalidClasses.set(view.invalid.length)
     this.options.members.setClasses(view.applicable)
     this.options.plugins.classesChanged()
+    this.options.dra?.classesChanged()
+    const unserved = this.options.dra === undefined ? view.applicable.filter((c) => c.spec.allocation === 'DRA').map((c) => c.metadata.name) : []
+    if (unserved.join(',') !== this.#unservedDra && unserved.length > 0) {
+      this.#log.warn({classes: unserved}, 'these classes have allocation DRA, which only the DRA driver serves; start the agent with --dra')
+    }
+    this.#unservedDra = unserved.join(',')
     const names = view.applicable.map((c) => c.metadata.name)
     if (names.join(',') === this.#classNames) return
     this.#classNames = names.join(',')

@@ -12,7 +12,7 @@ import type {ListedContainers} from './change-sources.js'
 import type {ClassView} from './class-store.js'
 import {containerRequests, requestKey, type ContainerRequest, type NodePod} from './container-access.js'
 import type {ContainerReconciler} from './container-reconciler.js'
-import {containersToReconcile} from './reconcile-plan.js'
+import {containersToReconcile, type ClaimedDevices} from './reconcile-plan.js'
 import type {RefusalNotices} from './refusal-notices.js'
 import type {Holder, StatusReporter} from './status-reporter.js'
 
@@ -31,6 +31,8 @@ export interface NodeReconcilerOptions {
   /** A namespace's labels; undefined when it is not known (yet). */
   readonly namespaceLabels: (name: string) => Readonly<Record<string, string>> | undefined
   readonly reconciler: ContainerReconciler
+  /** The devices containers hold by ResourceClaim (the DRA driver's prepared claims); none without it. */
+  readonly claimed?: ClaimedDevices
   readonly notices: RefusalNotices
   readonly status: StatusReporter
   readonly logger: Logger
@@ -73,7 +75,7 @@ export class NodeReconciler {
     if (listed === undefined) return
     const {containers, running, touchedAt} = listed
     const listedAt = performance.now()
-    const work = containersToReconcile({containers, mayHold: this.#mayHold, requests, running})
+    const work = containersToReconcile({claimed: this.options.claimed, containers, mayHold: this.#mayHold, requests, running})
     // A class asked for by limit: whether kubelet allocated it (and with allocation Device, which devices) is PodResources'.
     const byLimit = (r: ContainerRequest): boolean => [...r.classes].some(([name, via]) => via === 'limit' && classes.has(name))
     const allocations = work.some((w) => byLimit(w.request)) ? await this.#podResources() : []
@@ -113,7 +115,10 @@ export class NodeReconciler {
           }
           if (allocations === undefined && byLimit(request)) return
           const allocated = new Map(
-            [...request.classes.keys()].map((name) => [name, allocatedDevices(allocations ?? [], {name: request.pod, namespace: request.namespace}, request.container, resourceNameOf(name))]),
+            [...request.classes].map(([name, via]) => [
+              name,
+              via === 'claim' ? (w.claimed?.get(name) ?? []) : allocatedDevices(allocations ?? [], {name: request.pod, namespace: request.namespace}, request.container, resourceNameOf(name)),
+            ]),
           )
           try {
             // Still holding class devices (a revoke that failed): looked at again in the next batch.

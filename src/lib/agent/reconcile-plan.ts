@@ -16,7 +16,12 @@ export interface ContainerWork {
    * grant made before the policy, or lost from the record, is taken back too).
    */
   readonly asked: boolean
+  /** The stable IDs of its prepared claims' devices, per DRA class. */
+  readonly claimed?: ReadonlyMap<string, readonly string[]>
 }
+
+/** A container's devices by ResourceClaim, per DRA class (stable IDs); undefined when it holds no claim. */
+export type ClaimedDevices = (container: RuntimeContainer) => ReadonlyMap<string, readonly string[]> | undefined
 
 export interface WorkInput {
   /** containerd's workload containers (no sandboxes). */
@@ -30,33 +35,35 @@ export interface WorkInput {
    * is taken back); undefined looks at every running container, as the first batch does.
    */
   readonly mayHold: ReadonlySet<string> | undefined
+  /** The devices each container holds by ResourceClaim (with the DRA driver on). */
+  readonly claimed?: ClaimedDevices
 }
 
-/** Pure: the running containers to reconcile: those that ask for classes, and those that may still hold some. */
+/**
+ * Pure: the running containers to reconcile: those that ask for classes (by limit or annotation in their
+ * pod, or by a claim prepared for it), and those that may still hold some.
+ */
 export function containersToReconcile(input: WorkInput): ContainerWork[] {
   const work: ContainerWork[] = []
   for (const container of input.containers) {
     const pid = input.running.get(container.id)
     const l = container.labels
     if (pid === undefined || l[criLabels.kind] === 'sandbox') continue
-    const request = requestOfContainer(l, input.requests)
-    if (request !== undefined) work.push({asked: request.classes.size > 0, container, pid, request})
-    else if (input.mayHold === undefined || input.mayHold.has(container.id)) {
-      work.push({
-        asked: false,
-        container,
-        pid,
-        request: {
-          classes: new Map(),
-          container: l[criLabels.container] ?? '',
-          namespace: l[criLabels.namespace] ?? '',
-          pod: l[criLabels.pod] ?? '',
-          podUid: l[criLabels.podUid] ?? '',
-        },
-      })
-    }
+    const claimed = input.claimed?.(container)
+    const asked = requestOfContainer(l, input.requests)
+    const request =
+      claimed === undefined || claimed.size === 0
+        ? asked
+        : {...(asked ?? requestOfLabels(l)), classes: new Map([...(asked?.classes ?? []), ...[...claimed.keys()].map((name) => [name, 'claim'] as const)])}
+    if (request !== undefined) work.push({asked: request.classes.size > 0, claimed, container, pid, request})
+    else if (input.mayHold === undefined || input.mayHold.has(container.id)) work.push({asked: false, container, pid, request: requestOfLabels(l)})
   }
   return work
+}
+
+/** A container's request as its CRI labels name it, asking for nothing (yet). */
+function requestOfLabels(l: Readonly<Record<string, string>>): ContainerRequest {
+  return {classes: new Map(), container: l[criLabels.container] ?? '', namespace: l[criLabels.namespace] ?? '', pod: l[criLabels.pod] ?? '', podUid: l[criLabels.podUid] ?? ''}
 }
 
 export interface ContainerPlanInput {

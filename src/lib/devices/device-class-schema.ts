@@ -303,7 +303,7 @@ const spec: SchemaNode = {
   'x-kubernetes-validations': [
     {
       rule: "!has(self.annotationAccess) || self.allocation == 'Class'",
-      message: 'annotationAccess applies only to allocation Class: with allocation Device each device is a unit kubelet gives one container',
+      message: 'annotationAccess applies only to allocation Class: with allocation Device or DRA each device is a unit given to one container',
       fieldPath: '.annotationAccess',
       reason: 'FieldValueForbidden',
       check: (self) =>
@@ -311,7 +311,8 @@ const spec: SchemaNode = {
           ? [
               {
                 at: ['annotationAccess'],
-                message: 'annotationAccess applies only to allocation Class (with allocation Device each device is a unit kubelet gives one container); remove it, or ask by resource limit',
+                message:
+                  'annotationAccess applies only to allocation Class (with allocation Device or DRA each device is a unit given to one container); remove it, or ask by resource limit or ResourceClaim',
               },
             ]
           : [],
@@ -354,11 +355,12 @@ const spec: SchemaNode = {
       'x-nfdctl-text': {is: 'letters from r, w, m, each once'},
     },
     allocation: {
-      description: 'Class: a container gets every device of the class, now and later. Device: each device is one schedulable unit.',
+      description:
+        'Class: a container gets every device of the class, now and later. Device: each device is one schedulable unit (kubelet device plugin). DRA: each device is allocated through Dynamic Resource Allocation (ResourceClaims of the resource.k8s.io DeviceClass <class>.devices.nfdctl.io), served by devices agent --dra.',
       type: 'string',
       default: deviceClassDefaults.allocation,
-      enum: ['Class', 'Device'],
-      'x-nfdctl-text': {is: 'Class or Device'},
+      enum: ['Class', 'Device', 'DRA'],
+      'x-nfdctl-text': {is: 'Class, Device or DRA'},
     },
     // No server-side default on purpose: capacity applies only to allocation Class, and a default would be
     // written into allocation Device objects too, which the CEL rule on spec rejects.

@@ -47,8 +47,11 @@ export interface DeviceClassSpec {
   readonly match: readonly MatchRule[]
   /** Subset of r, w, m; default "rw". */
   readonly permissions: string
-  /** Class: a container gets every device of the class; Device: each device is one schedulable unit. */
-  readonly allocation: 'Class' | 'Device'
+  /**
+   * Class: a container gets every device of the class; Device: each device is one schedulable unit of the
+   * class's device plugin; DRA: each device is allocated through ResourceClaims (`devices agent --dra`).
+   */
+  readonly allocation: 'Class' | 'Device' | 'DRA'
   /** Class mode: how many containers may hold the class at once (default 1). */
   readonly capacity: number
 }

@@ -2,6 +2,7 @@ import {watch, type FSWatcher} from 'node:fs'
 import {mkdir} from 'node:fs/promises'
 
 import type {ClassMembers} from '../devices/class-members.js'
+import type {DeviceClass} from '../devices/types.js'
 import {errorMessage} from '../errors.js'
 import type {Logger} from '../observe/logger.js'
 import {cdiSpecOf, CdiSpecWriter} from './cdi-spec.js'
@@ -48,7 +49,8 @@ export class PluginSet {
             options.metrics.errors.inc({class: name, kind: 'cdi'})
             this.#log.error({class: name, cdiDir: options.cdiDir, err: errorMessage(error)}, 'cannot write the CDI spec')
           })
-    for (const deviceClass of options.members.classes) this.#plugins.set(deviceClass.metadata.name, PluginRegistration.ofClass(deviceClass, {...this.options, cdi: this.options.cdiDir !== undefined}))
+    for (const deviceClass of pluginClasses(options.members.classes))
+      this.#plugins.set(deviceClass.metadata.name, PluginRegistration.ofClass(deviceClass, {...this.options, cdi: this.options.cdiDir !== undefined}))
   }
 
   get classNames(): string[] {
@@ -75,7 +77,7 @@ export class PluginSet {
    * when changed, a new one. Every list goes to kubelet again.
    */
   classesChanged(): void {
-    const next = new Map(this.options.members.classes.map((c) => [c.metadata.name, c]))
+    const next = new Map(pluginClasses(this.options.members.classes).map((c) => [c.metadata.name, c]))
     for (const [name, plugin] of this.#plugins) {
       const wanted = next.get(name)
       if (wanted !== undefined && JSON.stringify(wanted.spec) === JSON.stringify(plugin.allocation.deviceClass.spec)) continue
@@ -149,3 +151,6 @@ export class PluginSet {
     this.#cdi?.write(allocation.name, cdiSpecOf(allocation.name, allocation.presentDevices(), deviceClass.spec.permissions))
   }
 }
+
+/** The classes served by a device plugin: all but those allocated through DRA (the DRA driver's). */
+const pluginClasses = (classes: readonly DeviceClass[]): DeviceClass[] => classes.filter((c) => c.spec.allocation !== 'DRA')

@@ -16,6 +16,8 @@ export interface RuntimeContainer {
 
 /** The parts of an OCI runtime spec nfdctl reads. */
 export interface OciSpec {
+  /** The container's environment, `NAME=value` (CDI edits land here too). */
+  readonly process?: {readonly env?: readonly string[]}
   readonly linux?: {
     readonly cgroupsPath?: string
     readonly resources?: {readonly devices?: readonly OciDeviceCgroup[]}

@@ -5,14 +5,17 @@ import {agentOptionsFrom, type RawAgentFlags} from '../../../src/lib/agent/agent
 const defaults: RawAgentFlags = {
   'batch-max-wait': '1s',
   'batch-quiet': '0s',
+  'cdi-dir': '/var/run/cdi',
   'cgroup-mode': 'auto',
   'containerd-address': '/run/containerd/containerd.sock',
   'containerd-namespace': 'k8s.io',
+  'kubelet-dir': '/var/lib/kubelet',
   'log-level': 'info',
   'metrics-port': 0,
   'plugin-dir': '/var/lib/kubelet/device-plugins',
   'pod-resources-socket': '/var/lib/kubelet/pod-resources/kubelet.sock',
   'state-dir': '/var/lib/nfdctl/agent',
+  'udev-data-dir': '/run/udev/data',
   workers: 4,
 }
 const host = {env: {}, hostname: 'worker-7'}

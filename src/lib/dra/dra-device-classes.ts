@@ -1,0 +1,119 @@
+import {deviceClassApiVersion, type DeviceClass} from '../devices/types.js'
+import {errorMessage} from '../errors.js'
+import {isStatus} from '../kube/api-error.js'
+import type {KubeClient} from '../kube/kube-client.js'
+import type {Logger} from '../observe/logger.js'
+import {classAttribute, draDriver} from './resource-slices.js'
+
+const suffix = `.${draDriver}`
+
+/** The resource.k8s.io DeviceClass of a devices.nfdctl.io class: `<class>.devices.nfdctl.io`, named like other drivers' classes. */
+export const draClassName = (className: string): string => `${className}${suffix}`
+
+/** The devices.nfdctl.io class behind a resource.k8s.io DeviceClass name; undefined for another driver's class. */
+export function className(draClass: string): string | undefined {
+  return draClass.endsWith(suffix) && draClass.length > suffix.length ? draClass.slice(0, -suffix.length) : undefined
+}
+
+/** Says which devices.nfdctl.io class a resource.k8s.io DeviceClass stands for. */
+export const classLabel = `${draDriver}/class`
+
+/** The CEL selector of a class: this driver's devices that carry the class's attribute. */
+export function classSelector(name: string): string {
+  return `device.driver == "${draDriver}" && "${classAttribute(name)}" in device.attributes["${draDriver}"]`
+}
+
+export interface DraDeviceClass {
+  readonly apiVersion: 'resource.k8s.io/v1'
+  readonly kind: 'DeviceClass'
+  readonly metadata: {
+    readonly name: string
+    readonly labels: Readonly<Record<string, string>>
+    readonly ownerReferences?: ReadonlyArray<{readonly apiVersion: string; readonly kind: string; readonly name: string; readonly uid: string}>
+  }
+  readonly spec: {readonly selectors: ReadonlyArray<{readonly cel: {readonly expression: string}}>}
+}
+
+/**
+ * Pure: the resource.k8s.io DeviceClass of a DRA class, the same from every node (so that agents applying
+ * it never undo each other), owned by the devices.nfdctl.io class so that it goes when that class goes.
+ */
+export function draDeviceClassOf(deviceClass: DeviceClass): DraDeviceClass {
+  const {name, uid} = deviceClass.metadata
+  return {
+    apiVersion: 'resource.k8s.io/v1',
+    kind: 'DeviceClass',
+    metadata: {
+      labels: {'app.kubernetes.io/managed-by': 'nfdctl', [classLabel]: name},
+      name: draClassName(name),
+      ownerReferences: uid === undefined ? undefined : [{apiVersion: deviceClassApiVersion, kind: 'DeviceClass', name, uid}],
+    },
+    spec: {selectors: [{cel: {expression: classSelector(name)}}]},
+  }
+}
+
+const draClassesPath = '/apis/resource.k8s.io/v1/deviceclasses'
+
+export interface DraDeviceClassesOptions {
+  readonly client: KubeClient
+  readonly logger: Logger
+  /** Counts a failed write. */
+  readonly onError: () => void
+}
+
+/**
+ * Keeps a resource.k8s.io DeviceClass for each DRA class of the cluster (all of them, not only this node's:
+ * every agent applies the same objects with the same field manager, so they agree), and deletes the ones
+ * it made for classes that are gone or no longer DRA. Writes only what changed since the last success.
+ */
+export class DraDeviceClasses {
+  readonly #applied = new Map<string, string>()
+  #queue: Promise<void> = Promise.resolve()
+  #listed = false
+
+  constructor(readonly options: DraDeviceClassesOptions) {}
+
+  /** Brings the cluster's resource.k8s.io DeviceClasses in step with these classes (the cluster's valid ones). */
+  sync(classes: readonly DeviceClass[]): Promise<void> {
+    this.#queue = this.#queue
+      .then(() => this.#sync(classes))
+      .catch((error: unknown) => {
+        this.options.onError()
+        this.options.logger.warn({err: errorMessage(error)}, 'cannot update the resource.k8s.io DeviceClasses; retried with the next class change')
+        this.#applied.clear()
+      })
+    return this.#queue
+  }
+
+  async #sync(classes: readonly DeviceClass[]): Promise<void> {
+    const {client, logger} = this.options
+    const wanted = new Map(classes.filter((c) => c.spec.allocation === 'DRA' && c.metadata.uid !== undefined).map((c) => [draClassName(c.metadata.name), draDeviceClassOf(c)]))
+    for (const [name, object] of wanted) {
+      const key = JSON.stringify(object)
+      if (this.#applied.get(name) === key) continue
+      await client.request('PATCH', `${draClassesPath}/${encodeURIComponent(name)}`, {
+        body: object,
+        contentType: 'application/apply-patch+yaml',
+        query: {fieldManager: 'nfdctl-agent', force: true},
+      })
+      if (!this.#applied.has(name)) logger.info({deviceClass: name}, `resource.k8s.io DeviceClass ${name} applied`)
+      this.#applied.set(name, key)
+    }
+    // The first sync also finds classes made before this agent started.
+    const made = this.#listed ? [...this.#applied.keys()] : await this.#listMade()
+    this.#listed = true
+    for (const name of made) {
+      if (wanted.has(name)) continue
+      await client.request('DELETE', `${draClassesPath}/${encodeURIComponent(name)}`).catch((error: unknown) => {
+        if (!isStatus(error, 'NotFound')) throw error
+      })
+      this.#applied.delete(name)
+      logger.info({deviceClass: name}, `resource.k8s.io DeviceClass ${name} deleted: its class is gone or no longer DRA`)
+    }
+  }
+
+  async #listMade(): Promise<string[]> {
+    const list = await this.options.client.request<{items?: Array<{metadata: {name: string}}>}>('GET', draClassesPath, {query: {labelSelector: classLabel}})
+    return (list.items ?? []).map((i) => i.metadata.name)
+  }
+}

@@ -1,0 +1,304 @@
+import {watch, type FSWatcher} from 'node:fs'
+import {join} from 'node:path'
+
+import {criLabels} from '../agent/container-access.js'
+import type {ClassMembers} from '../devices/class-members.js'
+import type {Device, DeviceClass} from '../devices/types.js'
+import {errorMessage} from '../errors.js'
+import {isStatus} from '../kube/api-error.js'
+import type {KubeClient} from '../kube/kube-client.js'
+import type {Logger} from '../observe/logger.js'
+import type {RuntimeContainer} from '../runtime/containerd-client.js'
+import {claimCdiSpec, claimDeviceEnv, removeClaimCdi, writeClaimCdi} from './claim-cdi.js'
+import {prepareClaim, type ResourceClaimObject} from './claim-preparation.js'
+import {ClaimStatusWriter} from './claim-status-writer.js'
+import {claimDeviceStatuses, devicesHealth} from './device-health.js'
+import {DraDeviceClasses} from './dra-device-classes.js'
+import type {DraMetrics} from './dra-metrics.js'
+import {DraPluginServer} from './dra-plugin-server.js'
+import type {ClaimRef, NodePrepareResourcesResponse, NodeUnprepareResourcesResponse, NodeWatchResourcesResponse} from './kubelet-dra-api.js'
+import {PreparedClaims, type PreparedClaim} from './prepared-claims.js'
+import {draDriver, nodeDevicesOf, type NodeDevices} from './resource-slices.js'
+import {SlicePublisher} from './slice-publisher.js'
+
+export interface DraDriverOptions {
+  readonly nodeName: string
+  readonly client: KubeClient
+  /** The node's classes and their devices, kept in step by the agent. */
+  readonly members: ClassMembers
+  /** The cluster's valid classes, every node's (their resource.k8s.io DeviceClasses are kept from here). */
+  readonly clusterClasses: () => readonly DeviceClass[]
+  /** kubelet's root directory: plugins_registry/ and plugins/ are below it. */
+  readonly kubeletDir: string
+  /** Where claim CDI specs go: a directory the runtime reads (containerd's cdi_spec_dirs). */
+  readonly cdiDir: string
+  /** Where prepared claims are recorded. */
+  readonly stateDir: string
+  readonly logger: Logger
+  readonly metrics: DraMetrics
+  /** The devices a container may hold changed (a claim prepared or unprepared): the agent runs a batch. */
+  readonly onClaimsChanged: () => void
+}
+
+/**
+ * The DRA driver devices.nfdctl.io on this node: publishes the devices of the node's DRA classes as its
+ * pool of ResourceSlices, keeps a resource.k8s.io DeviceClass per DRA class, and serves kubelet's DRA
+ * plugin: a prepared claim is a CDI spec per claim (its device nodes, by kernel name) and a record under
+ * --state-dir. Device health follows the devices: an unplugged device of a claim is Unhealthy on kubelet's
+ * stream and not Ready in the claim's status until the same device (stable ID) is back; the agent gives it
+ * back to the claim's containers (claimed()).
+ */
+export class DraDriver {
+  readonly #log: Logger
+  readonly #slices: SlicePublisher
+  readonly #deviceClasses: DraDeviceClasses
+  readonly #server: DraPluginServer
+  readonly #claims: PreparedClaims
+  readonly #status: ClaimStatusWriter
+  #devices: NodeDevices = {byName: new Map(), devices: [], dropped: new Map()}
+  #registered: boolean | undefined
+  #watcher: FSWatcher | undefined
+  #checking: Promise<void> = Promise.resolve()
+  #stopped = false
+  /** Devices whose classes did not all fit in the slice, said once. */
+  readonly #toldDropped = new Set<string>()
+
+  constructor(readonly options: DraDriverOptions) {
+    const {client, logger, metrics, nodeName} = options
+    this.#log = logger.child({driver: draDriver})
+    this.#slices = new SlicePublisher({
+      client,
+      logger: this.#log,
+      nodeName,
+      onError: () => metrics.errors.inc({kind: 'slices'}),
+      onPublished: (devices) => metrics.publishedDevices.set(devices.length),
+    })
+    this.#deviceClasses = new DraDeviceClasses({client, logger: this.#log, onError: () => metrics.errors.inc({kind: 'deviceclasses'})})
+    this.#claims = new PreparedClaims(options.stateDir)
+    this.#status = new ClaimStatusWriter(client, nodeName, this.#log, () => metrics.errors.inc({kind: 'claim-status'}))
+    this.#server = new DraPluginServer({
+      handlers: {
+        health: () => this.#health(),
+        prepare: (claims) => this.#prepare(claims),
+        registered: (ok, error) => this.#registeredChanged(ok, error),
+        unprepare: (claims) => this.#unprepare(claims),
+      },
+      logger: this.#log,
+      pluginDir: join(options.kubeletDir, 'plugins', draDriver),
+      registrationDir: join(options.kubeletDir, 'plugins_registry'),
+    })
+  }
+
+  get registrationSocket(): string {
+    return this.#server.registrationSocket
+  }
+
+  /** Loads the prepared claims, publishes the pool, then serves kubelet (which may call at once). */
+  async start(signal: AbortSignal): Promise<void> {
+    try {
+      await this.#claims.load()
+    } catch (error) {
+      this.options.metrics.errors.inc({kind: 'state'})
+      this.#log.warn({err: errorMessage(error), file: this.#claims.file}, 'the record of prepared claims cannot be used; kubelet prepares its claims again as pods start')
+    }
+    this.options.metrics.preparedClaims.set(this.#claims.all().length)
+    this.#recompute()
+    await this.#slices.start(signal)
+    this.classesChanged()
+    await this.#server.serve()
+    // kubelet does not remove our registration socket, but an operator or a wiped directory may.
+    this.#watcher = watch(join(this.options.kubeletDir, 'plugins_registry'), () => void this.#check())
+    this.#watcher.on('error', (error) => this.#log.warn({err: errorMessage(error)}, 'cannot watch the plugin registration directory'))
+    this.#writeStatuses()
+  }
+
+  async stop(): Promise<void> {
+    this.#stopped = true
+    this.#watcher?.close()
+    await this.#checking
+    await this.#server.close()
+    await this.#slices.stop()
+  }
+
+  /** Ready once kubelet has registered the driver. */
+  status(): {ready: boolean; reason: string} {
+    if (this.#registered === true) return {ready: true, reason: `DRA driver ${draDriver} registered`}
+    return {ready: false, reason: `DRA driver ${draDriver}: ${this.#registered === false ? 'kubelet refused the registration' : 'waiting for kubelet to register it'}`}
+  }
+
+  /** Classes changed: the pool, the resource.k8s.io DeviceClasses and the health follow. */
+  classesChanged(): void {
+    void this.#deviceClasses.sync(this.options.clusterClasses())
+    this.publish(new Set(this.options.members.classNames), true)
+  }
+
+  /** Devices of these classes came or went: the pool, health and claim statuses follow (only when a DRA class is among them). */
+  publish(classes: ReadonlySet<string>, everything = false): void {
+    if (!everything && !this.options.members.classes.some((c) => c.spec.allocation === 'DRA' && classes.has(c.metadata.name))) return
+    this.#recompute()
+    this.#server.pushHealth()
+    this.#writeStatuses()
+  }
+
+  /**
+   * The devices a container holds by ResourceClaim, per class (stable IDs): read from the marker variables its
+   * claims' CDI devices put in its OCI spec, and honoured only for a claim prepared here, reserved for the
+   * container's pod, and holding that device. A marker a pod set itself gets it nothing it was not allocated.
+   */
+  claimed(container: RuntimeContainer): Map<string, string[]> | undefined {
+    const env = container.spec?.process?.env
+    if (env === undefined) return undefined
+    const podUid = container.labels[criLabels.podUid]
+    let claimed: Map<string, string[]> | undefined
+    for (const entry of env) {
+      if (!entry.startsWith('NFDCTL_DRA_DEVICE_')) continue
+      const at = entry.indexOf('=')
+      const [key, uid] = [entry.slice(0, at), entry.slice(at + 1)]
+      const claim = this.#claims.get(uid)
+      if (claim === undefined || podUid === undefined || !claim.pods.includes(podUid)) continue
+      const device = claim.devices.find((d) => claimDeviceEnv(d.device) === key)
+      if (device === undefined) continue
+      claimed ??= new Map()
+      const ids = claimed.get(device.className) ?? []
+      ids.push(device.stableId)
+      claimed.set(device.className, ids)
+    }
+    return claimed
+  }
+
+  #recompute(): void {
+    const {members} = this.options
+    this.#devices = nodeDevicesOf(members.classes, (name) => members.of(name))
+    for (const [device, classes] of this.#devices.dropped) {
+      if (this.#toldDropped.has(device)) continue
+      this.#toldDropped.add(device)
+      this.#log.warn({classes, device}, 'device is in more classes than a ResourceSlice device can name; claims of these classes cannot get it')
+    }
+    this.#slices.setDevices(this.#devices.devices)
+  }
+
+  #health(): NodeWatchResourcesResponse {
+    const now = Math.floor(Date.now() / 1000)
+    return {
+      devices: devicesHealth(this.#devices.byName, this.#claims.all()).map((h) => ({
+        device: {device_name: h.device, pool_name: this.options.nodeName},
+        health: h.healthy ? 'HEALTHY' : 'UNHEALTHY',
+        health_check_timeout_seconds: 0,
+        last_updated_time: now,
+        message: h.message,
+      })),
+    }
+  }
+
+  #writeStatuses(): void {
+    const now = new Date().toISOString().replace(/\.\d+Z$/, 'Z')
+    for (const claim of this.#claims.all()) {
+      void this.#status.write(claim, claimDeviceStatuses(claim, this.options.nodeName, this.#devices.byName, now, this.#status.conditions(claim.uid)))
+    }
+  }
+
+  async #prepare(claims: readonly ClaimRef[]): Promise<NodePrepareResourcesResponse> {
+    const response: NodePrepareResourcesResponse = {claims: {}}
+    const started = performance.now()
+    for (const ref of claims) {
+      try {
+        const prepared = await this.#prepareOne(ref)
+        response.claims[ref.uid] = {
+          devices: prepared.devices.map((d) => ({cdi_device_ids: [d.cdiId], device_name: d.device, pool_name: this.options.nodeName, request_names: [d.request]})),
+          error: '',
+        }
+      } catch (error) {
+        this.options.metrics.errors.inc({kind: 'prepare'})
+        this.#log.warn({claim: `${ref.namespace}/${ref.name}`, err: errorMessage(error)}, 'cannot prepare claim')
+        response.claims[ref.uid] = {devices: [], error: errorMessage(error)}
+      }
+    }
+    this.options.metrics.prepareSeconds.observe((performance.now() - started) / 1000)
+    return response
+  }
+
+  async #prepareOne(ref: ClaimRef): Promise<PreparedClaim> {
+    const {client, members, nodeName} = this.options
+    const read = client
+      .request<ResourceClaimObject>('GET', `/apis/resource.k8s.io/v1/namespaces/${encodeURIComponent(ref.namespace)}/resourceclaims/${encodeURIComponent(ref.name)}`)
+      .catch((error: unknown) => {
+        if (isStatus(error, 'NotFound')) throw new Error(`ResourceClaim ${ref.namespace}/${ref.name} does not exist`)
+        throw error
+      })
+    const before = this.#claims.get(ref.uid)
+    // Prepared already (kubelet asks again for each pod of a shared claim, and after restarts): the same answer,
+    // with the pods the claim is reserved for now (kept as recorded when the API server does not answer). Its
+    // devices need not be present: the agent gives them back when they return.
+    if (before !== undefined) {
+      const claim = await read.catch(() => undefined)
+      const pods = (claim?.status?.reservedFor ?? []).filter((r) => r.resource === 'pods' && r.uid !== undefined).map((r) => r.uid!)
+      if (claim?.metadata.uid === ref.uid && pods.join() !== before.pods.join()) {
+        await this.#claims.set({...before, pods})
+        this.options.onClaimsChanged()
+      }
+      return this.#claims.get(ref.uid) ?? before
+    }
+    const claim = await read
+    const classes = new Map(members.classes.map((c) => [c.metadata.name, c]))
+    const made = prepareClaim({claim, classes, members: (name) => members.of(name), nodeName, uid: ref.uid})
+    if ('error' in made) throw new Error(made.error)
+    await writeClaimCdi(this.options.cdiDir, ref.uid, claimCdiSpec(ref.uid, made.devices))
+    await this.#claims.set(made.prepared)
+    this.options.metrics.preparedClaims.set(this.#claims.all().length)
+    this.#log.info({claim: `${ref.namespace}/${ref.name}`, devices: made.prepared.devices.map((d) => `${d.device} (${devNodeOf(made.devices, d.device)})`)}, 'claim prepared')
+    this.options.onClaimsChanged()
+    this.#server.pushHealth()
+    this.#writeStatuses()
+    return made.prepared
+  }
+
+  async #unprepare(claims: readonly ClaimRef[]): Promise<NodeUnprepareResourcesResponse> {
+    const response: NodeUnprepareResourcesResponse = {claims: {}}
+    for (const ref of claims) {
+      try {
+        const prepared = this.#claims.get(ref.uid)
+        await removeClaimCdi(this.options.cdiDir, ref.uid)
+        await this.#claims.delete(ref.uid)
+        if (prepared !== undefined) {
+          void this.#status.write(prepared, [])
+          this.#log.info({claim: `${ref.namespace}/${ref.name}`}, 'claim unprepared')
+        }
+        response.claims[ref.uid] = {error: ''}
+      } catch (error) {
+        this.options.metrics.errors.inc({kind: 'unprepare'})
+        response.claims[ref.uid] = {error: errorMessage(error)}
+      }
+    }
+    this.options.metrics.preparedClaims.set(this.#claims.all().length)
+    this.options.onClaimsChanged()
+    this.#server.pushHealth()
+    return response
+  }
+
+  #registeredChanged(ok: boolean, error: string): void {
+    const was = this.#registered
+    this.#registered = ok
+    this.options.metrics.registered.set(ok ? 1 : 0)
+    if (ok) {
+      if (was !== true) this.#log.info({}, `DRA driver ${draDriver}: registered with kubelet`)
+      // A kubelet that (re)starts deletes the node's slices: publish them again.
+      this.#slices.republish()
+    } else this.#log.warn({err: error}, `DRA driver ${draDriver}: kubelet refused the registration`)
+  }
+
+  /** Serves again when our sockets are gone. */
+  #check(): Promise<void> {
+    this.#checking = this.#checking.then(async () => {
+      if (this.#stopped || (await this.#server.isServing())) return
+      this.#log.info({socket: this.#server.registrationSocket}, 'our plugin sockets are gone; serving again')
+      this.#registered = undefined
+      await this.#server.serve().catch((error: unknown) => {
+        this.options.metrics.errors.inc({kind: 'serve'})
+        this.#log.error({err: errorMessage(error)}, 'cannot serve the DRA plugin')
+      })
+    })
+    return this.#checking
+  }
+}
+
+const devNodeOf = (devices: ReadonlyArray<{prepared: {device: string}; device: Device}>, name: string): string | undefined => devices.find((d) => d.prepared.device === name)?.device.devNode

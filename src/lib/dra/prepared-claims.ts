@@ -1,0 +1,115 @@
+import {mkdir, readFile} from 'node:fs/promises'
+import {join} from 'node:path'
+
+import {writeFileAtomic} from '../sys/atomic-write.js'
+
+/** One device of a prepared claim: which request got it, through which class, and the CDI device that gives it. */
+export interface PreparedDevice {
+  /** The allocation result's request name (`req` or `req/subrequest`). */
+  readonly request: string
+  /** The DRA device name (a DNS label of the stable ID). */
+  readonly device: string
+  /** The device's stable ID: the agent gives the device back under any kernel name that has it. */
+  readonly stableId: string
+  /** The devices.nfdctl.io DeviceClass the request named. */
+  readonly className: string
+  /** Subset of r, w, m: the class's permissions. */
+  readonly access: string
+  /** Fully qualified CDI device ID, as kubelet passes it to the runtime. */
+  readonly cdiId: string
+  /** Whether the request asked for admin access. */
+  readonly adminAccess?: boolean
+}
+
+/** A ResourceClaim that kubelet had the driver prepare on this node. */
+export interface PreparedClaim {
+  readonly uid: string
+  readonly namespace: string
+  readonly name: string
+  readonly devices: readonly PreparedDevice[]
+  /** The UIDs of the pods the claim was reserved for when last prepared: only their containers get its devices. */
+  readonly pods: readonly string[]
+}
+
+const version = 1
+
+/** Pure: the record as its file holds it. */
+export function encodeClaims(claims: Iterable<PreparedClaim>): string {
+  const sorted = [...claims].sort((a, b) => a.uid.localeCompare(b.uid))
+  return `${JSON.stringify({claims: sorted, version})}\n`
+}
+
+/** Pure: the claims of a record file; a file of another version or shape is refused whole (nothing half-read). */
+export function decodeClaims(text: string): PreparedClaim[] {
+  const data = JSON.parse(text) as {version?: unknown; claims?: unknown}
+  if (data.version !== version || !Array.isArray(data.claims)) throw new Error(`not a version ${version} record of prepared claims`)
+  for (const claim of data.claims as PreparedClaim[]) {
+    const ok = typeof claim?.uid === 'string' && typeof claim.namespace === 'string' && typeof claim.name === 'string' && Array.isArray(claim.devices) && Array.isArray(claim.pods)
+    if (!ok || !claim.devices.every((d) => typeof d?.device === 'string' && typeof d.stableId === 'string' && typeof d.className === 'string' && typeof d.cdiId === 'string')) {
+      throw new Error('a prepared claim in the record lacks its uid, name, devices or pods')
+    }
+  }
+  return data.claims as PreparedClaim[]
+}
+
+/**
+ * The claims prepared on this node, kept under --state-dir (written atomically before kubelet gets an
+ * answer), so that an agent that restarts answers kubelet's repeated calls the same way and keeps giving
+ * the claims' containers their devices.
+ */
+export class PreparedClaims {
+  readonly #claims = new Map<string, PreparedClaim>()
+  readonly #file: string
+  #writes: Promise<void> = Promise.resolve()
+
+  constructor(readonly stateDir: string) {
+    this.#file = join(stateDir, 'dra-claims.json')
+  }
+
+  get file(): string {
+    return this.#file
+  }
+
+  /** Reads the record; a missing file is an empty record, a damaged one is an error (the caller says so and starts empty). */
+  async load(): Promise<void> {
+    let text: string
+    try {
+      text = await readFile(this.#file, 'utf8')
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return
+      throw error
+    }
+    this.#claims.clear()
+    for (const claim of decodeClaims(text)) this.#claims.set(claim.uid, claim)
+  }
+
+  get(uid: string): PreparedClaim | undefined {
+    return this.#claims.get(uid)
+  }
+
+  all(): PreparedClaim[] {
+    return [...this.#claims.values()]
+  }
+
+  /** Records a claim, and resolves once the record is on disk. */
+  async set(claim: PreparedClaim): Promise<void> {
+    this.#claims.set(claim.uid, claim)
+    await this.#save()
+  }
+
+  /** Forgets a claim; resolves once the record is on disk. */
+  async delete(uid: string): Promise<void> {
+    if (!this.#claims.delete(uid)) return
+    await this.#save()
+  }
+
+  // One write at a time, each of the whole record as it is when the write starts: the last one always wins.
+  #save(): Promise<void> {
+    const write = this.#writes.then(async () => {
+      await mkdir(this.stateDir, {recursive: true})
+      await writeFileAtomic(this.#file, encodeClaims(this.#claims.values()), {mode: 0o600})
+    })
+    this.#writes = write.catch(() => {})
+    return write
+  }
+}

@@ -1,0 +1,175 @@
+import {errorMessage} from '../errors.js'
+import {isStatus} from '../kube/api-error.js'
+import {Informer} from '../kube/informer.js'
+import type {KubeClient} from '../kube/kube-client.js'
+import {toMeta, type ObjectCodec} from '../kube/metadata-list.js'
+import type {ObjectMeta} from '../kube/resource.js'
+import type {Logger} from '../observe/logger.js'
+import {draDriver, nodeSlicesOf, sameDevices, type ResourceSlice, type SliceDevice} from './resource-slices.js'
+
+const slicesResource = {group: 'resource.k8s.io', namespaced: false, plural: 'resourceslices', version: 'v1'}
+const slicesPath = '/apis/resource.k8s.io/v1/resourceslices'
+
+type ListedSlice = ResourceSlice & {readonly metadata: ObjectMeta}
+
+const sliceCodec: ObjectCodec<ListedSlice> = {
+  listAccept: 'application/json',
+  metaOf: (slice) => slice.metadata,
+  toItem: (raw) => {
+    const slice = raw as {metadata?: ObjectMeta; spec?: ResourceSlice['spec']}
+    if (slice.metadata === undefined || slice.spec === undefined) return undefined
+    return {apiVersion: 'resource.k8s.io/v1', kind: 'ResourceSlice', metadata: toMeta(slice.metadata), spec: slice.spec}
+  },
+  watchAccept: 'application/json',
+}
+
+export interface SlicePublisherOptions {
+  readonly client: KubeClient
+  readonly nodeName: string
+  readonly logger: Logger
+  /** A write that failed (retried after a back-off). */
+  readonly onError: () => void
+  /** The slices were written (the devices they list are what the scheduler sees). */
+  readonly onPublished?: (devices: readonly SliceDevice[]) => void
+  /** Delay before a failed write is tried again; default 1 s. */
+  readonly retryMs?: number
+}
+
+/**
+ * Keeps this node's pool of ResourceSlices equal to its devices. Its own slices are watched: one that
+ * someone else changes or deletes (kubelet deletes a node's slices when it starts, and after the driver
+ * deregisters) is written again. Writes are server-side applies of whole slices with a new pool
+ * generation; slices past the count are deleted. One write round at a time; changes meanwhile make one more.
+ */
+export class SlicePublisher {
+  readonly #informer: Informer<ListedSlice>
+  #devices: readonly SliceDevice[] = []
+  #generation = 0
+  /** What the last successful round wrote, by slice name. */
+  #written = new Map<string, ResourceSlice>()
+  #round: Promise<void> | undefined
+  #again = false
+  #started = false
+  #stopped = false
+  #retry: NodeJS.Timeout | undefined
+
+  constructor(readonly options: SlicePublisherOptions) {
+    this.#informer = new Informer<ListedSlice>(
+      {
+        client: options.client,
+        fieldSelector: `spec.nodeName=${options.nodeName},spec.driver=${draDriver}`,
+        logger: options.logger,
+        onChanged: (slice) => {
+          // A relist, a slice of ours this process did not write, or one changed by someone else: compare again.
+          if (slice !== undefined) {
+            const written = this.#written.get(slice.metadata.name)
+            if (written !== undefined && sameDevices(slice, written)) return
+            this.#written.delete(slice.metadata.name)
+          } else {
+            for (const [name, written] of this.#written) {
+              const listed = this.#informer.cache.get(name)
+              if (listed === undefined || !sameDevices(listed, written)) this.#written.delete(name)
+            }
+          }
+          this.#schedule()
+        },
+        onDeleted: (slice) => {
+          if (this.#written.delete(slice.metadata.name)) this.#schedule()
+        },
+        pageSize: 500,
+        resource: slicesResource,
+      },
+      sliceCodec,
+    )
+  }
+
+  /** The devices the pool lists now. */
+  get devices(): readonly SliceDevice[] {
+    return this.#devices
+  }
+
+  /** Lists the node's slices (their generation is where the pool's continues), then publishes. */
+  async start(signal: AbortSignal): Promise<void> {
+    await this.#informer.start(signal)
+    this.#started = true
+    this.#schedule()
+  }
+
+  /** The devices to publish; written at once when they differ from the pool's. */
+  setDevices(devices: readonly SliceDevice[]): void {
+    this.#devices = devices
+    this.#schedule()
+  }
+
+  /** Writes again whatever kubelet may have deleted (it wipes a node's slices when it starts). */
+  republish(): void {
+    this.#written.clear()
+    this.#schedule()
+  }
+
+  /** Resolves when no write round is running or due. */
+  async settled(): Promise<void> {
+    while (this.#round !== undefined) await this.#round
+  }
+
+  async stop(): Promise<void> {
+    this.#stopped = true
+    clearTimeout(this.#retry)
+    await this.settled()
+    await this.#informer.stop()
+  }
+
+  #schedule(): void {
+    if (!this.#started || this.#stopped) return
+    if (this.#round !== undefined) {
+      this.#again = true
+      return
+    }
+    this.#round = this.#publish()
+      .catch((error: unknown) => {
+        this.options.onError()
+        this.options.logger.warn({err: errorMessage(error)}, 'cannot write the ResourceSlices of this node; trying again')
+        clearTimeout(this.#retry)
+        this.#retry = setTimeout(() => this.republish(), this.options.retryMs ?? 1000).unref()
+      })
+      .finally(() => {
+        this.#round = undefined
+        if (this.#again) {
+          this.#again = false
+          this.#schedule()
+        }
+      })
+  }
+
+  async #publish(): Promise<void> {
+    const {client, logger, nodeName} = this.options
+    const devices = this.#devices
+    const listed = [...this.#informer.cache.values()].filter((s) => s.spec.driver === draDriver && s.spec.nodeName === nodeName)
+    const wanted = new Map(nodeSlicesOf(nodeName, devices, this.#generation).map((s) => [s.metadata.name, s]))
+    const stale = [...new Set([...listed.map((s) => s.metadata.name), ...this.#written.keys()])].filter((name) => !wanted.has(name))
+    const unchanged = [...wanted.values()].every((w) => {
+      const written = this.#written.get(w.metadata.name)
+      return written !== undefined && sameDevices(written, w)
+    })
+    if (unchanged && stale.length === 0) return
+    this.#generation = Math.max(this.#generation, ...listed.map((s) => s.spec.pool.generation ?? 0)) + 1
+    const slices = nodeSlicesOf(nodeName, devices, this.#generation)
+    const written = new Map<string, ResourceSlice>()
+    for (const slice of slices) {
+      await client.request('PATCH', `${slicesPath}/${encodeURIComponent(slice.metadata.name)}`, {
+        body: slice,
+        contentType: 'application/apply-patch+yaml',
+        query: {fieldManager: 'nfdctl-agent', force: true},
+      })
+      written.set(slice.metadata.name, slice)
+    }
+    for (const name of stale) {
+      await client.request('DELETE', `${slicesPath}/${encodeURIComponent(name)}`).catch((error: unknown) => {
+        if (!isStatus(error, 'NotFound')) throw error
+      })
+    }
+    this.#written = written
+    logger.debug({devices: devices.length, generation: this.#generation, slices: slices.length}, 'ResourceSlices written')
+    this.options.onPublished?.(devices)
+  }
+}
