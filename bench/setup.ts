@@ -81,7 +81,7 @@ export interface NodeBenchEnvironment extends BenchEnvironment {
 export async function startNodeBench(log: (line: string) => void): Promise<NodeBenchEnvironment> {
   const dir = await mkdtemp(join(tmpdir(), 'nfdctl-bench-'))
   const bin = await packCli(dir, log)
-  const binDir = await ensureBinaries(log, ['kubelet'])
+  const binDir = await ensureBinaries(log, ['containerd', 'kubelet'])
   const plane = await ControlPlane.start({apiserverFlags: ['--kubelet-preferred-address-types=InternalIP'], binDir, dir: join(dir, 'controlplane'), log})
   const client = await plane.client()
   let node: TestNode

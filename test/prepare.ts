@@ -19,7 +19,7 @@ const steps: Array<{what: string; run: () => Promise<unknown>}> = [
       const {status} = spawnSync('bash', [buildScript, 'node'], {stdio: ['ignore', 'ignore', 'inherit']})
       if (status !== 0) throw new Error(`${buildScript} exited with ${status}`)
     },
-    what: 'Kubernetes binaries (kube-apiserver, etcd, kubelet, kube-scheduler, kube-controller-manager, kubectl, helm)',
+    what: 'Kubernetes binaries (kube-apiserver, etcd, kubelet, kube-scheduler, kube-controller-manager, kubectl, helm) and containerd',
   },
   {run: () => fetchImageInputs({log}), what: 'the image build inputs (Node runtimes, Debian libraries, koffi per platform)'},
   {run: () => prometheusOperatorCrds(), what: "prometheus-operator's ServiceMonitor and PodMonitor CRDs"},

@@ -4,7 +4,7 @@ import {existsSync} from 'node:fs'
 import {mkdir, readFile, rm, writeFile} from 'node:fs/promises'
 import {dirname, join} from 'node:path'
 
-import {ensureBinaries, repoRoot} from '../../test/controlplane/paths.js'
+import {containerdBinary, ensureBinaries, repoRoot} from '../../test/controlplane/paths.js'
 import {netnsPath} from '../../test/node/netns.js'
 import {removeLoopDevice} from '../../test/support/loop-devices.js'
 import {waitFor} from '../../test/support/wait.js'
@@ -41,7 +41,7 @@ const tsx = (script: string, ...args: string[]): string[] => [process.execPath, 
 /** Runs the device half; resolves with what the closing lines tell the reader. */
 export async function deviceHalf(): Promise<DeviceHalf> {
   say('the device half: a local node (containerd, kubelet, kube-scheduler, kube-controller-manager) in the network namespace nfdctl-node')
-  const binDir = await ensureBinaries((line) => process.stderr.write(line + '\n'), ['kubelet', 'kube-scheduler', 'kube-controller-manager', 'kubectl'])
+  const binDir = await ensureBinaries((line) => process.stderr.write(line + '\n'), ['containerd', 'kubelet', 'kube-scheduler', 'kube-controller-manager', 'kubectl'])
   const kubectlBin = join(binDir, 'kubectl')
   if (existsSync(netnsPath(netns))) await run(tsx('test/node/cli.ts', 'down'), {display: 'npm run node:down   # the node an earlier run left'})
   await removeDemoLoops()
@@ -59,8 +59,10 @@ export async function deviceHalf(): Promise<DeviceHalf> {
     .split('\n')
     .at(-1)!
   const socket = await containerdSocket()
-  await run(['ctr', '--address', socket, '-n', 'k8s.io', 'images', 'import', '--platform', nodePlatform, archive], {
-    display: `ctr --address ${shown(socket)} -n k8s.io images import --platform ${nodePlatform} ${shown(archive)}`,
+  // The node's own ctr (containerd 2, built with the control plane): the same release as the containerd it talks to.
+  const ctr = containerdBinary(binDir, 'ctr')
+  await run([ctr, '--address', socket, '-n', 'k8s.io', 'images', 'import', '--platform', nodePlatform, archive], {
+    display: `${shown(ctr)} --address ${shown(socket)} -n k8s.io images import --platform ${nodePlatform} ${shown(archive)}`,
   })
   const ref = await imageRef(archive)
 

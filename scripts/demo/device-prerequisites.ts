@@ -11,10 +11,11 @@ interface Need {
   readonly debianPackage: string
 }
 
-/** What test/node (containerd, kubelet, the pod network, the busybox image) and the hot-plug use. */
+/**
+ * What test/node (runc under the containerd built with the control plane, kubelet, the pod network, the
+ * busybox image) and the hot-plug use.
+ */
 export const deviceHalfNeeds: readonly Need[] = [
-  {debianPackage: 'containerd', find: 'containerd', name: 'containerd'},
-  {debianPackage: 'containerd', find: 'ctr', name: 'ctr'},
   {debianPackage: 'runc', find: 'runc', name: 'runc'},
   {debianPackage: 'busybox-static', find: '/bin/busybox', name: 'busybox-static'},
   {debianPackage: 'containernetworking-plugins', find: '/usr/lib/cni/bridge', name: 'the CNI bridge plugin'},

@@ -2,19 +2,22 @@
 # Builds kube-apiserver and etcd (and, when named, the node harness's other components) from the Go module
 # proxy into a per-version cache outside the repo. Idempotent: a cached binary is not rebuilt.
 #
-#   build.sh [kubelet] [kube-scheduler] [kube-controller-manager] [kubectl] [helm] [node]
+#   build.sh [kubelet] [kube-scheduler] [kube-controller-manager] [kubectl] [helm] [containerd] [node]
 #
-#   node           kubelet, kube-scheduler, kube-controller-manager, kubectl and helm: all the node harness runs
+#   containerd     containerd, ctr and containerd-shim-runc-v2 in containerd-$CONTAINERD_VERSION/, linked as containerd/
+#   node           containerd, kubelet, kube-scheduler, kube-controller-manager, kubectl and helm: all the node harness runs
 #
-#   KUBE_VERSION   Kubernetes release to build (default v1.37.2)
-#   ETCD_VERSION   etcd server release (default v3.7.3)
-#   HELM_VERSION   Helm release (default v4.3.2; cached beside the control plane)
+#   KUBE_VERSION        Kubernetes release to build (default v1.37.2)
+#   ETCD_VERSION        etcd server release (default v3.7.3)
+#   HELM_VERSION        Helm release (default v4.3.2; cached beside the control plane)
+#   CONTAINERD_VERSION  containerd release (default v2.4.2; cached beside the control plane)
 #   NFDCTL_CACHE   cache root (default ${XDG_CACHE_HOME:-$HOME/.cache}/nfdctl)
 set -euo pipefail
 
 KUBE_VERSION="${KUBE_VERSION:-v1.37.2}"
 ETCD_VERSION="${ETCD_VERSION:-v3.7.3}"
 HELM_VERSION="${HELM_VERSION:-v4.3.2}"
+CONTAINERD_VERSION="${CONTAINERD_VERSION:-v2.4.2}"
 CACHE="${NFDCTL_CACHE:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/nfdctl}"
 BIN="$CACHE/controlplane/kube-$KUBE_VERSION-etcd-$ETCD_VERSION"
 
@@ -90,6 +93,26 @@ build_helm() {
   rm -rf "$mod"
 }
 
+# containerd's go.mod has no replace lines, so `go install module@version` builds it as released. No cgo:
+# btrfs is the only part that needs it, and the node runs overlayfs.
+build_containerd() {
+  local dir="$BIN/containerd-$CONTAINERD_VERSION" pkg=github.com/containerd/containerd/v2
+  if [[ -x "$dir/containerd" && -x "$dir/ctr" && -x "$dir/containerd-shim-runc-v2" ]]; then
+    ln -sfn "containerd-$CONTAINERD_VERSION" "$BIN/containerd"
+    return 0
+  fi
+  local out; out="$(mktemp -d)"
+  local ldflags="-s -w -X $pkg/version.Version=$CONTAINERD_VERSION -X $pkg/version.Revision=goproxy -X $pkg/version.Package=$pkg"
+  log "building containerd, ctr and containerd-shim-runc-v2 $CONTAINERD_VERSION (into $out)"
+  GOBIN="$out" go install -trimpath -tags "urfave_cli_no_docs no_btrfs no_devmapper no_zfs" -ldflags "$ldflags" \
+    "$pkg/cmd/containerd@$CONTAINERD_VERSION" "$pkg/cmd/ctr@$CONTAINERD_VERSION"
+  GOBIN="$out" go install -trimpath -tags "urfave_cli_no_docs no_grpc" -ldflags "$ldflags" "$pkg/cmd/containerd-shim-runc-v2@$CONTAINERD_VERSION"
+  rm -rf "$dir"
+  mv "$out" "$dir"
+  chmod 755 "$dir"
+  ln -sfn "containerd-$CONTAINERD_VERSION" "$BIN/containerd"
+}
+
 start=$(date +%s)
 build_etcd
 build_kubernetes_command kube-apiserver
@@ -97,8 +120,9 @@ for extra in "$@"; do
   case "$extra" in
     kubelet | kube-scheduler | kube-controller-manager | kubectl) build_kubernetes_command "$extra" ;;
     helm) build_helm ;;
-    node) for c in kubelet kube-scheduler kube-controller-manager kubectl; do build_kubernetes_command "$c"; done; build_helm ;;
-    *) log "unknown component $extra (kubelet, kube-scheduler, kube-controller-manager, kubectl, helm or node)"; exit 2 ;;
+    containerd) build_containerd ;;
+    node) build_containerd; for c in kubelet kube-scheduler kube-controller-manager kubectl; do build_kubernetes_command "$c"; done; build_helm ;;
+    *) log "unknown component $extra (kubelet, kube-scheduler, kube-controller-manager, kubectl, helm, containerd or node)"; exit 2 ;;
   esac
 done
 log "binaries ready in $BIN ($(( $(date +%s) - start ))s)"

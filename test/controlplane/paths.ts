@@ -1,5 +1,6 @@
 import {execFile} from 'node:child_process'
 import {existsSync} from 'node:fs'
+import {join} from 'node:path'
 import {fileURLToPath} from 'node:url'
 import {promisify} from 'node:util'
 
@@ -7,8 +8,18 @@ export const repoRoot = fileURLToPath(new URL('../..', import.meta.url))
 export const buildScript = fileURLToPath(new URL('build.sh', import.meta.url))
 export const crdDir = fileURLToPath(new URL('../../deploy/crds', import.meta.url))
 
-/** What build.sh builds beside kube-apiserver and etcd, when asked. */
-export type ExtraBinary = 'kubelet' | 'kube-scheduler' | 'kube-controller-manager' | 'kubectl' | 'helm'
+/** What build.sh builds beside kube-apiserver and etcd, when asked; `containerd` is containerd, ctr and the runc shim. */
+export type ExtraBinary = 'kubelet' | 'kube-scheduler' | 'kube-controller-manager' | 'kubectl' | 'helm' | 'containerd'
+
+const containerdBinaries = ['containerd', 'ctr', 'containerd-shim-runc-v2'] as const
+
+/** The node's runtime binaries, built from the Go module proxy into `<bin dir>/containerd/`. */
+export type ContainerdBinary = (typeof containerdBinaries)[number]
+
+export const containerdBinary = (binDir: string, name: ContainerdBinary): string => join(binDir, 'containerd', name)
+
+/** The files an extra stands for, relative to the bin dir. */
+const filesOf = (extra: ExtraBinary): string[] => (extra === 'containerd' ? containerdBinaries.map((name) => join('containerd', name)) : [extra])
 
 /**
  * Builds (or finds, when cached) kube-apiserver and etcd (and the extra binaries asked for) and returns their directory. The build script
@@ -18,6 +29,6 @@ export async function ensureBinaries(log: (line: string) => void = () => {}, ext
   log(`control plane: looking for cached kube-apiserver, etcd${extra.map((e) => `, ${e}`).join('')} (a first build takes 10-25 minutes)`)
   const {stdout} = await promisify(execFile)('bash', [buildScript, ...extra], {maxBuffer: 64 * 1024 * 1024})
   const dir = stdout.trim().split('\n').at(-1) ?? ''
-  if (!['kube-apiserver', 'etcd', ...extra].every((binary) => existsSync(`${dir}/${binary}`))) throw new Error(`control plane build printed no binary directory (got "${dir}")`)
+  if (!['kube-apiserver', 'etcd', ...extra.flatMap(filesOf)].every((file) => existsSync(`${dir}/${file}`))) throw new Error(`control plane build printed no binary directory (got "${dir}")`)
   return dir
 }

@@ -1,13 +1,21 @@
 import {expect} from 'chai'
 import {execFile} from 'node:child_process'
-import {lstat, readdir, readFile, readlink, stat} from 'node:fs/promises'
-
+import {lstat, mkdtemp, readdir, readFile, readlink, rm, stat, writeFile} from 'node:fs/promises'
+import {tmpdir} from 'node:os'
+import {join} from 'node:path'
 import {promisify} from 'node:util'
 
+import type * as grpc from '@grpc/grpc-js'
+
+import {kubeletApi, type AllocateRequest, type AllocateResponse, type ListAndWatchResponse} from '../../src/lib/plugins/kubelet-api.js'
+import {registerWithKubelet} from '../../src/lib/plugins/kubelet-registration.js'
 import {kubernetesServiceIp} from '../controlplane/control-plane.js'
+import {containerdBinary} from '../controlplane/paths.js'
 import {kubeletPluginDir} from '../node/host-changes.js'
 import {netnsPath, netnsVariable, nodeIp} from '../node/netns.js'
-import {createNamespace, deletePods, podLog, runPod, stopTestNode, testNode, waitForPod, type NodeEnv} from '../support/test-node.js'
+import {BackedLoops, loopData} from '../support/loop-devices.js'
+import {missingPrerequisite} from '../support/prerequisites.js'
+import {allocatable, createNamespace, createPod, deletePods, podLog, runPod, stopTestNode, testNode, waitForPod, type NodeEnv} from '../support/test-node.js'
 import {waitFor} from '../support/wait.js'
 
 const run = promisify(execFile)
@@ -90,6 +98,78 @@ describe('the test node: a real kubelet and containerd', function () {
     await env.client.request('DELETE', `/api/v1/namespaces/${namespace}`)
   })
 
+  it('runs containerd 2.4.2 from the Go module proxy with the CRI plugin, NRI off, and CDI specs read from the node directory', async function () {
+    const node = await env.client.request<{status: {nodeInfo: {containerRuntimeVersion: string}}}>('GET', `/api/v1/nodes/${env.node.name}`)
+    expect(node.status.nodeInfo.containerRuntimeVersion).to.equal('containerd://2.4.2')
+    const plugins = (await env.node.containerd.ctr('plugins', 'ls'))
+      .split('\n')
+      .slice(1)
+      .map((l) => l.trim().split(/\s+/))
+      .map((f) => ({id: `${f[0]}.${f[1]}`, status: f.at(-1)}))
+    for (const id of ['io.containerd.grpc.v1.cri', 'io.containerd.cri.v1.runtime', 'io.containerd.cri.v1.images', 'io.containerd.podsandbox.controller.v1.podsandbox']) {
+      expect(plugins.find((p) => p.id === id)?.status, id).to.equal('ok')
+    }
+    expect(plugins.map((p) => p.id)).to.not.include('io.containerd.nri.v1.nri')
+    // The configuration containerd runs with, after its own migration and defaults.
+    const config = join(env.node.containerd.options.dir, 'config.toml')
+    const {stdout: dump} = await run(containerdBinary(env.node.options.binDir, 'containerd'), ['--config', config, 'config', 'dump'])
+    expect(dump).to.include(`cdi_spec_dirs = ['${env.node.cdiDir}']`)
+    expect(env.node.cdiDir).to.equal(join(env.node.host.record.dir, 'cdi'))
+  })
+
+  it("injects a CDI device from the node's CDI directory into a pod's container through kubelet, and refuses an unknown one", async function () {
+    this.timeout(120_000)
+    if (!(await canUseLoops())) missingPrerequisite(this, 'loop devices (/dev/loop-control and losetup) are needed for a CDI device')
+    const index = 460
+    const kind = 'nfdctl-test.example/loop'
+    const dir = await mkdtemp(join(tmpdir(), 'nfdctl-cdi-'))
+    const loops = new BackedLoops(dir)
+    // A device plugin that names devices only by CDI name: whatever reaches the container came through
+    // containerd's CDI injection, not through Allocate's device list.
+    const plugin = await cdiOnlyPlugin(env.node.pluginDir, kind, [`loop${index}`])
+    try {
+      await loops.add(index)
+      await writeFile(
+        join(env.node.cdiDir, 'nfdctl-test.json'),
+        JSON.stringify({cdiVersion: '0.5.0', devices: [{containerEdits: {deviceNodes: [{path: `/dev/loop${index}`}]}, name: `loop${index}`}], kind}),
+      )
+      await waitFor(`${kind} allocatable`, async () => (await allocatable(env, kind)) === 1, {timeoutMs: 30_000})
+      const pod = await runPod(env, {command: ['sh', '-c', `ls -l /dev/loop${index}; dd if=/dev/loop${index} bs=13 count=1 status=none; echo; sleep 3600`], limits: {[kind]: '1'}, name: 'harness-cdi'})
+      expect(plugin.allocated).to.deep.equal([[`loop${index}`]])
+      const log = await waitFor('the pod log', async () => {
+        const text = await podLog(env, pod)
+        return text.includes(loopData(index)) ? text : undefined
+      })
+      expect(log).to.match(new RegExp(`^brw-[rw-]{6} .* 7, +${index} .*/dev/loop${index}$`, 'm'))
+      const info = JSON.parse(await env.node.containerd.ctr('-n', 'k8s.io', 'containers', 'info', pod.containerId)) as {Spec: {linux: {devices?: Array<Record<string, unknown>>}}}
+      // Type and numbers were not in the spec: containerd's CDI resolution read them off the host's device node.
+      expect(info.Spec.linux.devices?.find((d) => d.path === `/dev/loop${index}`)).to.include({major: 7, minor: index, type: 'b'})
+
+      // A device with no spec in the directory (offered only now, so that kubelet cannot pick it for the first
+      // pod): containerd refuses the container, kubelet says why.
+      plugin.offer([`loop${index}`, 'unknown'])
+      await waitFor(`${kind} allocatable`, async () => (await allocatable(env, kind)) === 2, {timeoutMs: 30_000})
+      await createPod(env, {command: ['sleep', '3600'], limits: {[kind]: '1'}, name: 'harness-cdi-unknown'})
+      const waiting = await waitFor('the unknown CDI device refused', async () => {
+        const status = await env.client.request<{status?: {containerStatuses?: Array<{state?: {waiting?: {reason?: string; message?: string}}}>}}>(
+          'GET',
+          '/api/v1/namespaces/default/pods/harness-cdi-unknown',
+        )
+        const state = status.status?.containerStatuses?.[0]?.state?.waiting
+        return state?.message === undefined ? undefined : state
+      })
+      expect(plugin.allocated).to.deep.equal([[`loop${index}`], ['unknown']])
+      expect(waiting.reason).to.equal('CreateContainerError')
+      expect(waiting.message).to.include(`unresolvable CDI devices ${kind}=unknown`)
+    } finally {
+      await deletePods(env, ['harness-cdi', 'harness-cdi-unknown'])
+      await plugin.close()
+      await rm(join(env.node.cdiDir, 'nfdctl-test.json'), {force: true})
+      for (const i of loops.plugged) await loops.drop(i)
+      await rm(dir, {force: true, recursive: true})
+    }
+  })
+
   it('stops without leaving anything on the host', async function () {
     const cgroupsBefore = env.node.host.record.cgroups
     const sysctls = env.node.host.record.sysctls
@@ -112,6 +192,67 @@ async function expectGone(...paths: string[]): Promise<void> {
       () => false,
     )
     expect(found, `${path} should be gone`).to.equal(false)
+  }
+}
+
+async function canUseLoops(): Promise<boolean> {
+  return (
+    (await stat('/dev/loop-control').catch(() => undefined)) !== undefined
+    && (await run('losetup', ['--version']).then(
+      () => true,
+      () => false,
+    ))
+  )
+}
+
+interface CdiOnlyPlugin {
+  /** The device IDs of each Allocate request's containers, in order. */
+  readonly allocated: string[][]
+  /** Sends kubelet a new device list. */
+  offer(ids: readonly string[]): void
+  close(): Promise<void>
+}
+
+/**
+ * A kubelet device plugin for `resource` whose Allocate answers name each device only as the CDI device
+ * `<resource>=<id>`: no device nodes, mounts or environment of its own.
+ */
+async function cdiOnlyPlugin(pluginDir: string, resource: string, ids: readonly string[]): Promise<CdiOnlyPlugin> {
+  const api = await kubeletApi()
+  const endpoint = 'nfdctl-cdi-test.sock'
+  const socket = join(pluginDir, endpoint)
+  const allocated: string[][] = []
+  let offered = ids
+  const list = (): ListAndWatchResponse => ({devices: offered.map((ID) => ({ID, health: 'Healthy'}))})
+  const streams: Array<grpc.ServerWritableStream<unknown, ListAndWatchResponse>> = []
+  const server = new api.grpc.Server()
+  server.addService(api.devicePlugin, {
+    Allocate: (call: grpc.ServerUnaryCall<AllocateRequest, AllocateResponse>, callback: grpc.sendUnaryData<AllocateResponse>) => {
+      for (const r of call.request.container_requests) allocated.push(r.devices_ids)
+      callback(null, {
+        container_responses: call.request.container_requests.map((r) => ({annotations: {}, cdi_devices: r.devices_ids.map((id) => ({name: `${resource}=${id}`})), devices: [], envs: {}, mounts: []})),
+      })
+    },
+    GetDevicePluginOptions: (_call: unknown, callback: grpc.sendUnaryData<object>) => callback(null, {get_preferred_allocation_available: false, pre_start_required: false}),
+    ListAndWatch: (stream: grpc.ServerWritableStream<unknown, ListAndWatchResponse>) => {
+      streams.push(stream)
+      stream.write(list())
+    },
+  })
+  await rm(socket, {force: true})
+  await new Promise<void>((resolve, reject) => server.bindAsync(`unix:${socket}`, api.grpc.ServerCredentials.createInsecure(), (error) => (error ? reject(error) : resolve())))
+  await registerWithKubelet(pluginDir, endpoint, resource, {get_preferred_allocation_available: false, pre_start_required: false}, 5000)
+  return {
+    allocated,
+    offer: (next) => {
+      offered = next
+      for (const stream of streams) stream.write(list())
+    },
+    close: async () => {
+      for (const stream of streams) stream.end()
+      server.forceShutdown()
+      await rm(socket, {force: true})
+    },
   }
 }
 

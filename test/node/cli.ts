@@ -46,7 +46,7 @@ if (command === 'up') {
   await TestNode.stopDetached(join(dir, 'node'))
   await ControlPlane.stopDetached(join(dir, 'controlplane'))
   await rm(dir, {force: true, recursive: true})
-  const binDir = await ensureBinaries(log, ['kubelet', 'kube-scheduler', 'kube-controller-manager'])
+  const binDir = await ensureBinaries(log, ['containerd', 'kubelet', 'kube-scheduler', 'kube-controller-manager'])
   const plane = await ControlPlane.start({
     apiserverFlags: ['--kubelet-preferred-address-types=InternalIP'],
     binDir,

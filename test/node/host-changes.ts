@@ -11,9 +11,15 @@ export const kubeletPluginDir = '/var/lib/kubelet/device-plugins'
 /** kubelet sets these at start (kubelet/cm); the host gets its own values back. */
 const kubeletSysctls = ['vm.overcommit_memory', 'kernel.panic', 'kernel.panic_on_oops', 'vm.panic_on_oom']
 
-/** Directories kubelet and containerd's shims create on the host when they are absent. */
-const ownedTrees = new Set(['/var/log/containers', '/var/lib/kubelet'])
-const hostDirs = ['/var/log/containers', '/run/containerd/s', '/run/containerd/runc/k8s.io', '/run/containerd/runc', '/run/containerd', '/var/lib/kubelet']
+/** Directories kubelet creates on the host when they are absent; everything in them is then the node's. */
+const hostDirs = ['/var/log/containers', '/var/lib/kubelet']
+
+/**
+ * Where a containerd on its defaults keeps sockets, shim sockets, runc state and exec fifos, and where NRI
+ * listens: the node's containerd config and its `ctr` calls keep all of that below the node's directory, so a
+ * run must not make any of them.
+ */
+const runtimeDefaultDirs = ['/run/containerd', '/run/nri']
 
 interface ChangeRecord {
   readonly dir: string
@@ -22,6 +28,10 @@ interface ChangeRecord {
   readonly savedPluginDir?: string
   readonly sysctls: Readonly<{[name: string]: string}>
   readonly absentDirs: readonly string[]
+  /** runtimeDefaultDirs absent before the run: still absent after it, or something escaped the node's directory. */
+  readonly untouchedDirs?: readonly string[]
+  /** Directories outside `dir` that the node owns for the run (shim sockets when `dir` is too deep for them). */
+  readonly ownDirs?: readonly string[]
   readonly cgroups: readonly string[]
 }
 
@@ -34,17 +44,20 @@ interface ChangeRecord {
 export class HostChanges {
   private constructor(readonly record: ChangeRecord) {}
 
-  static async apply(dir: string, cgroupRoot: string): Promise<HostChanges> {
+  static async apply(dir: string, cgroupRoot: string, ownDirs: readonly string[] = []): Promise<HostChanges> {
     const sysctls: {[name: string]: string} = {}
     for (const name of kubeletSysctls) sysctls[name] = (await readFile(sysctlPath(name), 'utf8')).trim()
     const absentDirs: string[] = []
     for (const d of hostDirs) if (!(await exists(d))) absentDirs.push(d)
+    const untouchedDirs: string[] = []
+    for (const d of runtimeDefaultDirs) if (!(await exists(d))) untouchedDirs.push(d)
     const pluginDirTarget = join(dir, 'device-plugins')
     const savedPluginDir = (await exists(kubeletPluginDir)) ? `${kubeletPluginDir}.nfdctl-saved-${process.pid}` : undefined
     const cgroups = await cgroupDirs(cgroupRoot)
-    const changes = new HostChanges({absentDirs, cgroups, dir, pluginDirTarget, savedPluginDir, sysctls})
+    const changes = new HostChanges({absentDirs, cgroups, dir, ownDirs, pluginDirTarget, savedPluginDir, sysctls, untouchedDirs})
     await writeFile(join(dir, 'host-changes.json'), JSON.stringify(changes.record))
 
+    for (const d of ownDirs) await mkdir(d, {mode: 0o700, recursive: true})
     await mkdir(pluginDirTarget, {recursive: true})
     await mkdir(dirname(kubeletPluginDir), {recursive: true})
     if (savedPluginDir !== undefined) await rename(kubeletPluginDir, savedPluginDir)
@@ -63,7 +76,7 @@ export class HostChanges {
 
   /** Undoes everything; every step is tried even when one fails, and the failures are thrown together. */
   async restore(): Promise<void> {
-    const {absentDirs, cgroups, dir, pluginDirTarget, savedPluginDir, sysctls} = this.record
+    const {absentDirs, cgroups, dir, ownDirs = [], pluginDirTarget, savedPluginDir, sysctls} = this.record
     const failures: string[] = []
     const attempt = async (what: string, step: () => Promise<unknown>): Promise<void> => {
       try {
@@ -79,10 +92,8 @@ export class HostChanges {
       if (savedPluginDir !== undefined && (await exists(savedPluginDir))) await rename(savedPluginDir, kubeletPluginDir)
     })
     for (const [name, value] of Object.entries(sysctls)) await attempt(`sysctl ${name}`, () => writeFile(sysctlPath(name), value))
-    for (const d of absentDirs) {
-      // Absent before the run, so everything in them is the node's: pod log links, the plugin dir link.
-      await attempt(`remove ${d}`, () => (ownedTrees.has(d) ? rm(d, {force: true, recursive: true}) : rmdir(d).catch(ignoreCode('ENOENT'))))
-    }
+    // Absent before the run, so everything in them is the node's: pod log links, the plugin dir link.
+    for (const d of [...absentDirs, ...ownDirs]) await attempt(`remove ${d}`, () => rm(d, {force: true, recursive: true}))
     if (failures.length > 0) throw new Error(`the host was not fully restored: ${failures.join('; ')}`)
   }
 
@@ -92,6 +103,8 @@ export class HostChanges {
     const mounts = (await readFile('/proc/self/mounts', 'utf8')).split('\n').filter((l) => l.split(' ')[1]?.startsWith(this.record.dir))
     if (mounts.length > 0) left.push(`${mounts.length} mounts below ${this.record.dir}`)
     for (const cgroup of this.record.cgroups) if (await exists(cgroup)) left.push(`cgroup ${cgroup}`)
+    for (const d of [...this.record.absentDirs, ...(this.record.ownDirs ?? [])]) if (await exists(d)) left.push(d)
+    for (const d of this.record.untouchedDirs ?? []) if (await exists(d)) left.push(`${d} (made during the run: the node's runtime should keep everything below ${this.record.dir})`)
     if ((await lstat(kubeletPluginDir).catch(() => undefined))?.isSymbolicLink() && (await readlink(kubeletPluginDir)) === this.record.pluginDirTarget) left.push(kubeletPluginDir)
     for (const [name, value] of Object.entries(this.record.sysctls)) {
       const now = (await readFile(sysctlPath(name), 'utf8')).trim()
@@ -106,12 +119,6 @@ const sysctlPath = (name: string): string => `/proc/sys/${name.replaceAll('.', '
 async function exists(path: string): Promise<boolean> {
   return (await lstat(path).catch(() => undefined)) !== undefined
 }
-
-const ignoreCode =
-  (code: string) =>
-  (error: NodeJS.ErrnoException): void => {
-    if (error.code !== code) throw error
-  }
 
 /** The cgroup parent in every mounted hierarchy: each v1 controller (and name=systemd) and the cgroup2 one. */
 async function cgroupDirs(cgroupRoot: string): Promise<string[]> {

@@ -3,7 +3,7 @@ import {join} from 'node:path'
 
 import type {KubeClient} from '../../src/lib/kube/kube-client.js'
 import {terminate} from '../support/daemon.js'
-import {Containerd, stopContainerd} from './containerd.js'
+import {Containerd, type ContainerdProcess, shimSocketDirOf, stopContainerd} from './containerd.js'
 import {HostChanges, kubeletPluginDir} from './host-changes.js'
 import {buildBusyboxImage} from './images.js'
 import {Kubelet} from './kubelet.js'
@@ -13,7 +13,7 @@ import {routeKubernetesService} from './service-proxy.js'
 export interface TestNodeOptions {
   /** Everything of the node lives below it (kubelet root, containerd root and state, logs). */
   readonly dir: string
-  /** Directory holding the kubelet binary (test/controlplane/build.sh kubelet). */
+  /** Directory holding kubelet and containerd/ (test/controlplane/build.sh kubelet containerd). */
   readonly binDir: string
   /** kubelet's kubeconfig (the admin one of the test control plane). */
   readonly kubeconfig: string
@@ -24,7 +24,9 @@ export interface TestNodeOptions {
 }
 
 interface State {
-  readonly pids: {containerd: number; kubelet: number}
+  readonly kubeletPid: number
+  readonly containerd: ContainerdProcess
+  /** For the demo, which imports its image into this containerd. */
   readonly containerdSocket: string
 }
 
@@ -50,6 +52,11 @@ export class TestNode {
     return this.options.nodeName
   }
 
+  /** The directory the node's containerd reads CDI specs from (a DRA driver's `--cdi-dir`). */
+  get cdiDir(): string {
+    return this.containerd.cdiDir
+  }
+
   static async start(options: TestNodeOptions, client: KubeClient): Promise<TestNode> {
     const log = options.log ?? (() => {})
     const started = Date.now()
@@ -58,8 +65,17 @@ export class TestNode {
     if (process.getuid?.() !== 0) throw new Error('test node: needs root (containerd, kubelet, cgroups, /var/lib/kubelet/device-plugins)')
     await mkdir(options.dir, {recursive: true})
     const cgroupRoot = `/nfdctl-${options.nodeName}`
-    const host = await HostChanges.apply(options.dir, cgroupRoot)
-    const containerd = new Containerd({bridge, detached: options.detached, dir: join(options.dir, 'containerd'), podSubnet})
+    const containerdDir = join(options.dir, 'containerd')
+    const shimSocketDir = shimSocketDirOf(containerdDir)
+    const host = await HostChanges.apply(options.dir, cgroupRoot, shimSocketDir.startsWith(`${options.dir}/`) ? [] : [shimSocketDir])
+    const containerd = new Containerd({
+      binDir: options.binDir,
+      bridge,
+      cdiDir: join(options.dir, 'cdi'),
+      detached: options.detached,
+      dir: containerdDir,
+      podSubnet,
+    })
     const kubelet = new Kubelet({
       binary: join(options.binDir, 'kubelet'),
       cgroupRoot,
@@ -80,7 +96,8 @@ export class TestNode {
       await buildBusyboxImage(image)
       await containerd.importImage(image)
       await kubelet.start(client)
-      await writeFile(join(options.dir, 'state.json'), JSON.stringify({containerdSocket: containerd.socket, pids: {containerd: containerd.pid!, kubelet: kubelet.pid!}} satisfies State))
+      const state: State = {containerd: {ctr: containerd.ctrBinary, dir: containerdDir, pid: containerd.pid!}, containerdSocket: containerd.socket, kubeletPid: kubelet.pid!}
+      await writeFile(join(options.dir, 'state.json'), JSON.stringify(state))
     } catch (error) {
       await node.stop().catch(() => {})
       throw error
@@ -105,8 +122,8 @@ export class TestNode {
       () => undefined,
     )
     if (state !== undefined) {
-      await terminate(state.pids.kubelet)
-      await stopContainerd(state.pids.containerd, state.containerdSocket)
+      await terminate(state.kubeletPid)
+      await stopContainerd(state.containerd)
     }
     await host.restore()
     return true

@@ -36,11 +36,10 @@ export async function testNode(context: Mocha.Context): Promise<NodeEnv> {
   if (process.getuid?.() !== 0) missingPrerequisite(context, 'a real node (containerd, kubelet, cgroups) needs root')
   const outside = await outsideTestNetns()
   if (outside !== undefined) missingPrerequisite(context, outside)
-  for (const tool of ['containerd', 'runc', 'ctr']) {
-    await promisify(execFile)(tool, ['--version']).catch(() => missingPrerequisite(context, `${tool} is not installed (apt-get install containerd runc)`))
-  }
+  // containerd and ctr come from the control-plane build; the runtime they drive is Debian's runc.
+  await promisify(execFile)('runc', ['--version']).catch(() => missingPrerequisite(context, 'runc is not installed (apt-get install runc)'))
   shared ??= (async () => {
-    const binDir = await ensureBinaries(log, ['kubelet', 'kube-scheduler', 'kube-controller-manager'])
+    const binDir = await ensureBinaries(log, ['containerd', 'kubelet', 'kube-scheduler', 'kube-controller-manager'])
     const plane = await startControlPlane(context, ['--kubelet-preferred-address-types=InternalIP'], {nodeIp})
     const client = await plane.client()
     dir = await mkdtemp(join(tmpdir(), 'nfdctl-node-'))
@@ -137,7 +136,7 @@ export async function createPod(env: NodeEnv, spec: PodSpec): Promise<void> {
 
 interface PodObject {
   metadata: {uid: string}
-  status?: {phase?: string; reason?: string; message?: string; containerStatuses?: Array<{name: string; containerID?: string; state?: object}>}
+  status?: {phase?: string; reason?: string; message?: string; containerStatuses?: Array<{name: string; containerID?: string; state?: {waiting?: {reason?: string; message?: string}}}>}
 }
 
 /** Waits until the pod (`name`, or `namespace/name`) runs. */
@@ -154,7 +153,13 @@ export async function waitForPod(env: NodeEnv, ref: string, timeoutMs = 30_000):
       return {containerId: containerIds.main, containerIds, name, namespace, uid: pod.metadata.uid}
     },
     {intervalMs: 100, timeoutMs},
-  )
+  ).catch(async (error: Error) => {
+    // What kubelet last said about the containers that did not start (a runtime's refusal ends up there).
+    const pod = await env.client.request<PodObject>('GET', podPath(ref)).catch(() => undefined)
+    const waiting = (pod?.status?.containerStatuses ?? []).flatMap((c) => (c.state?.waiting === undefined ? [] : [`${c.name}: ${c.state.waiting.reason}: ${c.state.waiting.message ?? ''}`]))
+    if (waiting.length > 0) error.message += ` (${waiting.join('; ')})`
+    throw error
+  })
 }
 
 /** The pod's phase, reason and message as the API server has them. */

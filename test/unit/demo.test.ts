@@ -16,8 +16,8 @@ describe('npm run demo: whether the device half runs here (scripts/demo/device-p
   })
 
   it('names each missing command or file and the Debian packages to install, each package once', function () {
-    expect(deviceHalfNotice(machine(0, ['containerd', 'ctr', '/usr/lib/cni/bridge', 'losetup']))).to.equal(
-      'the device half needs containerd, ctr, the CNI bridge plugin and losetup (apt-get install containerd containernetworking-plugins mount); showing the GC half only',
+    expect(deviceHalfNotice(machine(0, ['runc', 'iptables', '/usr/lib/cni/bridge', 'losetup']))).to.equal(
+      'the device half needs runc, the CNI bridge plugin, iptables and losetup (apt-get install runc containernetworking-plugins iptables mount); showing the GC half only',
     )
   })
 
@@ -31,12 +31,10 @@ describe('npm run demo: whether the device half runs here (scripts/demo/device-p
     expect(deviceHalfNotice(machine(0, [], false))).to.equal('the device half needs a usable /dev/loop-control (modprobe loop); showing the GC half only')
   })
 
-  it('asks about every command the node harness and the image build run', function () {
+  it('asks about every command the node harness and the image build run (containerd and ctr are built with the control plane)', function () {
     const asked: string[] = []
     deviceHalfNotice({has: (find) => asked.push(find) > 0, loopControl: true, uid: 0})
     expect(asked).to.have.members([
-      'containerd',
-      'ctr',
       'runc',
       '/bin/busybox',
       '/usr/lib/cni/bridge',
@@ -56,7 +54,7 @@ describe('npm run demo: whether the device half runs here (scripts/demo/device-p
 
 describe('npm run demo: the packages it installs as root (missingPackages)', function () {
   it('each Debian package that brings something missing, once, in the order of the needs', function () {
-    expect(missingPackages(machine(0, ['containerd', 'ctr', 'gpgv', '/usr/share/keyrings/debian-archive-keyring.gpg']))).to.deep.equal(['containerd', 'gpgv', 'debian-archive-keyring'])
+    expect(missingPackages(machine(0, ['nsenter', 'losetup', 'gpgv', '/usr/share/keyrings/debian-archive-keyring.gpg']))).to.deep.equal(['mount', 'util-linux', 'gpgv', 'debian-archive-keyring'])
     expect(missingPackages(machine(0))).to.deep.equal([])
   })
 })
