@@ -204,7 +204,8 @@ export class DraDriver {
       try {
         const prepared = await this.#prepareOne(ref)
         response.claims[ref.uid] = {
-          devices: prepared.devices.map((d) => ({cdi_device_ids: [d.cdiId], device_name: d.device, pool_name: this.options.nodeName, request_names: [d.request]})),
+          // kubelet matches a container's claim request by its base name (no `/subrequest`).
+          devices: prepared.devices.map((d) => ({cdi_device_ids: [d.cdiId], device_name: d.device, pool_name: this.options.nodeName, request_names: [d.request.split('/')[0]]})),
           error: '',
         }
       } catch (error) {

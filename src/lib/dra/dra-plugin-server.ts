@@ -46,6 +46,7 @@ export class DraPluginServer {
   #servers: grpc.Server[] = []
   #inodes: number[] = []
   readonly #streams = new Set<grpc.ServerWritableStream<unknown, NodeWatchResourcesResponse>>()
+  #refresh: NodeJS.Timeout | undefined
 
   constructor(readonly options: DraPluginServerOptions) {
     this.registrationSocket = join(options.registrationDir, `${draDriver}-reg.sock`)
@@ -76,6 +77,9 @@ export class DraPluginServer {
     await bind(g, registration, this.registrationSocket)
     this.#servers = [service, registration]
     this.#inodes = [(await lstat(this.serviceSocket)).ino, (await lstat(this.registrationSocket)).ino]
+    // kubelet times each device's health from the message that last named it and reads it as Unknown after
+    // 30 s: the whole list goes out again well within that.
+    this.#refresh = setInterval(() => this.pushHealth(), healthRefreshMs).unref()
   }
 
   /** True while both socket files are the ones this server bound. */
@@ -96,6 +100,7 @@ export class DraPluginServer {
     const inodes = this.#inodes
     this.#servers = []
     this.#inodes = []
+    clearInterval(this.#refresh)
     for (const stream of this.#streams) stream.end()
     this.#streams.clear()
     for (const server of servers) server.forceShutdown()
@@ -134,6 +139,8 @@ export class DraPluginServer {
     }
   }
 }
+
+const healthRefreshMs = 10_000
 
 async function bind(g: typeof grpc, server: grpc.Server, socket: string): Promise<void> {
   await rm(socket, {force: true})

@@ -1,0 +1,384 @@
+import {expect} from 'chai'
+import {mkdir, mkdtemp, readFile, rm, writeFile} from 'node:fs/promises'
+import {tmpdir} from 'node:os'
+import {join} from 'node:path'
+
+import {claimCdiFile} from '../../src/lib/dra/claim-cdi.js'
+import {draDeviceName} from '../../src/lib/dra/resource-slices.js'
+import {stableDeviceId} from '../../src/lib/plugins/class-allocation.js'
+import {CliProcess} from '../support/cli-process.js'
+import {loopDevice} from '../support/loop-device.js'
+import {BackedLoops, canUseLoopControl, loopData, readLoop} from '../support/loop-devices.js'
+import {missingPrerequisite} from '../support/prerequisites.js'
+import {createNamespace, deletePods, testNode, waitForPod, type NodeEnv, type RunningPod} from '../support/test-node.js'
+import {waitFor} from '../support/wait.js'
+
+// Loop devices 460-479 belong to these tests. Each test disk has a udev serial (in the agent's own udev
+// database directory), so that plugged in again under another loop number it is the same device.
+const dra = '/apis/resource.k8s.io/v1'
+const classesPath = '/apis/devices.nfdctl.io/v1alpha1/deviceclasses'
+const draClass = 'dral.devices.nfdctl.io'
+
+interface Slice {
+  metadata: {name: string; uid: string}
+  spec: {
+    nodeName: string
+    pool: {name: string; generation: number; resourceSliceCount: number}
+    devices?: Array<{name: string; attributes: Record<string, {string?: string; int?: number; bool?: boolean}>}>
+  }
+}
+interface Claim {
+  metadata: {name: string; uid: string}
+  status?: {
+    allocation?: {devices?: {results?: Array<{device: string; pool: string; driver: string}>}}
+    devices?: Array<{device: string; conditions?: Array<{type: string; status: string; reason: string}>; data?: {devNode?: string}}>
+  }
+}
+interface PodObject {
+  metadata: {uid: string}
+  status?: {
+    conditions?: Array<{type: string; status: string; reason?: string; message?: string}>
+    resourceClaimStatuses?: Array<{name: string; resourceClaimName?: string}>
+    containerStatuses?: Array<{name: string; allocatedResourcesStatus?: Array<{name: string; resources?: Array<{resourceID: string; health?: string}>}>}>
+  }
+}
+interface LogLine {
+  msg: string
+  claim?: string
+}
+
+describe('devices agent --dra on a real node: claims, CDI, and devices that come back', function () {
+  let env: NodeEnv
+  let dir: string
+  let udevDir: string
+  let loops: BackedLoops
+  let agent: CliProcess | undefined
+  const namespace = 'nfdctl-dra'
+  const pods: string[] = []
+
+  const serialOf = (disk: string): string => `nfdctl-dra-${disk}`
+  /** The DRA device name of a test disk: from its serial, whatever loop number it has. */
+  const deviceOf = (disk: string): string => draDeviceName(stableDeviceId(loopDevice(0, {ID_SERIAL: serialOf(disk)})))
+  const plug = async (index: number, disk: string): Promise<void> => {
+    await writeFile(join(udevDir, `b7:${index}`), `E:ID_SERIAL=${serialOf(disk)}\n`)
+    await loops.add(index)
+  }
+  const unplug = async (index: number): Promise<void> => {
+    await loops.drop(index)
+    await rm(join(udevDir, `b7:${index}`), {force: true})
+  }
+
+  const startAgent = async (): Promise<CliProcess> => {
+    const cli = new CliProcess([
+      'devices',
+      'agent',
+      '--dra',
+      '--kubeconfig',
+      env.plane.kubeconfig,
+      '--node-name',
+      env.node.name,
+      '--containerd-address',
+      env.node.containerd.socket,
+      '--pod-resources-socket',
+      env.node.kubelet.podResourcesSocket,
+      '--kubelet-dir',
+      env.node.kubelet.rootDir,
+      '--cdi-dir',
+      env.node.containerd.cdiDir,
+      '--udev-data-dir',
+      udevDir,
+      '--state-dir',
+      join(dir, 'state'),
+      '--metrics-port',
+      '0',
+      '--log-format',
+      'json',
+    ])
+    await cli.waitForLine<LogLine>('the DRA driver registered', (l) => l.msg.includes('registered with kubelet'), 30_000)
+    return cli
+  }
+
+  const slices = async (): Promise<Slice[]> =>
+    (await env.client.request<{items: Slice[]}>('GET', `${dra}/resourceslices`, {query: {fieldSelector: `spec.nodeName=${env.node.name},spec.driver=devices.nfdctl.io`}})).items
+  const slicedDevices = async (): Promise<string[]> => (await slices()).flatMap((s) => (s.spec.devices ?? []).map((d) => d.name)).sort()
+  const waitForSlice = async (what: string, wanted: (names: string[]) => boolean): Promise<string[]> =>
+    waitFor(
+      what,
+      async () => {
+        const names = await slicedDevices()
+        return wanted(names) ? names : undefined
+      },
+      {intervalMs: 50, timeoutMs: 10_000},
+    )
+
+  const createTemplate = async (name: string, request: Record<string, unknown>, ns = namespace): Promise<void> => {
+    await env.client.request('POST', `${dra}/namespaces/${ns}/resourceclaimtemplates`, {
+      body: {
+        apiVersion: 'resource.k8s.io/v1',
+        kind: 'ResourceClaimTemplate',
+        metadata: {name},
+        spec: {spec: {devices: {requests: [{exactly: {deviceClassName: draClass, ...request}, name: 'disk'}]}}},
+      },
+    })
+  }
+  const createClaimPod = async (name: string, template: string, ns = namespace): Promise<void> => {
+    pods.push(`${ns}/${name}`)
+    await env.client.request('POST', `/api/v1/namespaces/${ns}/pods`, {
+      body: {
+        apiVersion: 'v1',
+        kind: 'Pod',
+        metadata: {name},
+        spec: {
+          automountServiceAccountToken: false,
+          containers: [{command: ['sleep', '3600'], image: 'localhost/nfdctl-test/busybox:1', imagePullPolicy: 'Never', name: 'main', resources: {claims: [{name: 'disk'}]}}],
+          // Through the scheduler (it allocates the claim), to this node.
+          nodeSelector: {'kubernetes.io/hostname': env.node.name},
+          resourceClaims: [{name: 'disk', resourceClaimTemplateName: template}],
+          terminationGracePeriodSeconds: 1,
+        },
+      },
+    })
+  }
+  const pod = (name: string, ns = namespace): Promise<PodObject> => env.client.request<PodObject>('GET', `/api/v1/namespaces/${ns}/pods/${name}`)
+  const claimOf = async (name: string, ns = namespace): Promise<Claim> => {
+    const claimName = (await pod(name, ns)).status?.resourceClaimStatuses?.[0]?.resourceClaimName
+    if (claimName === undefined) throw new Error(`pod ${name} has no claim yet`)
+    return env.client.request<Claim>('GET', `${dra}/namespaces/${ns}/resourceclaims/${claimName}`)
+  }
+  const readyCondition = async (name: string, device: string): Promise<{status: string; reason: string; devNode?: string} | undefined> => {
+    const entry = (await claimOf(name)).status?.devices?.find((d) => d.device === device)
+    const ready = entry?.conditions?.find((c) => c.type === 'Ready')
+    return ready === undefined ? undefined : {devNode: entry?.data?.devNode, reason: ready.reason, status: ready.status}
+  }
+  const health = async (name: string, device: string): Promise<string | undefined> => {
+    const statuses = (await pod(name)).status?.containerStatuses?.find((c) => c.name === 'main')?.allocatedResourcesStatus ?? []
+    // The resource ID is the device's CDI ID (…/claim=<claim uid>-<device>).
+    return statuses.flatMap((s) => s.resources ?? []).find((r) => r.resourceID.endsWith(`-${device}`))?.health
+  }
+  /** Waits until a pod runs and its container `main` reads the test disk at loop<index>. */
+  const readsDisk = async (running: RunningPod, index: number): Promise<void> => {
+    await waitFor(`${running.name} reads /dev/loop${index}`, async () => (await readLoop(env.node, running.containerId, index)) === loopData(index), {intervalMs: 20, timeoutMs: 10_000})
+  }
+
+  before(async function () {
+    env = await testNode(this)
+    if (!canUseLoopControl()) missingPrerequisite(this, '/dev/loop-control is not usable (needs root and the loop driver)')
+    dir = await mkdtemp(join(tmpdir(), 'nfdctl-dra-'))
+    udevDir = join(dir, 'udev')
+    await mkdir(udevDir, {recursive: true})
+    loops = new BackedLoops(dir)
+    await createNamespace(env, namespace)
+    await env.client.request('POST', classesPath, {
+      body: {apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', metadata: {name: 'dral'}, spec: {allocation: 'DRA', match: [{devName: 'loop46[0-9]', subsystem: 'block'}]}},
+    })
+    await createTemplate('one-disk', {})
+    await createTemplate('two-disks', {allocationMode: 'ExactCount', count: 2})
+    await plug(461, 'a')
+    agent = await startAgent()
+  })
+
+  after(async function () {
+    this.timeout(120_000)
+    if (process.env.NFDCTL_DEBUG_AGENT && agent) console.log(agent.transcript())
+    await agent?.stop('SIGTERM')
+    await deletePods(env, pods.splice(0))
+    for (const i of loops.plugged) await unplug(i)
+    await env.client.request('DELETE', `${classesPath}/dral`).catch(() => {})
+    await env.client.request('DELETE', `/api/v1/namespaces/${namespace}`).catch(() => {})
+    await rm(dir, {force: true, recursive: true})
+  })
+
+  it('publishes the node pool as a ResourceSlice and a resource.k8s.io DeviceClass that selects the class, owned by it', async function () {
+    const names = await waitForSlice('the slice lists disk a', (n) => n.includes(deviceOf('a')))
+    expect(names).to.deep.equal([deviceOf('a')])
+    const [slice] = await slices()
+    expect(slice.spec.pool).to.include({name: env.node.name, resourceSliceCount: 1})
+    const attributes = slice.spec.devices![0].attributes
+    expect(attributes['devices.nfdctl.io/kernelName']).to.deep.equal({string: 'loop461'})
+    expect(attributes['devices.nfdctl.io/major']).to.deep.equal({int: 7})
+    expect(attributes['devices.nfdctl.io/serial']).to.deep.equal({string: serialOf('a')})
+    expect(attributes['devices.nfdctl.io/class_dral']).to.deep.equal({bool: true})
+    const owner = await env.client.request<{metadata: {uid: string}}>('GET', `${classesPath}/dral`)
+    const draDeviceClass = await waitFor('the resource.k8s.io DeviceClass', () =>
+      env.client.request<{metadata: {ownerReferences?: Array<{uid: string}>}; spec: {selectors: Array<{cel: {expression: string}}>}}>('GET', `${dra}/deviceclasses/${draClass}`).catch(() => undefined),
+    )
+    expect(draDeviceClass.metadata.ownerReferences?.map((o) => o.uid)).to.deep.equal([owner.metadata.uid])
+    expect(draDeviceClass.spec.selectors[0].cel.expression).to.include('class_dral')
+  })
+
+  it('a hot-plug reaches the slice within 1 s, an unplug too', async function () {
+    let plugged = performance.now()
+    await plug(462, 'b')
+    await waitForSlice('disk b in the slice', (n) => n.includes(deviceOf('b')))
+    expect(performance.now() - plugged).to.be.below(1000)
+    plugged = performance.now()
+    await unplug(462)
+    await waitForSlice('disk b gone from the slice', (n) => !n.includes(deviceOf('b')))
+    expect(performance.now() - plugged).to.be.below(1000)
+  })
+
+  it('a pod with a ResourceClaimTemplate is scheduled, its claim allocated, and its container reads the device through CDI', async function () {
+    this.timeout(120_000)
+    await createClaimPod('reader', 'one-disk')
+    const running = await waitForPod(env, `${namespace}/reader`, 60_000)
+    const claim = await claimOf('reader')
+    expect(claim.status?.allocation?.devices?.results?.map((r) => [r.driver, r.pool, r.device])).to.deep.equal([['devices.nfdctl.io', env.node.name, deviceOf('a')]])
+    await readsDisk(running, 461)
+    // The device came through CDI: kubelet handed containerd the claim's CDI device, and the spec file is ours.
+    const spec = JSON.parse(await readFile(claimCdiFile(env.node.containerd.cdiDir, claim.metadata.uid), 'utf8')) as {devices: Array<{containerEdits: {deviceNodes: Array<{path: string}>}}>}
+    expect(spec.devices.flatMap((d) => d.containerEdits.deviceNodes.map((n) => n.path))).to.deep.equal(['/dev/loop461'])
+    await waitFor('claim status Ready', async () => (await readyCondition('reader', deviceOf('a')))?.status === 'True', {timeoutMs: 10_000})
+  })
+
+  it("a pod asking for more devices than the node has stays Pending with the scheduler's reason", async function () {
+    this.timeout(60_000)
+    await createClaimPod('greedy', 'two-disks')
+    const condition = await waitFor('greedy unschedulable', async () => (await pod('greedy')).status?.conditions?.find((c) => c.type === 'PodScheduled' && c.status === 'False'), {timeoutMs: 30_000})
+    expect(condition.reason).to.equal('Unschedulable')
+    expect(condition.message).to.match(/claim/i)
+    await deletePods(env, [`${namespace}/greedy`])
+    pods.splice(pods.indexOf(`${namespace}/greedy`), 1)
+  })
+
+  it('unplug: access gone, the claim and the pod say so, the slice drops it; re-plug under another loop number: the same container reads it again', async function () {
+    this.timeout(120_000)
+    const running = await waitForPod(env, `${namespace}/reader`)
+    await readsDisk(running, 461)
+    await unplug(461)
+    await waitFor('read fails after unplug', async () => (await readLoop(env.node, running.containerId, 461)).startsWith('failed'), {intervalMs: 20})
+    await waitForSlice('disk a gone from the slice', (n) => !n.includes(deviceOf('a')))
+    expect(await waitFor('claim status not Ready', async () => readyCondition('reader', deviceOf('a')).then((c) => (c?.status === 'False' ? c : undefined)))).to.include({reason: 'DeviceUnplugged'})
+    await waitFor('pod allocatedResourcesStatus Unhealthy', async () => (await health('reader', deviceOf('a'))) === 'Unhealthy', {timeoutMs: 30_000})
+
+    const plugged = performance.now()
+    await plug(463, 'a')
+    await readsDisk(running, 463)
+    const usable = performance.now() - plugged
+    expect(usable).to.be.below(1000)
+    await waitForSlice('disk a back in the slice', (n) => n.includes(deviceOf('a')))
+    expect(await waitFor('claim status Ready again', async () => readyCondition('reader', deviceOf('a')).then((c) => (c?.status === 'True' ? c : undefined)))).to.include({devNode: '/dev/loop463'})
+    await waitFor('pod allocatedResourcesStatus Healthy', async () => (await health('reader', deviceOf('a'))) === 'Healthy', {timeoutMs: 30_000})
+  })
+
+  it('an agent restart neither prepares the claim again nor loses it: the container keeps its device and gets it back after a re-plug', async function () {
+    this.timeout(120_000)
+    const running = await waitForPod(env, `${namespace}/reader`)
+    await agent!.stop('SIGTERM')
+    agent = await startAgent()
+    await readsDisk(running, 463)
+    await unplug(463)
+    await waitFor('read fails after unplug', async () => (await readLoop(env.node, running.containerId, 463)).startsWith('failed'), {intervalMs: 20})
+    await plug(464, 'a')
+    await readsDisk(running, 464)
+    expect(agent.lines.map((l) => l.text).filter((t) => t.includes('"claim prepared"'))).to.deep.equal([])
+  })
+
+  it('a kubelet restart loses nothing: the slice is published again, the pod keeps reading, a new pod gets a device', async function () {
+    this.timeout(180_000)
+    const running = await waitForPod(env, `${namespace}/reader`)
+    const before = (await slices()).map((s) => s.metadata.uid)
+    await env.node.kubelet.stop()
+    await env.node.kubelet.start(env.client)
+    // kubelet deletes the node's slices as it starts: the agent writes them again (new objects).
+    await waitFor(
+      'the slice written again after kubelet deleted it',
+      async () => {
+        const now = await slices()
+        return now.length > 0 && now.every((s) => !before.includes(s.metadata.uid)) && now.some((s) => s.spec.devices?.some((d) => d.name === deviceOf('a')))
+      },
+      {intervalMs: 50, timeoutMs: 15_000},
+    )
+    await readsDisk(running, 464)
+    await plug(465, 'c')
+    await createClaimPod('second', 'one-disk')
+    const second = await waitForPod(env, `${namespace}/second`, 60_000)
+    await readsDisk(second, 465)
+  })
+
+  it("quota: a namespace's ResourceQuota on the class's devices refuses a claim past it", async function () {
+    this.timeout(60_000)
+    const ns = 'nfdctl-dra-quota'
+    await createNamespace(env, ns)
+    try {
+      const resource = `${draClass}.deviceclass.resource.k8s.io/devices`
+      await env.client.request('POST', `/api/v1/namespaces/${ns}/resourcequotas`, {body: {apiVersion: 'v1', kind: 'ResourceQuota', metadata: {name: 'disks'}, spec: {hard: {[resource]: '1'}}}})
+      await waitFor('the quota counted', async () => {
+        const quota = await env.client.request<{status?: {hard?: Record<string, string>}}>('GET', `/api/v1/namespaces/${ns}/resourcequotas/disks`)
+        return quota.status?.hard?.[resource] === '1'
+      })
+      const claim = (name: string): object => ({
+        apiVersion: 'resource.k8s.io/v1',
+        kind: 'ResourceClaim',
+        metadata: {name},
+        spec: {devices: {requests: [{exactly: {deviceClassName: draClass}, name: 'disk'}]}},
+      })
+      await env.client.request('POST', `${dra}/namespaces/${ns}/resourceclaims`, {body: claim('first')})
+      const refused = await env.client.request('POST', `${dra}/namespaces/${ns}/resourceclaims`, {body: claim('second')}).then(
+        () => undefined,
+        (error: unknown) => error as Error,
+      )
+      expect(refused?.message).to.match(/exceeded quota/)
+    } finally {
+      await env.client.request('DELETE', `/api/v1/namespaces/${ns}`).catch(() => {})
+    }
+  })
+
+  it('admin access: refused in a namespace without the admin-access label; in one with it, a pod reads a device another pod holds', async function () {
+    this.timeout(120_000)
+    const adminClaim = {adminAccess: true}
+    const refused = await createTemplate('admin-disk', adminClaim).then(
+      () => undefined,
+      (error: unknown) => error as Error,
+    )
+    expect(refused?.message).to.match(/admin-access/)
+    const ns = 'nfdctl-dra-admin'
+    await createNamespace(env, ns, {'resource.kubernetes.io/admin-access': 'true'})
+    await createTemplate('admin-disk', {...adminClaim, allocationMode: 'All'}, ns)
+    await createClaimPod('inspector', 'admin-disk', ns)
+    const inspector = await waitForPod(env, `${ns}/inspector`, 60_000)
+    // Disk a is the reader's (loop464); admin access sees it too.
+    await readsDisk(inspector, 464)
+    await deletePods(env, [`${ns}/inspector`])
+    pods.splice(pods.indexOf(`${ns}/inspector`), 1)
+    await env.client.request('DELETE', `/api/v1/namespaces/${ns}`).catch(() => {})
+  })
+
+  it('a DeviceClass edit reaches the slice and the resource.k8s.io DeviceClass; with allocation no longer DRA both go', async function () {
+    this.timeout(60_000)
+    await plug(470, 'd')
+    await plug(466, 'e')
+    await env.client.request('PATCH', `${classesPath}/dral`, {
+      body: {
+        spec: {
+          match: [
+            {devName: 'loop46[0-9]', subsystem: 'block'},
+            {devName: 'loop470', subsystem: 'block'},
+          ],
+        },
+      },
+      contentType: 'application/merge-patch+json',
+    })
+    await waitForSlice('disk d joins with the edited match', (n) => n.includes(deviceOf('d')))
+    await env.client.request('POST', classesPath, {
+      body: {apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', metadata: {name: 'dral2'}, spec: {allocation: 'DRA', match: [{devName: 'loop466', subsystem: 'block'}]}},
+    })
+    await waitFor('dral2.devices.nfdctl.io', () => env.client.request('GET', `${dra}/deviceclasses/dral2.devices.nfdctl.io`).catch(() => undefined))
+    const both = await waitFor('disk e in both classes', async () => {
+      const device = (await slices()).flatMap((s) => s.spec.devices ?? []).find((d) => d.name === deviceOf('e'))
+      return device?.attributes['devices.nfdctl.io/class_dral2'] === undefined ? undefined : device
+    })
+    expect(both.attributes['devices.nfdctl.io/class_dral']).to.deep.equal({bool: true})
+    await env.client.request('PATCH', `${classesPath}/dral2`, {body: {spec: {allocation: 'Device'}}, contentType: 'application/merge-patch+json'})
+    await waitFor('dral2.devices.nfdctl.io deleted', () =>
+      env.client.request('GET', `${dra}/deviceclasses/dral2.devices.nfdctl.io`).then(
+        () => undefined,
+        () => true,
+      ),
+    )
+    await waitFor('disk e without class dral2', async () => {
+      const device = (await slices()).flatMap((s) => s.spec.devices ?? []).find((d) => d.name === deviceOf('e'))
+      return device !== undefined && device.attributes['devices.nfdctl.io/class_dral2'] === undefined
+    })
+    await env.client.request('DELETE', `${classesPath}/dral2`)
+  })
+})
