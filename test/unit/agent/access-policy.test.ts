@@ -80,6 +80,31 @@ describe('decideAccess: who may hold a DeviceClass (devices.nfdctl.io)', functio
     expect(reasons(decide([devices], [r]), r)).to.deep.equal(['disk:allocation-device'])
   })
 
+  it('admits a request by claim as it is: the scheduler allocated it and kubelet had it prepared for the pod', function () {
+    const dra = deviceClass('disks', {allocation: 'DRA', capacity: 1})
+    const first = request('prod', {disks: 'claim'})
+    const second = request('ghost', {disks: 'claim', elsewhere: 'claim'})
+    const decision = decide([dra], [first, second], {limitHolders: new Map([['disks', 5]])})
+    expect([...decision.admitted.get(`${first.podUid}/main`)!.classes]).to.deep.equal([['disks', 'claim']])
+    expect([...decision.admitted.get(`${second.podUid}/main`)!.classes]).to.deep.equal([
+      ['disks', 'claim'],
+      ['elsewhere', 'claim'],
+    ])
+    expect([reasons(decision, first), reasons(decision, second)]).to.deep.equal([[], []])
+    // A claim takes no slot of a class's capacity.
+    expect(decision.holders.size).to.equal(0)
+  })
+
+  it('refuses an annotation naming a class with allocation DRA, whatever its policy, and says to ask with a ResourceClaim', function () {
+    const dra = roomyClass('disks', {allocation: 'DRA', annotationAccess: {namespaceSelector: {}}})
+    const r = request('lab', {disks: 'annotation'})
+    const decision = decide([dra], [r])
+    expect(admittedClasses(decision, r)).to.deep.equal([])
+    expect(reasons(decision, r)).to.deep.equal(['disks:allocation-dra'])
+    expect(decision.refused.get(`${r.podUid}/main`)![0].message).to.match(/allocation DRA.*ResourceClaim of the resource\.k8s\.io DeviceClass disks\.devices\.nfdctl\.io$/)
+    expect(decision.holders.size).to.equal(0)
+  })
+
   it("refuses an annotation naming a class that does not apply to the node; a limit is always kubelet's business", function () {
     const r = request('prod', {nope: 'annotation', serial: 'limit'})
     const decision = decide([roomyClass('serial')], [r])

@@ -1,6 +1,6 @@
 import {expect} from 'chai'
 
-import {containerRequests, criLabels, diffAccess, requestOfContainer, wantedAccess, type ContainerRequest, type DeviceAccess} from '../../../src/lib/agent/container-access.js'
+import {containerRequests, criLabels, diffAccess, requestOfContainer, wantedAccess, type ContainerRequest, type DeviceAccess, type RequestedVia} from '../../../src/lib/agent/container-access.js'
 import {stableDeviceId} from '../../../src/lib/plugins/class-allocation.js'
 import {deviceClass} from '../../support/device-class.js'
 import {loopDevice as loop} from '../../support/loop-device.js'
@@ -103,6 +103,66 @@ describe('wantedAccess', function () {
       },
     })
     expect([...wanted.keys()]).to.deep.equal([])
+  })
+})
+
+describe('wantedAccess: allocation DRA', function () {
+  const classes = new Map([
+    ['claimed', deviceClass('claimed', {allocation: 'DRA', permissions: 'rw'})],
+    ['shared', deviceClass('shared', {permissions: 'r'})],
+    ['units', deviceClass('units', {allocation: 'Device', permissions: 'w'})],
+  ])
+  const members = new Map([
+    ['claimed', [loop(1), loop(2), loop(3)]],
+    ['shared', [loop(3), loop(4)]],
+    ['units', [loop(5)]],
+  ])
+  const allocated = new Map([
+    ['claimed', [stableDeviceId(loop(2)), stableDeviceId(loop(3)), 'unplugged-device-id']],
+    ['shared', [stableDeviceId(loop(4))]],
+    ['units', [stableDeviceId(loop(5))]],
+  ])
+  const asking = (classes: Array<[string, RequestedVia]>): ContainerRequest => ({classes: new Map(classes), container: 'main', namespace: 'default', pod: 'p', podUid: 'u'})
+  const wanted = (classesAsked: Array<[string, RequestedVia]>, given = allocated): Array<[string, string]> =>
+    [...wantedAccess({allocated: given, classes, members, request: asking(classesAsked)})].map(([id, a]) => [id, a.access])
+
+  it("by claim: only the devices of the container's claims (by stable ID) that are present", function () {
+    expect(wanted([['claimed', 'claim']])).to.deep.equal([
+      ['b7:2', 'rw'],
+      ['b7:3', 'rw'],
+    ])
+    expect(wanted([['claimed', 'claim']], new Map())).to.deep.equal([])
+    expect(wanted([['claimed', 'claim']], new Map([['shared', [stableDeviceId(loop(1))]]]))).to.deep.equal([])
+  })
+
+  it('a claimed device plugged in again under another kernel name is given again (the stable ID follows it)', function () {
+    const replugged = {...loop(2), devName: 'loop8', devNode: '/dev/loop8', id: 'b7:8', kernelName: 'loop8', minor: 8}
+    const moved = wantedAccess({allocated, classes, members: new Map([['claimed', [replugged]]]), request: asking([['claimed', 'claim']])})
+    expect([...moved.keys()]).to.deep.equal(['b7:8'])
+  })
+
+  it('by limit or annotation: nothing of a DRA class, even devices allocated to the container', function () {
+    expect(wanted([['claimed', 'limit']])).to.deep.equal([])
+    expect(wanted([['claimed', 'annotation']])).to.deep.equal([])
+  })
+
+  it('a claim on a Class- or Device-allocation class gives nothing, allocation or not', function () {
+    expect(wanted([['shared', 'claim']])).to.deep.equal([])
+    expect(wanted([['units', 'claim']])).to.deep.equal([])
+    expect(wanted([['nope', 'claim']])).to.deep.equal([])
+  })
+
+  it('a claimed device also in a class held by annotation gets both permissions', function () {
+    expect(
+      wanted([
+        ['claimed', 'claim'],
+        ['shared', 'annotation'],
+      ]),
+    ).to.deep.equal([
+      ['b7:2', 'rw'],
+      ['b7:3', 'rw'],
+      ['b7:4', 'r'],
+    ])
   })
 })
 

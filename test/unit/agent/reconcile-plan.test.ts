@@ -58,6 +58,57 @@ describe('containersToReconcile', function () {
   })
 })
 
+describe('containersToReconcile: containers holding ResourceClaims', function () {
+  const containers = [container('c1', 'u1'), container('c4', 'u4'), container('c5', 'u5'), container('s4', 'u4', 'POD', 'sandbox')]
+  const running = new Map([
+    ['c1', 101],
+    ['c4', 104],
+    ['c5', 105],
+    ['s4', 100],
+  ])
+  const requests = new Map([['u1/app', request('u1')]])
+  const held = new Map([['dra', [stableDeviceId(loop(2))]]])
+  // Every container but c5 holds a claim's device (the sandbox too, as a lookup that does not check kinds would say).
+  const claimed = (c: RuntimeContainer): ReadonlyMap<string, readonly string[]> | undefined => (c.id === 'c5' ? new Map() : held)
+
+  it('a container whose pod asks for nothing but that holds a claim asks for its class by claim, with what it holds', function () {
+    const work = containersToReconcile({claimed, containers, mayHold: new Set(), requests, running})
+    const c4 = work.find((w) => w.container.id === 'c4')
+    expect(c4).to.not.equal(undefined)
+    expect(c4!.asked).to.equal(true)
+    expect(c4!.claimed).to.equal(held)
+    expect(c4!.request).to.deep.equal({classes: new Map([['dra', 'claim']]), container: 'app', namespace: 'ns', pod: 'pod-u4', podUid: 'u4'})
+  })
+
+  it('a container asking by annotation and holding a claim asks for both', function () {
+    const work = containersToReconcile({claimed, containers, mayHold: new Set(), requests, running})
+    const c1 = work.find((w) => w.container.id === 'c1')
+    expect(c1?.asked).to.equal(true)
+    expect(c1?.claimed).to.equal(held)
+    expect([...(c1?.request.classes ?? [])]).to.deep.equal([
+      ['loop', 'annotation'],
+      ['dra', 'claim'],
+    ])
+    expect(c1?.request).to.deep.include({container: 'app', namespace: 'ns', pod: 'pod-u1', podUid: 'u1'})
+  })
+
+  it('never a sandbox; a container holding no claim device is work only as before', function () {
+    const work = containersToReconcile({claimed, containers, mayHold: new Set(), requests, running})
+    expect(work.map((w) => w.container.id)).to.deep.equal(['c1', 'c4'])
+    const first = containersToReconcile({claimed, containers, mayHold: undefined, requests, running})
+    expect(first.map((w) => [w.container.id, w.asked])).to.deep.equal([
+      ['c1', true],
+      ['c4', true],
+      ['c5', false],
+    ])
+  })
+
+  it('a claim of a container without a running task gives no work', function () {
+    const work = containersToReconcile({claimed, containers, mayHold: undefined, requests, running: new Map([['s4', 100]])})
+    expect(work).to.deep.equal([])
+  })
+})
+
 describe('planContainer', function () {
   const members = new Map([['loop', [loop(1), loop(2)]]])
   const classes = new Map([['loop', loopClass]])
