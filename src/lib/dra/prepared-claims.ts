@@ -41,11 +41,12 @@ export function encodeClaims(claims: Iterable<PreparedClaim>): string {
 
 /** Pure: the claims of a record file; a file of another version or shape is refused whole (nothing half-read). */
 export function decodeClaims(text: string): PreparedClaim[] {
-  const data = JSON.parse(text) as {version?: unknown; claims?: unknown}
-  if (data.version !== version || !Array.isArray(data.claims)) throw new Error(`not a version ${version} record of prepared claims`)
+  const data = JSON.parse(text) as {version?: unknown; claims?: unknown} | null
+  if (data?.version !== version || !Array.isArray(data.claims)) throw new Error(`not a version ${version} record of prepared claims`)
   for (const claim of data.claims as PreparedClaim[]) {
     const ok = typeof claim?.uid === 'string' && typeof claim.namespace === 'string' && typeof claim.name === 'string' && Array.isArray(claim.devices) && Array.isArray(claim.pods)
-    if (!ok || !claim.devices.every((d) => typeof d?.device === 'string' && typeof d.stableId === 'string' && typeof d.className === 'string' && typeof d.cdiId === 'string')) {
+    const fields = ['device', 'stableId', 'className', 'cdiId', 'request', 'access'] as const
+    if (!ok || !claim.devices.every((d) => fields.every((f) => typeof d?.[f] === 'string'))) {
       throw new Error('a prepared claim in the record lacks its uid, name, devices or pods')
     }
   }

@@ -49,20 +49,30 @@ export function draDeviceName(stableId: string): string {
  * The boolean attribute (in the devices.nfdctl.io domain) that says a device is in a class, the one the
  * class's resource.k8s.io DeviceClass selects on. An attribute ID is a C identifier of at most 32
  * characters: `class_<name>` with dashes as underscores while that fits and the name has no dot (names have
- * no underscores, so this is one to one); otherwise a prefix of the name and a hash of all of it.
+ * no underscores, so this is one to one); otherwise `cls_`, a prefix of the name and a hash of all of it (a
+ * prefix no readable form has, so the two forms never meet).
  */
 export function classAttribute(className: string): string {
   const readable = `class_${className.replaceAll('-', '_')}`
   if (!className.includes('.') && readable.length <= sliceLimits.attributeId) return readable
   const hash = createHash('sha256').update(className).digest('hex').slice(0, 12)
-  const prefix = className.replaceAll(/[^a-z0-9]+/g, '_').slice(0, sliceLimits.attributeId - 'class_'.length - hash.length - 1)
-  return `class_${prefix}_${hash}`
+  const prefix = className.replaceAll(/[^a-z0-9]+/g, '_').slice(0, sliceLimits.attributeId - 'cls_'.length - hash.length - 1)
+  return `cls_${prefix}_${hash}`
 }
 
 /** Attribute IDs of every device, before class membership: what a selector or an operator filters on. */
 export const deviceAttributeIds = ['subsystem', 'kernelName', 'type', 'major', 'minor', 'vendorId', 'modelId', 'serial', 'stableId'] as const
 
-const text = (value: string): DeviceAttribute => ({string: value.slice(0, sliceLimits.stringValue)})
+/** A string attribute, cut to the API server's limit, which counts UTF-8 bytes (never inside a character). */
+function text(value: string): DeviceAttribute {
+  if (Buffer.byteLength(value) <= sliceLimits.stringValue) return {string: value}
+  let cut = ''
+  for (const char of value) {
+    if (Buffer.byteLength(cut + char) > sliceLimits.stringValue) break
+    cut += char
+  }
+  return {string: cut}
+}
 
 /**
  * Pure: what a slice says of one device: its identity from the kernel and udev (kernel name, numbers, vendor
@@ -139,7 +149,8 @@ export function sliceName(nodeName: string, index: number): string {
   const suffix = `-${draDriver}-${index}`
   if (nodeName.length + suffix.length <= 253) return `${nodeName}${suffix}`
   const hash = createHash('sha256').update(nodeName).digest('hex').slice(0, 12)
-  return `${nodeName.slice(0, 253 - suffix.length - hash.length - 1)}-${hash}${suffix}`
+  // A DNS subdomain: the shortened part must not end in the middle of a separator.
+  return `${nodeName.slice(0, 253 - suffix.length - hash.length - 1).replace(/[.-]+$/, '')}-${hash}${suffix}`
 }
 
 /**
