@@ -220,6 +220,8 @@ export class DraDriver {
 
   async #prepareOne(ref: ClaimRef): Promise<PreparedClaim> {
     const {client, members, nodeName} = this.options
+    // The UID names the claim's CDI file: nothing but a UID's characters reaches a path.
+    if (!claimUidPattern.test(ref.uid)) throw new Error(`claim ${ref.namespace}/${ref.name} has no valid UID (${JSON.stringify(ref.uid.slice(0, 80))})`)
     const read = client
       .request<ResourceClaimObject>('GET', `/apis/resource.k8s.io/v1/namespaces/${encodeURIComponent(ref.namespace)}/resourceclaims/${encodeURIComponent(ref.name)}`)
       .catch((error: unknown) => {
@@ -258,6 +260,11 @@ export class DraDriver {
     for (const ref of claims) {
       try {
         const prepared = this.#claims.get(ref.uid)
+        // Never prepared with such a UID, so nothing to remove.
+        if (!claimUidPattern.test(ref.uid)) {
+          response.claims[ref.uid] = {error: ''}
+          continue
+        }
         await removeClaimCdi(this.options.cdiDir, ref.uid)
         await this.#claims.delete(ref.uid)
         if (prepared !== undefined) {
@@ -301,5 +308,8 @@ export class DraDriver {
     return this.#checking
   }
 }
+
+/** An object UID as the API server makes them (a UUID); anything else is refused before it names a file. */
+const claimUidPattern = /^[a-f0-9-]{1,64}$/
 
 const devNodeOf = (devices: ReadonlyArray<{prepared: {device: string}; device: Device}>, name: string): string | undefined => devices.find((d) => d.prepared.device === name)?.device.devNode
