@@ -11,6 +11,7 @@ import type {SweepReport} from '../src/lib/gc/sweep-report.js'
 import type {KubeClient} from '../src/lib/kube/kube-client.js'
 import {ControlPlane} from '../test/controlplane/control-plane.js'
 import {ensureBinaries, repoRoot} from '../test/controlplane/paths.js'
+import {nodeIp} from '../test/node/netns.js'
 import {TestNode} from '../test/node/node.js'
 import {ensureNamespace} from '../test/support/seed.js'
 import {waitFor} from '../test/support/wait.js'
@@ -74,15 +75,30 @@ export interface NodeBenchEnvironment extends BenchEnvironment {
   readonly node: TestNode
 }
 
+export interface NodeBenchOptions {
+  /**
+   * kube-scheduler and kube-controller-manager beside the API server, as in a cluster: pods placed by the
+   * scheduler (it allocates ResourceClaims), claims made from ResourceClaimTemplates, namespaces' `default`
+   * ServiceAccounts. Off by default: they take CPU the other device benchmarks measure the agent with.
+   */
+  readonly controllers?: boolean
+}
+
 /**
  * The packed CLI, a private control plane and a real node (containerd + kubelet) on it; close() stops the
  * node first and puts the host back. Must run inside a test network namespace (test/node/in-namespace.ts).
  */
-export async function startNodeBench(log: (line: string) => void): Promise<NodeBenchEnvironment> {
+export async function startNodeBench(log: (line: string) => void, {controllers = false}: NodeBenchOptions = {}): Promise<NodeBenchEnvironment> {
   const dir = await mkdtemp(join(tmpdir(), 'nfdctl-bench-'))
   const bin = await packCli(dir, log)
-  const binDir = await ensureBinaries(log, ['containerd', 'kubelet'])
-  const plane = await ControlPlane.start({apiserverFlags: ['--kubelet-preferred-address-types=InternalIP'], binDir, dir: join(dir, 'controlplane'), log})
+  const binDir = await ensureBinaries(log, controllers ? ['containerd', 'kubelet', 'kube-scheduler', 'kube-controller-manager'] : ['containerd', 'kubelet'])
+  const plane = await ControlPlane.start({
+    apiserverFlags: ['--kubelet-preferred-address-types=InternalIP'],
+    binDir,
+    cluster: controllers ? {nodeIp} : undefined,
+    dir: join(dir, 'controlplane'),
+    log,
+  })
   const client = await plane.client()
   let node: TestNode
   try {
