@@ -4,13 +4,15 @@ import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 
 import {claimCdiFile} from '../../src/lib/dra/claim-cdi.js'
+import {kubeletDraApi} from '../../src/lib/dra/kubelet-dra-api.js'
+import {unary} from '../../src/lib/grpc-unary.js'
 import {draDeviceName} from '../../src/lib/dra/resource-slices.js'
 import {stableDeviceId} from '../../src/lib/plugins/class-allocation.js'
 import {CliProcess} from '../support/cli-process.js'
 import {loopDevice} from '../support/loop-device.js'
 import {BackedLoops, canUseLoopControl, loopData, readLoop} from '../support/loop-devices.js'
 import {missingPrerequisite} from '../support/prerequisites.js'
-import {createNamespace, deletePods, testNode, waitForPod, type NodeEnv, type RunningPod} from '../support/test-node.js'
+import {allocatable, createNamespace, deletePods, testNode, waitForPod, type NodeEnv, type RunningPod} from '../support/test-node.js'
 import {waitFor} from '../support/wait.js'
 
 // Loop devices 460-479 belong to these tests. Each test disk has a udev serial (in the agent's own udev
@@ -59,9 +61,12 @@ describe('devices agent --dra on a real node: claims, CDI, and devices that come
   const serialOf = (disk: string): string => `nfdctl-dra-${disk}`
   /** The DRA device name of a test disk: from its serial, whatever loop number it has. */
   const deviceOf = (disk: string): string => draDeviceName(stableDeviceId(loopDevice(0, {ID_SERIAL: serialOf(disk)})))
+  /** The loop number each test disk is plugged in at now, by device name. */
+  const pluggedAt = new Map<string, number>()
   const plug = async (index: number, disk: string): Promise<void> => {
     await writeFile(join(udevDir, `b7:${index}`), `E:ID_SERIAL=${serialOf(disk)}\n`)
     await loops.add(index)
+    pluggedAt.set(deviceOf(disk), index)
   }
   const unplug = async (index: number): Promise<void> => {
     await loops.drop(index)
@@ -379,6 +384,52 @@ describe('devices agent --dra on a real node: claims, CDI, and devices that come
       const device = (await slices()).flatMap((s) => s.spec.devices ?? []).find((d) => d.name === deviceOf('e'))
       return device !== undefined && device.attributes['devices.nfdctl.io/class_dral2'] === undefined
     })
+    // Side by side: dral2 is now the same agent's device plugin, and kubelet offers its device.
+    await waitFor('devices.nfdctl.io/dral2 allocatable', async () => (await allocatable(env, 'devices.nfdctl.io/dral2')) === 1, {timeoutMs: 15_000})
     await env.client.request('DELETE', `${classesPath}/dral2`)
+
+    // A DRA class deleted takes its resource.k8s.io DeviceClass with it.
+    await env.client.request('POST', classesPath, {
+      body: {apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', metadata: {name: 'dral3'}, spec: {allocation: 'DRA', match: [{devName: 'loop467', subsystem: 'block'}]}},
+    })
+    await waitFor('dral3.devices.nfdctl.io', () => env.client.request('GET', `${dra}/deviceclasses/dral3.devices.nfdctl.io`).catch(() => undefined))
+    await env.client.request('DELETE', `${classesPath}/dral3`)
+    await waitFor(
+      'dral3.devices.nfdctl.io deleted with its class',
+      () =>
+        env.client.request('GET', `${dra}/deviceclasses/dral3.devices.nfdctl.io`).then(
+          () => undefined,
+          () => true,
+        ),
+      {timeoutMs: 15_000},
+    )
+  })
+
+  it('claims kubelet cannot have prepared get an error each, on v1 and v1beta1, and the driver goes on', async function () {
+    const api = await kubeletDraApi()
+    const socket = join(env.node.kubelet.rootDir, 'plugins', 'devices.nfdctl.io', 'dra.sock')
+    const claims = [
+      {name: 'no-such-claim', namespace, uid: '0b5e7a26-54f6-4a57-9d3e-3c1e0c7f0a11'},
+      {name: 'reader-disk', namespace, uid: '../../../etc/passwd'},
+    ]
+    for (const definition of api.draPlugin) {
+      const Client = api.grpc.makeGenericClientConstructor(definition, 'DRAPlugin')
+      const client = new Client(`unix:${socket}`, api.grpc.credentials.createInsecure())
+      try {
+        const answer = await unary<object, {claims: Record<string, {error: string; devices: unknown[]}>}>(client, 'NodePrepareResources', {claims}, 5000)
+        expect(Object.keys(answer.claims).sort()).to.deep.equal(claims.map((c) => c.uid).sort())
+        expect(answer.claims[claims[0].uid].error).to.match(/does not exist/)
+        expect(answer.claims[claims[1].uid].error).to.match(/no valid UID/)
+        expect(answer.claims[claims[1].uid].devices).to.deep.equal([])
+      } finally {
+        client.close()
+      }
+    }
+    // Still serving kubelet: a new pod gets a device.
+    await plug(468, 'f')
+    await createClaimPod('after-bad-claims', 'one-disk')
+    const running = await waitForPod(env, `${namespace}/after-bad-claims`, 60_000)
+    const device = (await claimOf('after-bad-claims')).status?.allocation?.devices?.results?.[0]?.device
+    await readsDisk(running, pluggedAt.get(device ?? '') ?? -1)
   })
 })
