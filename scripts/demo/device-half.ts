@@ -59,10 +59,11 @@ export async function deviceHalf(): Promise<DeviceHalf> {
     .split('\n')
     .at(-1)!
   const socket = await containerdSocket()
-  // The node's own ctr (containerd 2, built with the control plane): the same release as the containerd it talks to.
+  // The node's own ctr (containerd 2, built with the control plane): the same release as the containerd it
+  // talks to. It takes only an absolute socket path (a relative one reads as a URL's host).
   const ctr = containerdBinary(binDir, 'ctr')
   await run([ctr, '--address', socket, '-n', 'k8s.io', 'images', 'import', '--platform', nodePlatform, archive], {
-    display: `${shown(ctr)} --address ${shown(socket)} -n k8s.io images import --platform ${nodePlatform} ${shown(archive)}`,
+    display: `${shown(ctr)} --address ${socket} -n k8s.io images import --platform ${nodePlatform} ${shown(archive)}`,
   })
   const ref = await imageRef(archive)
 
