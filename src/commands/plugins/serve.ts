@@ -44,8 +44,13 @@ Each class is served on <plugin-dir>/nfdctl-<class>.sock and registered with kub
       throw new UsageError(`unknown DeviceClass ${unknown.join(', ')}: the known ones are ${found.all.map((c) => c.metadata.name).join(', ') || 'none'} (--class-file, the cluster)`)
     const notHere = wanted.filter((name) => !found.applicable.some((c) => c.metadata.name === name))
     if (notHere.length > 0) throw new UsageError(`DeviceClass ${notHere.join(', ')} does not apply to node ${nodeName} (its nodeSelector); set --node-name or drop --class`)
-    const classes = wanted.length > 0 ? found.applicable.filter((c) => wanted.includes(c.metadata.name)) : found.applicable
-    if (classes.length === 0) throw new UsageError(`no DeviceClass applies to node ${nodeName}: create one (kubectl apply) or give --class-file`)
+    const dra = wanted.filter((name) => found.applicable.some((c) => c.metadata.name === name && c.spec.allocation === 'DRA'))
+    if (dra.length > 0) throw new UsageError(`DeviceClass ${dra.join(', ')} has allocation DRA, which no device plugin serves; run devices agent --dra for it, or drop --class`)
+    const classes = (wanted.length > 0 ? found.applicable.filter((c) => wanted.includes(c.metadata.name)) : found.applicable).filter((c) => c.spec.allocation !== 'DRA')
+    if (classes.length === 0) {
+      const onlyDra = found.applicable.length > 0 ? ' that a device plugin serves (the ones here have allocation DRA: devices agent --dra serves them)' : ''
+      throw new UsageError(`no DeviceClass applies to node ${nodeName}${onlyDra}: create one (kubectl apply) or give --class-file`)
+    }
 
     const registry = new Registry()
     const {members, plugins, scanner} = classPlugins(flags, {classes, logger: log, registry})

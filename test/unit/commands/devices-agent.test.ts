@@ -11,6 +11,7 @@ describe('devices agent: bad input', function () {
     ['an unknown --cgroup-mode', ['--cgroup-mode', 'v3'], /^Expected --cgroup-mode=v3 to be one of: auto, v1, v2/],
     ['--metrics-port out of range', ['--metrics-port', '70000'], /^--metrics-port must be a port from 1 to 65535, or 0 to disable, got 70000$/],
     ['an invalid --node-name', ['--node-name', 'Node_1'], /^the node name "Node_1" is not a valid Node name/],
+    ['an empty --kubelet-dir', ['--dra', '--kubelet-dir', ' '], /^Flag --kubelet-dir expects a value$/],
   ]
   for (const [name, args, message] of cases) {
     it(`${name}: exit 2 with one line`, async function () {
