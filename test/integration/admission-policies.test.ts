@@ -2,22 +2,30 @@ import {expect} from 'chai'
 
 import {nodeClassStatus, StatusWriter} from '../../src/lib/agent/status-writer.js'
 import {deviceClassesPath} from '../../src/lib/devices/cluster-classes.js'
+import {ClaimStatusWriter} from '../../src/lib/dra/claim-status-writer.js'
+import type {ClaimDeviceStatus} from '../../src/lib/dra/device-health.js'
+import {DraDeviceClasses} from '../../src/lib/dra/dra-device-classes.js'
+import type {SliceDevice} from '../../src/lib/dra/resource-slices.js'
+import {SlicePublisher} from '../../src/lib/dra/slice-publisher.js'
 import {matchesLabelSelector} from '../../src/lib/devices/label-selector.js'
 import type {Device, LabelSelector} from '../../src/lib/devices/types.js'
 import {KubeApiError} from '../../src/lib/kube/api-error.js'
 import {openCluster} from '../../src/lib/kube/connect.js'
 import type {KubeClient} from '../../src/lib/kube/kube-client.js'
+import {createLogger} from '../../src/lib/observe/logger.js'
 import type {ControlPlane} from '../controlplane/control-plane.js'
 import {startControlPlane} from '../support/cluster.js'
-import {deviceClassManifest} from '../support/device-class.js'
+import {deviceClass as heldClass, deviceClassManifest} from '../support/device-class.js'
 import {placeManifest, readManifests} from '../support/manifests.js'
+import {sink} from '../support/sink.js'
 import {rejection} from '../support/thrown.js'
 import {waitFor} from '../support/wait.js'
 
-// deploy/agent's ValidatingAdmissionPolicies, and the ResourceQuota recipe for the device-plugin path, on a
-// real kube-apiserver of their own: the annotation policy judges every pod that asks for a class, so it must
-// not reach the pods of other suites on the shared control plane. No kubelet, scheduler or controller-manager
-// runs here: pods stay Pending, which is all admission needs.
+// deploy/agent's and deploy/agent-dra's ValidatingAdmissionPolicies (with deploy/agent-dra's role, which they
+// narrow), and the ResourceQuota recipe for the device-plugin path, on a real kube-apiserver of their own: the
+// annotation policy judges every pod that asks for a class, so it must not reach the pods of other suites on the
+// shared control plane. No kubelet, scheduler or controller-manager runs here: pods stay Pending, which is all
+// admission and a pod-bound service account token need.
 
 type Json = Record<string, unknown>
 
@@ -56,8 +64,11 @@ const refusal = (action: () => Promise<unknown>): Promise<KubeApiError> => rejec
 const refusedBy = (error: unknown, policy: string): error is KubeApiError =>
   error instanceof KubeApiError && error.statusClass === 'Forbidden' && error.serverMessage.includes(`ValidatingAdmissionPolicy '${policy}'`)
 
-/** Waits until the dry-run `request` is refused as `expected` tells; it failing any other way fails the wait at once. */
-async function untilRefused(what: string, request: () => Promise<unknown>, expected: (error: unknown) => boolean): Promise<void> {
+/**
+ * Waits until the dry-run `request` is refused as `expected` tells; it failing any other way fails the wait at
+ * once, but for a refusal `notYet` tells to wait through.
+ */
+async function untilRefused(what: string, request: () => Promise<unknown>, expected: (error: unknown) => boolean, notYet: (error: unknown) => boolean = () => false): Promise<void> {
   await waitFor(
     what,
     async () => {
@@ -66,6 +77,7 @@ async function untilRefused(what: string, request: () => Promise<unknown>, expec
         return false
       } catch (error) {
         if (expected(error)) return true
+        if (notYet(error)) return false
         throw error
       }
     },
@@ -75,8 +87,10 @@ async function untilRefused(what: string, request: () => Promise<unknown>, expec
 
 const annotationPolicy = 'nfdctl-device-annotation-access'
 const statusPolicy = 'nfdctl-agent-own-node-status'
+const slicePolicy = 'nfdctl-agent-own-node-slices'
+const draClassPolicy = 'nfdctl-agent-dra-device-classes'
 
-describe('deploy/agent admission policies and a device quota, on a real kube-apiserver', function () {
+describe('deploy/agent and deploy/agent-dra admission policies and a device quota, on a real kube-apiserver', function () {
   let plane: ControlPlane
   let client: KubeClient
   let sentinels = 0
@@ -108,6 +122,24 @@ describe('deploy/agent admission policies and a device quota, on a real kube-api
       () => client.request('POST', podsOf(namespace), {body: pod('probe', {annotations: annotation(className)}), query: {dryRun: 'All'}}),
       (error) => refusedBy(error, annotationPolicy),
     )
+  }
+
+  /**
+   * A token for the agent's service account (deploy/agent's, in nfdctl-system) from the TokenRequest API,
+   * bound to the pod `podName` there as kubelet's projected token is, and a client using it.
+   */
+  async function clientBoundTo(podName: string): Promise<KubeClient> {
+    const namespace = 'nfdctl-system'
+    const boundPod = await client.request<{metadata: {uid: string}}>('GET', `${podsOf(namespace)}/${podName}`)
+    const request = await client.request<{status: {token: string}}>('POST', `/api/v1/namespaces/${namespace}/serviceaccounts/nfdctl-agent/token`, {
+      body: {
+        apiVersion: 'authentication.k8s.io/v1',
+        kind: 'TokenRequest',
+        spec: {boundObjectRef: {apiVersion: 'v1', kind: 'Pod', name: podName, uid: boundPod.metadata.uid}, expirationSeconds: 3600},
+      },
+    })
+    const kubeconfig = await plane.kubeconfigWithToken(podName, request.status.token)
+    return (await openCluster({kubeconfig}, {burst: 100, qps: 100})).client
   }
 
   before(async function () {
@@ -286,20 +318,6 @@ describe('deploy/agent admission policies and a device quota, on a real kube-api
     let agent: KubeClient
     let unscheduled: KubeClient
 
-    /** A token for the agent's service account from the TokenRequest API, bound to `podName`, and a client using it. */
-    async function clientBoundTo(podName: string): Promise<KubeClient> {
-      const boundPod = await client.request<{metadata: {uid: string}}>('GET', `${podsOf(namespace)}/${podName}`)
-      const request = await client.request<{status: {token: string}}>('POST', `/api/v1/namespaces/${namespace}/serviceaccounts/nfdctl-agent/token`, {
-        body: {
-          apiVersion: 'authentication.k8s.io/v1',
-          kind: 'TokenRequest',
-          spec: {boundObjectRef: {apiVersion: 'v1', kind: 'Pod', name: podName, uid: boundPod.metadata.uid}, expirationSeconds: 3600},
-        },
-      })
-      const kubeconfig = await plane.kubeconfigWithToken(podName, request.status.token)
-      return (await openCluster({kubeconfig}, {burst: 100, qps: 100})).client
-    }
-
     async function nodesOfClass(): Promise<Json[]> {
       return (await client.request<{status?: {nodes?: Json[]}}>('GET', `${deviceClassesPath}/${className}`)).status?.nodes ?? []
     }
@@ -396,6 +414,230 @@ describe('deploy/agent admission policies and a device quota, on a real kube-api
     it('does not judge other identities (an administrator may still edit any entry)', async () => {
       await client.request('PATCH', classStatusPath(className), {body: {status: {nodes: []}}, contentType: mergePatch})
       expect(await nodesOfClass()).to.deep.equal([])
+    })
+  })
+
+  describe(`deploy/agent-dra: the DRA driver's role, narrowed by ValidatingAdmissionPolicies ${slicePolicy} and ${draClassPolicy}`, function () {
+    const namespace = 'nfdctl-system'
+    const slicesPath = '/apis/resource.k8s.io/v1/resourceslices'
+    const draClassesPath = '/apis/resource.k8s.io/v1/deviceclasses'
+    const claimsPath = '/apis/resource.k8s.io/v1/namespaces/claims/resourceclaims'
+    const driver = 'devices.nfdctl.io'
+    const log = sink()
+    const logger = createLogger({format: 'json', level: 'warn', out: log})
+    const controller = new AbortController()
+    let agent: KubeClient
+    let unscheduled: KubeClient
+
+    const slice = (name: string, spec: Json): Json => ({
+      apiVersion: 'resource.k8s.io/v1',
+      kind: 'ResourceSlice',
+      metadata: {name},
+      spec: {devices: [], driver, pool: {generation: 1, name: 'pool', resourceSliceCount: 1}, ...spec},
+    })
+    const device = (i: number): SliceDevice => ({attributes: {stableId: {string: `serial-${i}`}}, name: `serial-${i}`})
+    /** A server-side apply, as the driver writes. */
+    const apply = (as: KubeClient, path: string, body: Json): Promise<unknown> =>
+      as.request('PATCH', path, {body, contentType: 'application/apply-patch+yaml', query: {fieldManager: 'nfdctl-agent', force: true}})
+    /** The slices of `node`, as `[name, number of devices]`. */
+    const slicesOf = async (node: string): Promise<Array<[string, number]>> =>
+      (await client.request<{items: Array<{metadata: {name: string}; spec: {devices?: unknown[]}}>}>('GET', slicesPath, {query: {fieldSelector: `spec.nodeName=${node}`}})).items
+        .map((s): [string, number] => [s.metadata.name, s.spec.devices?.length ?? 0])
+        .sort(([a], [b]) => a.localeCompare(b))
+    /** RBAC has not taken the role in yet (a refusal by the authorizer, not by a policy). */
+    const notAuthorizedYet = (error: unknown): boolean => error instanceof KubeApiError && error.statusClass === 'Forbidden' && !error.serverMessage.includes('ValidatingAdmissionPolicy')
+
+    before(async function () {
+      this.timeout(60_000)
+      const {docs, namespace: kustomized} = await readManifests('agent-dra', ['rbac.yaml', 'slice-policy.yaml', 'device-class-policy.yaml'])
+      for (const {doc} of docs) {
+        const {body, collection} = placeManifest(doc, kustomized)!
+        await client.request('POST', collection, {body})
+      }
+      for (const node of ['dra-a', 'dra-b']) await client.request('POST', '/api/v1/nodes', {body: {apiVersion: 'v1', kind: 'Node', metadata: {name: node}}})
+      await client.request('POST', podsOf(namespace), {body: pod('dra-agent-a', {nodeName: 'dra-a', serviceAccountName: 'nfdctl-agent'})})
+      await client.request('POST', podsOf(namespace), {body: pod('dra-agent-unscheduled', {serviceAccountName: 'nfdctl-agent'})})
+      agent = await clientBoundTo('dra-agent-a')
+      unscheduled = await clientBoundTo('dra-agent-unscheduled')
+      // Both in force once each refuses a probe apart from the rules under test.
+      await untilRefused(
+        `ValidatingAdmissionPolicy ${slicePolicy} to refuse a token that names no node`,
+        () => unscheduled.request('POST', slicesPath, {body: slice('probe', {nodeName: 'dra-a'}), query: {dryRun: 'All'}}),
+        (error) => refusedBy(error, slicePolicy),
+        notAuthorizedYet,
+      )
+      await untilRefused(
+        `ValidatingAdmissionPolicy ${draClassPolicy} to refuse a class of another name`,
+        () => agent.request('POST', draClassesPath, {body: {apiVersion: 'resource.k8s.io/v1', kind: 'DeviceClass', metadata: {name: 'probe'}, spec: {}}, query: {dryRun: 'All'}}),
+        (error) => refusedBy(error, draClassPolicy),
+        notAuthorizedYet,
+      )
+    })
+
+    after(function () {
+      controller.abort()
+      agent?.close()
+      unscheduled?.close()
+    })
+
+    it("the driver's SlicePublisher, on a token bound to a pod of node dra-a, publishes that node's pool, changes it and takes back a slice (list, watch, server-side apply, delete)", async () => {
+      let errors = 0
+      const publisher = new SlicePublisher({client: agent, logger, nodeName: 'dra-a', onError: () => errors++})
+      try {
+        await publisher.start(controller.signal)
+        publisher.setDevices(Array.from({length: 130}, (_, i) => device(i)))
+        await publisher.settled()
+        expect(errors, log.text()).to.equal(0)
+        expect(await slicesOf('dra-a')).to.deep.equal([
+          ['dra-a-devices.nfdctl.io-0', 128],
+          ['dra-a-devices.nfdctl.io-1', 2],
+        ])
+        publisher.setDevices([device(0)])
+        await publisher.settled()
+        expect(errors, log.text()).to.equal(0)
+        expect(await slicesOf('dra-a')).to.deep.equal([['dra-a-devices.nfdctl.io-0', 1]])
+      } finally {
+        await publisher.stop()
+      }
+    })
+
+    it("refuses the agent creating, changing or deleting another node's slice (server-side apply, patch, update, delete), one of no node, or another driver's", async () => {
+      const theirs = 'dra-b-devices.nfdctl.io-0'
+      // dra-b's slice, written by an administrator, whom the policy does not judge.
+      await apply(client, `${slicesPath}/${theirs}`, slice(theirs, {nodeName: 'dra-b', pool: {generation: 1, name: 'dra-b', resourceSliceCount: 1}}))
+      const stored = await client.request<Json & {metadata: Json}>('GET', `${slicesPath}/${theirs}`)
+      const others = `the nfdctl agent of node dra-a may write only the ResourceSlices of its own node, not those of node dra-b`
+      const attempts: Array<[string, () => Promise<unknown>]> = [
+        ['a server-side apply that creates one', () => apply(agent, `${slicesPath}/dra-b-devices.nfdctl.io-1`, slice('dra-b-devices.nfdctl.io-1', {nodeName: 'dra-b'}))],
+        [
+          'a server-side apply that changes one',
+          () => apply(agent, `${slicesPath}/${theirs}`, slice(theirs, {devices: [device(9)], nodeName: 'dra-b', pool: {generation: 2, name: 'dra-b', resourceSliceCount: 1}})),
+        ],
+        ['a merge patch', () => agent.request('PATCH', `${slicesPath}/${theirs}`, {body: {metadata: {labels: {taken: 'yes'}}}, contentType: mergePatch})],
+        ['an update', () => agent.request('PUT', `${slicesPath}/${theirs}`, {body: {...stored, metadata: {...stored.metadata, labels: {taken: 'yes'}}}})],
+        ['a delete', () => agent.request('DELETE', `${slicesPath}/${theirs}`)],
+      ]
+      for (const [what, attempt] of attempts) {
+        const error = await refusal(attempt)
+        expect(error.code, what).to.equal(403)
+        expect(error.serverMessage, what).to.contain(`ValidatingAdmissionPolicy '${slicePolicy}'`).and.contain(others)
+      }
+      const everywhere = await refusal(() => apply(agent, `${slicesPath}/everywhere`, slice('everywhere', {allNodes: true})))
+      expect(everywhere.serverMessage).to.contain('the nfdctl agent of node dra-a may write only the ResourceSlices of its own node, not a slice of no single node')
+      const otherDriver = await refusal(() => apply(agent, `${slicesPath}/dra-a-gpu`, slice('dra-a-gpu', {driver: 'gpu.example.com', nodeName: 'dra-a'})))
+      expect(otherDriver.serverMessage).to.contain('the nfdctl agent of node dra-a may write only the ResourceSlices of driver devices.nfdctl.io, not those of gpu.example.com')
+      const noNode = await refusal(() => apply(unscheduled, `${slicesPath}/dra-a-devices.nfdctl.io-9`, slice('dra-a-devices.nfdctl.io-9', {nodeName: 'dra-a'})))
+      expect(noNode.serverMessage).to.contain("the nfdctl agent's credentials name no node")
+      expect(await client.request('GET', `${slicesPath}/${theirs}`)).to.deep.equal(stored)
+      expect(await slicesOf('dra-a'), "the agent's own slice, as its publisher left it").to.deep.equal([['dra-a-devices.nfdctl.io-0', 1]])
+      await client.request('DELETE', `${slicesPath}/${theirs}`)
+    })
+
+    it("the driver's DraDeviceClasses applies <class>.devices.nfdctl.io for a DRA class, owned by that class, and deletes it when the class goes", async () => {
+      const created = await client.request<{metadata: {uid: string}}>('POST', deviceClassesPath, {body: deviceClassManifest('dra-serial', {allocation: 'DRA'})})
+      const {uid} = created.metadata
+      let errors = 0
+      const classes = new DraDeviceClasses({client: agent, logger, onError: () => errors++})
+      await classes.sync([{...heldClass('dra-serial', {allocation: 'DRA'}), metadata: {name: 'dra-serial', uid}}])
+      expect(errors, log.text()).to.equal(0)
+      const made = await client.request<{metadata: {ownerReferences: Json[]}}>('GET', `${draClassesPath}/dra-serial.devices.nfdctl.io`)
+      expect(made.metadata.ownerReferences).to.deep.equal([{apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', name: 'dra-serial', uid}])
+      await classes.sync([])
+      expect(errors, log.text()).to.equal(0)
+      const gone = await refusal(() => client.request('GET', `${draClassesPath}/dra-serial.devices.nfdctl.io`))
+      expect(gone.code).to.equal(404)
+    })
+
+    it("refuses the agent creating, changing or deleting a resource.k8s.io DeviceClass outside its driver's names", async () => {
+      const gpu = {apiVersion: 'resource.k8s.io/v1', kind: 'DeviceClass', metadata: {name: 'gpu.example.com'}, spec: {selectors: [{cel: {expression: 'device.driver == "gpu.example.com"'}}]}}
+      await client.request('POST', draClassesPath, {body: gpu})
+      const message = (name: string): string => `the nfdctl agent may write only the resource.k8s.io DeviceClasses of driver devices.nfdctl.io, named <class>.devices.nfdctl.io, not ${name}`
+      const attempts: Array<[string, string, () => Promise<unknown>]> = [
+        ['a server-side apply that changes one', 'gpu.example.com', () => apply(agent, `${draClassesPath}/gpu.example.com`, {...gpu, spec: {selectors: [{cel: {expression: 'true'}}]}})],
+        ['a delete', 'gpu.example.com', () => agent.request('DELETE', `${draClassesPath}/gpu.example.com`)],
+        ['a server-side apply that creates one', 'serial', () => apply(agent, `${draClassesPath}/serial`, {...gpu, metadata: {name: 'serial'}})],
+      ]
+      for (const [what, name, attempt] of attempts) {
+        const error = await refusal(attempt)
+        expect(error.code, what).to.equal(403)
+        expect(error.serverMessage, what).to.contain(`ValidatingAdmissionPolicy '${draClassPolicy}'`).and.contain(message(name))
+      }
+      const kept = await client.request<{spec: Json}>('GET', `${draClassesPath}/gpu.example.com`)
+      expect(kept.spec).to.deep.equal(gpu.spec)
+    })
+
+    describe("a claim's status.devices: resourceclaims/driver associated-node:patch only (its own node's claims, no arbitrary-node)", function () {
+      const uids: Record<string, string> = {}
+      const entry = (node: string): ClaimDeviceStatus => ({
+        conditions: [{lastTransitionTime: '2026-01-01T00:00:00Z', message: 'present as /dev/ttyUSB0', reason: 'DevicePresent', status: 'True', type: 'Ready'}],
+        data: {devNode: '/dev/ttyUSB0', kernelName: 'ttyUSB0'},
+        device: 'serial-0',
+        driver,
+        pool: node,
+      })
+      const devicesOf = async (name: string): Promise<Json[]> => (await client.request<{status: {devices?: Json[]}}>('GET', `${claimsPath}/${name}`)).status.devices ?? []
+
+      before(async function () {
+        this.timeout(30_000)
+        await createNamespace('claims')
+        // A claim the scheduler allocated on each node (an administrator writes the allocation here).
+        for (const node of ['dra-a', 'dra-b']) {
+          const name = `on-${node}`
+          const created = await client.request<{metadata: {uid: string}}>('POST', claimsPath, {
+            body: {
+              apiVersion: 'resource.k8s.io/v1',
+              kind: 'ResourceClaim',
+              metadata: {name},
+              spec: {devices: {requests: [{exactly: {deviceClassName: 'dra-serial.devices.nfdctl.io'}, name: 'serial'}]}},
+            },
+          })
+          uids[name] = created.metadata.uid
+          await client.request('PATCH', `${claimsPath}/${name}/status`, {
+            body: {
+              status: {
+                allocation: {
+                  devices: {results: [{device: 'serial-0', driver, pool: node, request: 'serial'}]},
+                  nodeSelector: {nodeSelectorTerms: [{matchFields: [{key: 'metadata.name', operator: 'In', values: [node]}]}]},
+                },
+              },
+            },
+            contentType: mergePatch,
+          })
+        }
+      })
+
+      it("the driver's ClaimStatusWriter writes and takes back its entry of a claim allocated on its node", async () => {
+        // What NodePrepareResources reads first.
+        const read = await agent.request<{status: {allocation: Json}}>('GET', `${claimsPath}/on-dra-a`)
+        expect(read.status.allocation).to.have.property('nodeSelector')
+        let errors = 0
+        const writer = new ClaimStatusWriter(agent, 'dra-a', logger, () => errors++)
+        await writer.write({name: 'on-dra-a', namespace: 'claims', uid: uids['on-dra-a']}, [entry('dra-a')])
+        expect(errors, log.text()).to.equal(0)
+        expect(await devicesOf('on-dra-a')).to.deep.equal([entry('dra-a')])
+        await writer.write({name: 'on-dra-a', namespace: 'claims', uid: uids['on-dra-a']}, [])
+        expect(errors, log.text()).to.equal(0)
+        expect(await devicesOf('on-dra-a')).to.deep.equal([])
+      })
+
+      it('refuses the entry of a claim allocated on another node, and any entry with a token that names no node', async () => {
+        const write = (as: KubeClient, name: string, node: string): Promise<unknown> =>
+          as.request('PATCH', `${claimsPath}/${name}/status`, {
+            body: {apiVersion: 'resource.k8s.io/v1', kind: 'ResourceClaim', metadata: {name, namespace: 'claims', uid: uids[name]}, status: {devices: [entry(node)]}},
+            contentType: 'application/apply-patch+yaml',
+            query: {fieldManager: 'nfdctl-dra-dra-a', force: true},
+          })
+        const refused = 'changing status.devices requires resource="resourceclaims/driver", verb="[arbitrary-node:patch]" permission'
+        for (const [what, attempt] of [
+          ["node dra-a's agent, dra-b's claim", () => write(agent, 'on-dra-b', 'dra-b')],
+          ['a token that names no node, a claim of dra-a', () => write(unscheduled, 'on-dra-a', 'dra-a')],
+        ] as Array<[string, () => Promise<unknown>]>) {
+          const error = await refusal(attempt)
+          expect(error.serverMessage, what).to.contain(refused)
+        }
+        expect(await devicesOf('on-dra-b')).to.deep.equal([])
+        expect(await devicesOf('on-dra-a')).to.deep.equal([])
+      })
     })
   })
 })

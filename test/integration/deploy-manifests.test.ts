@@ -4,7 +4,7 @@ import {join} from 'node:path'
 import type {KubeClient} from '../../src/lib/kube/kube-client.js'
 import {adminClient} from '../support/cluster.js'
 import {chartTools, deployDir, kustomize, type Tools} from '../support/chart.js'
-import {placeManifest} from '../support/manifests.js'
+import {type Manifest, placeManifest} from '../support/manifests.js'
 import {upsert} from '../support/rbac.js'
 
 describe('deploy/ manifests against a real kube-apiserver (server-side dry run, strict field validation)', function () {
@@ -20,7 +20,7 @@ describe('deploy/ manifests against a real kube-apiserver (server-side dry run, 
     client?.close()
   })
 
-  for (const component of ['gc', 'gc/cronjob', 'plugins', 'agent']) {
+  for (const component of ['gc', 'gc/cronjob', 'plugins', 'agent', 'agent-dra']) {
     it(`kubectl apply -k deploy/${component}: every object is accepted as kustomize renders it, with no unknown field`, async function () {
       const docs = await kustomize(tools, join(deployDir, component))
       expect(docs.length).to.be.greaterThan(2)
@@ -42,4 +42,61 @@ describe('deploy/ manifests against a real kube-apiserver (server-side dry run, 
       }
     })
   }
+
+  it("deploy/agent-dra is deploy/agent with --dra, kubelet's DRA directories, and a role and policies deploy/agent does not have", async function () {
+    type Json = Record<string, unknown>
+    const [plain, dra] = await Promise.all([kustomize(tools, join(deployDir, 'agent')), kustomize(tools, join(deployDir, 'agent-dra'))])
+    const id = (o: Manifest): string => `${o.kind} ${o.metadata.name}`
+    for (const object of plain.filter((o) => o.kind !== 'DaemonSet'))
+      expect(
+        dra.find((o) => id(o) === id(object)),
+        id(object),
+      ).to.deep.equal(object)
+    expect(
+      dra
+        .map(id)
+        .filter((i) => !plain.map(id).includes(i))
+        .sort(),
+    ).to.deep.equal([
+      'ClusterRole nfdctl-agent-dra',
+      'ClusterRoleBinding nfdctl-agent-dra',
+      'ValidatingAdmissionPolicy nfdctl-agent-dra-device-classes',
+      'ValidatingAdmissionPolicy nfdctl-agent-own-node-slices',
+      'ValidatingAdmissionPolicyBinding nfdctl-agent-dra-device-classes',
+      'ValidatingAdmissionPolicyBinding nfdctl-agent-own-node-slices',
+    ])
+    // An install without DRA is granted nothing of resource.k8s.io.
+    const rules = (objects: Manifest[]): Json[] => objects.filter((o) => o.kind === 'ClusterRole' || o.kind === 'Role').flatMap((r) => r.rules as Json[])
+    expect(rules(plain).filter((r) => (r.apiGroups as string[]).includes('resource.k8s.io'))).to.deep.equal([])
+
+    // The DaemonSet: deploy/agent's, and the flags, mounts and volumes of the driver after its own.
+    const daemonSet = (objects: Manifest[]): {pod: Json & {volumes: Json[]}; agent: Json & {args: string[]; volumeMounts: Json[]}; whole: Manifest} => {
+      const whole = objects.find((o) => o.kind === 'DaemonSet')!
+      const pod = ((whole.spec as Json).template as Json).spec as Json & {volumes: Json[]; containers: Array<Json & {args: string[]; volumeMounts: Json[]}>}
+      return {agent: pod.containers[0], pod, whole}
+    }
+    const [before, after] = [daemonSet(plain), daemonSet(dra)]
+    const kubeletDir = '/var/lib/kubelet'
+    expect(after.agent.args.slice(before.agent.args.length)).to.deep.equal(['--dra', `--kubelet-dir=${kubeletDir}`])
+    // kubelet dials the socket path the driver registers: each directory is at the host's path in the container.
+    expect(after.agent.volumeMounts.slice(before.agent.volumeMounts.length)).to.deep.equal([
+      {mountPath: `${kubeletDir}/plugins_registry`, name: 'plugins-registry'},
+      {mountPath: `${kubeletDir}/plugins/devices.nfdctl.io`, name: 'dra-plugin'},
+    ])
+    expect(after.pod.volumes.slice(before.pod.volumes.length)).to.deep.equal([
+      {hostPath: {path: `${kubeletDir}/plugins_registry`, type: 'Directory'}, name: 'plugins-registry'},
+      {hostPath: {path: `${kubeletDir}/plugins/devices.nfdctl.io`, type: 'DirectoryOrCreate'}, name: 'dra-plugin'},
+    ])
+    // The claims' CDI specs go to --cdi-dir's default, /var/run/cdi, which deploy/agent mounts from the host.
+    expect(before.agent.volumeMounts).to.deep.include({mountPath: '/var/run/cdi', name: 'cdi'})
+    expect(before.pod.volumes).to.deep.include({hostPath: {path: '/var/run/cdi', type: 'DirectoryOrCreate'}, name: 'cdi'})
+    after.agent.args.splice(before.agent.args.length)
+    after.agent.volumeMounts.splice(before.agent.volumeMounts.length)
+    after.pod.volumes.splice(before.pod.volumes.length)
+    expect(after.whole, 'the rest of the DaemonSet').to.deep.equal(before.whole)
+
+    // The role is bound to the DaemonSet's service account.
+    const binding = dra.find((o) => id(o) === 'ClusterRoleBinding nfdctl-agent-dra')!
+    expect(binding.subjects).to.deep.equal([{kind: 'ServiceAccount', name: before.pod.serviceAccountName, namespace: before.whole.metadata.namespace}])
+  })
 })

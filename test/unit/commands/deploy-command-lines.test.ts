@@ -1,16 +1,17 @@
 import {expect} from 'chai'
 import {readdir, readFile} from 'node:fs/promises'
-import {join} from 'node:path'
+import {join, posix} from 'node:path'
 import {fileURLToPath} from 'node:url'
 
 import {type Command, Flags, Parser} from '@oclif/core'
+import {parse} from 'yaml'
 
 import DevicesAgent from '../../../src/commands/devices/agent.js'
 import GcOnce from '../../../src/commands/gc/once.js'
 import GcRun from '../../../src/commands/gc/run.js'
 import PluginsServe from '../../../src/commands/plugins/serve.js'
 import {observeOptionsFrom, type ObserveOptions, type RawObserveFlags} from '../../../src/lib/observe/observe-options.js'
-import {readManifests} from '../../support/manifests.js'
+import {type Manifest, readManifests} from '../../support/manifests.js'
 
 const deployDir = fileURLToPath(new URL('../../../deploy/', import.meta.url))
 const commands: Record<string, Command.Class> = {'devices agent': DevicesAgent, 'gc once': GcOnce, 'gc run': GcRun, 'plugins serve': PluginsServe}
@@ -47,13 +48,69 @@ function containersOf(doc: unknown): Container[] {
   return spec?.template?.spec?.containers ?? spec?.jobTemplate?.spec?.template?.spec?.containers ?? []
 }
 
+interface JsonPatchOp {
+  op: string
+  path: string
+  value?: unknown
+}
+
+/** RFC 6902 add, replace and remove, as kustomize applies a JSON patch (`-` appends to a list). */
+function applyJsonPatch(doc: unknown, ops: readonly JsonPatchOp[], where: string): void {
+  for (const {op, path, value} of ops) {
+    const keys = path
+      .split('/')
+      .slice(1)
+      .map((k) => k.replaceAll('~1', '/').replaceAll('~0', '~'))
+    const last = keys.pop()
+    let parent = doc as Record<string, unknown> | unknown[] | undefined
+    for (const key of keys) parent = (Array.isArray(parent) ? parent[Number(key)] : parent?.[key]) as typeof parent
+    if (parent === undefined || last === undefined) throw new Error(`${where}: ${op} ${path}: no such place in the object`)
+    if (Array.isArray(parent)) {
+      const index = last === '-' ? parent.length : Number(last)
+      if (op === 'add') parent.splice(index, 0, value)
+      else if (op === 'replace') parent[index] = value
+      else if (op === 'remove') parent.splice(index, 1)
+      else throw new Error(`${where}: JSON patch op ${op} is not read by this test`)
+    } else if (op === 'add' || op === 'replace') parent[last] = value
+    else if (op === 'remove') delete parent[last]
+    else throw new Error(`${where}: JSON patch op ${op} is not read by this test`)
+  }
+}
+
+/**
+ * The objects of deploy/<component> as its kustomization puts them together: its own files, those of the
+ * directories it takes as resources (an overlay's base), and its JSON patches applied to their targets.
+ * Without kubectl: this is a unit test. A patch of another kind fails it (deploy/ overlays use JSON patches).
+ */
+async function kustomizedDocs(component: string): Promise<Array<{file: string; doc: Manifest}>> {
+  const kustomization = parse(await readFile(join(deployDir, component, 'kustomization.yaml'), 'utf8')) as {
+    resources?: string[]
+    patches?: Array<{path: string; target: {kind: string; name: string}}>
+  }
+  const docs: Array<{file: string; doc: Manifest}> = []
+  for (const resource of kustomization.resources ?? []) {
+    if (resource.endsWith('.yaml')) docs.push(...(await readManifests(component, [resource])).docs)
+    else docs.push(...(await kustomizedDocs(posix.normalize(posix.join(component, resource)))).map(({doc, file}) => ({doc, file: `${resource}/${file}`})))
+  }
+  for (const {path, target} of kustomization.patches ?? []) {
+    const where = `deploy/${component}/${path}`
+    const ops = parse(await readFile(join(deployDir, component, path), 'utf8')) as unknown
+    if (!Array.isArray(ops)) throw new Error(`${where}: not a JSON patch (a list of operations)`)
+    const targets = docs.filter(({doc}) => doc.kind === target.kind && doc.metadata.name === target.name)
+    expect(targets, `${where}: objects named by its target`).to.have.length(1)
+    applyJsonPatch(targets[0].doc, ops as JsonPatchOp[], where)
+    targets[0].file += ` (patched by ${path})`
+  }
+  return docs
+}
+
 // A renamed or removed flag must not leave a deploy file that only fails on a node.
 describe('deploy/: every nfdctl command line parses with the current flags', function () {
   it('the DaemonSets, the Deployment and the CronJob', async function () {
     let checked = 0
     let listening = 0
-    for (const component of ['agent', 'gc', 'gc/cronjob', 'plugins']) {
-      for (const {doc, file} of (await readManifests(component)).docs) {
+    for (const component of ['agent', 'agent-dra', 'gc', 'gc/cronjob', 'plugins']) {
+      for (const {doc, file} of await kustomizedDocs(component)) {
         for (const container of containersOf(doc)) {
           const where = `deploy/${component}/${file}`
           const listen = await parseCommandLine(where, container.args ?? [])
@@ -66,8 +123,17 @@ describe('deploy/: every nfdctl command line parses with the current flags', fun
         }
       }
     }
-    expect(checked).to.equal(4)
-    expect(listening).to.equal(3)
+    expect(checked).to.equal(5)
+    expect(listening).to.equal(4)
+  })
+
+  it("deploy/agent-dra's agent is deploy/agent's with --dra and kubelet's directory", async function () {
+    const agentArgs = async (component: string): Promise<string[]> => {
+      const daemonSets = (await kustomizedDocs(component)).filter(({doc}) => doc.kind === 'DaemonSet')
+      expect(daemonSets, `deploy/${component}`).to.have.length(1)
+      return containersOf(daemonSets[0].doc)[0].args ?? []
+    }
+    expect(await agentArgs('agent-dra')).to.deep.equal([...(await agentArgs('agent')), '--dra', '--kubelet-dir=/var/lib/kubelet'])
   })
 
   it('the systemd units, with the variables of their environment files', async function () {
