@@ -281,6 +281,8 @@ describe('deploy/ and charts/nfdctl do not drift: every object both produce', fu
     // deploy/agent and deploy/plugins create their namespace; the chart's is the release namespace, labelled
     // by hand as docs/helm.md says.
     {labelledNamespace: true, tree: 'deploy/agent', values: {'gc.enable': false}},
+    // deploy/agent-dra is deploy/agent with the DRA driver: its flags, mounts, role and policies.
+    {labelledNamespace: true, tree: 'deploy/agent-dra', values: {'agent.dra.enable': true, 'gc.enable': false}},
     {
       labelledNamespace: true,
       tree: 'deploy/plugins',

@@ -44,10 +44,11 @@ const renders: Record<string, {options: RenderOptions; kinds: Record<string, num
     kinds: {ClusterRole: 2, ClusterRoleBinding: 2, CronJob: 1, DaemonSet: 1, DeviceClass: 2, PodMonitor: 1, ServiceAccount: 2, ValidatingAdmissionPolicy: 2, ValidatingAdmissionPolicyBinding: 2},
     options: {valuesFiles: [everything]},
   },
+  // The agent's DRA driver too (everything.yaml turns it on): its ClusterRole, binding and two policies.
   'everything.yaml with the agent and the gc Deployment back on': {
     kinds: {
-      ClusterRole: 2,
-      ClusterRoleBinding: 2,
+      ClusterRole: 3,
+      ClusterRoleBinding: 3,
       DaemonSet: 1,
       Deployment: 1,
       DeviceClass: 2,
@@ -58,8 +59,8 @@ const renders: Record<string, {options: RenderOptions; kinds: Record<string, num
       Service: 1,
       ServiceAccount: 2,
       ServiceMonitor: 1,
-      ValidatingAdmissionPolicy: 2,
-      ValidatingAdmissionPolicyBinding: 2,
+      ValidatingAdmissionPolicy: 4,
+      ValidatingAdmissionPolicyBinding: 4,
     },
     options: {values: {'agent.enable': true, 'gc.cronJob.enable': false, 'plugins.enable': false}, valuesFiles: [everything]},
   },
@@ -84,6 +85,9 @@ const podSpec = (workload: Json): Json => {
   return template.spec as Json
 }
 const container = (workload: Json): Json => (podSpec(workload).containers as Json[])[0]
+/** A list of named items (volumes, mounts) as `{name: the rest}`. */
+const byName = (list: unknown): Record<string, Json> => Object.fromEntries((list as Json[]).map(({name, ...rest}) => [name as string, rest]))
+const identities = (objects: readonly Manifest[]): string[] => objects.map((o) => `${o.kind} ${o.metadata.name}`)
 
 describe('charts/nfdctl: helm lint, helm template, and a server-side dry run on a real kube-apiserver', function () {
   let tools: Tools
@@ -149,7 +153,8 @@ describe('charts/nfdctl: helm lint, helm template, and a server-side dry run on 
 
     it("agent.hostPaths move the host side of the agent's volumes; the container keeps its paths and flags", async function () {
       const defaults = only((await renderChart(tools)).objects, 'DaemonSet')
-      const moved = only((await renderChart(tools, {valuesFiles: [everything], values: {'agent.enable': true, 'plugins.enable': false}})).objects, 'DaemonSet')
+      // everything.yaml's DRA driver adds volumes and flags of its own (the next test).
+      const moved = only((await renderChart(tools, {valuesFiles: [everything], values: {'agent.dra.enable': false, 'agent.enable': true, 'plugins.enable': false}})).objects, 'DaemonSet')
       const hostPaths = (w: Json): Record<string, string> => Object.fromEntries((podSpec(w).volumes as Array<{name: string; hostPath: {path: string}}>).map((v) => [v.name, v.hostPath.path]))
       expect(hostPaths(moved)).to.deep.equal({
         ...hostPaths(defaults),
@@ -192,12 +197,72 @@ describe('charts/nfdctl: helm lint, helm template, and a server-side dry run on 
       })
     }
 
-    it("the own-node status policy names the agent's service account in the release namespace", async function () {
-      const {objects} = await renderChart(tools, {namespace: 'edge', release: 'devices', values: {'agent.serviceAccount.name': 'node-agent'}})
-      const policy = objects.find((o) => o.kind === 'ValidatingAdmissionPolicy' && o.metadata.name === 'devices-nfdctl-agent-own-node-status') as Json | undefined
-      expect(policy, 'the status policy').to.not.equal(undefined)
-      const conditions = (policy!.spec as Json).matchConditions as Array<{expression: string}>
-      expect(conditions.map((c) => c.expression)).to.deep.equal(["request.userInfo.username == 'system:serviceaccount:edge:node-agent'"])
+    it("agent.dra: --dra and --kubelet-dir, kubelet's plugin directories at the host's paths in the container too, a role and policies of their own; none of it by default", async function () {
+      const render = async (values: Json): Promise<Manifest[]> => (await renderChart(tools, {values: {'gc.enable': false, ...values}})).objects
+      const plain = await render({})
+      const dra = await render({'agent.dra.enable': true, 'agent.dra.kubeletDir': '/data/kubelet'})
+      const [before, after] = [only(plain, 'DaemonSet'), only(dra, 'DaemonSet')]
+      // kubelet dials the socket path the driver registers: host path, mount path and --kubelet-dir agree.
+      expect(container(after).args).to.deep.equal([...(container(before).args as string[]), '--dra', '--kubelet-dir=/data/kubelet'])
+      expect(byName(podSpec(after).volumes)).to.deep.equal({
+        ...byName(podSpec(before).volumes),
+        'dra-plugin': {hostPath: {path: '/data/kubelet/plugins/devices.nfdctl.io', type: 'DirectoryOrCreate'}},
+        'plugins-registry': {hostPath: {path: '/data/kubelet/plugins_registry', type: 'Directory'}},
+      })
+      expect(byName(container(after).volumeMounts)).to.deep.equal({
+        ...byName(container(before).volumeMounts),
+        'dra-plugin': {mountPath: '/data/kubelet/plugins/devices.nfdctl.io'},
+        'plugins-registry': {mountPath: '/data/kubelet/plugins_registry'},
+      })
+      // The claims' CDI specs go to --cdi-dir's default, which the cdi volume (agent.hostPaths.cdiDir) is.
+      expect(byName(container(after).volumeMounts).cdi).to.deep.equal({mountPath: '/var/run/cdi'})
+
+      const added = async (values: Json): Promise<string[]> => {
+        const objects = await render({'agent.dra.enable': true, ...values})
+        return identities(objects)
+          .filter((id) => !identities(plain).includes(id))
+          .sort()
+      }
+      expect(await added({})).to.deep.equal([
+        'ClusterRole nfdctl-agent-dra',
+        'ClusterRoleBinding nfdctl-agent-dra',
+        'ValidatingAdmissionPolicy nfdctl-agent-dra-device-classes',
+        'ValidatingAdmissionPolicy nfdctl-agent-own-node-slices',
+        'ValidatingAdmissionPolicyBinding nfdctl-agent-dra-device-classes',
+        'ValidatingAdmissionPolicyBinding nfdctl-agent-own-node-slices',
+      ])
+      expect(await added({'agent.rbac.create': false}), 'agent.rbac.create=false').to.deep.equal([
+        'ValidatingAdmissionPolicy nfdctl-agent-dra-device-classes',
+        'ValidatingAdmissionPolicy nfdctl-agent-own-node-slices',
+        'ValidatingAdmissionPolicyBinding nfdctl-agent-dra-device-classes',
+        'ValidatingAdmissionPolicyBinding nfdctl-agent-own-node-slices',
+      ])
+      expect(await added({'admissionPolicies.enable': false}), 'admissionPolicies.enable=false').to.deep.equal(['ClusterRole nfdctl-agent-dra', 'ClusterRoleBinding nfdctl-agent-dra'])
+      expect(
+        identities(await render({'agent.dra.enable': true, 'agent.enable': false})).filter((id) => id.includes('dra') || id.includes('slices')),
+        'agent.enable=false',
+      ).to.deep.equal([])
+
+      const binding = dra.find((o) => o.kind === 'ClusterRoleBinding' && o.metadata.name === 'nfdctl-agent-dra') as Json
+      expect(binding.subjects).to.deep.equal([{kind: 'ServiceAccount', name: podSpec(after).serviceAccountName, namespace: 'nfdctl-system'}])
+      // Claims' device status for its own node's claims only: associated-node verbs, never arbitrary-node.
+      const role = dra.find((o) => o.kind === 'ClusterRole' && o.metadata.name === 'nfdctl-agent-dra') as Json
+      expect((role.rules as Json[]).filter((r) => (r.resources as string[]).includes('resourceclaims/driver'))).to.deep.equal([
+        {apiGroups: ['resource.k8s.io'], resourceNames: ['devices.nfdctl.io'], resources: ['resourceclaims/driver'], verbs: ['associated-node:patch', 'associated-node:update']},
+      ])
+    })
+
+    it("the agent's policies (own-node status, and with agent.dra.enable own-node slices and the driver's DeviceClasses) name its service account in the release namespace", async function () {
+      const {objects} = await renderChart(tools, {namespace: 'edge', release: 'devices', values: {'agent.dra.enable': true, 'agent.serviceAccount.name': 'node-agent'}})
+      const policies = objects.filter((o) => o.kind === 'ValidatingAdmissionPolicy' && o.metadata.name.startsWith('devices-nfdctl-agent-'))
+      expect(policies.map((p) => p.metadata.name).sort()).to.deep.equal(['devices-nfdctl-agent-dra-device-classes', 'devices-nfdctl-agent-own-node-slices', 'devices-nfdctl-agent-own-node-status'])
+      for (const policy of policies) {
+        const conditions = (policy.spec as Json).matchConditions as Array<{expression: string}>
+        expect(
+          conditions.map((c) => c.expression),
+          policy.metadata.name,
+        ).to.deep.equal(["request.userInfo.username == 'system:serviceaccount:edge:node-agent'"])
+      }
       expect(only(objects, 'DaemonSet').metadata).to.include({name: 'devices-nfdctl-agent', namespace: 'edge'})
       expect(podSpec(only(objects, 'DaemonSet')).serviceAccountName).to.equal('node-agent')
     })
@@ -214,6 +279,7 @@ describe('charts/nfdctl: helm lint, helm template, and a server-side dry run on 
       ['both PodDisruptionBudget bounds', {'gc.pdb.maxUnavailable': 1}, 'gc.pdb.minAvailable and gc.pdb.maxUnavailable are both set'],
       ['an image digest that is not one', {'image.digest': 'latest'}, 'image.digest "latest" is not a digest'],
       ['a misspelt value (the values schema)', {'agent.enabled': false}, "additional properties 'enabled' not allowed"],
+      ['a kubelet directory that is not an absolute path (the values schema)', {'agent.dra.kubeletDir': 'var/lib/kubelet'}, "'var/lib/kubelet' does not match pattern"],
     ]
     for (const [what, values, message] of refused) {
       it(`helm template refuses ${what}, in one line`, async function () {
