@@ -102,6 +102,17 @@ describe('DRA driver against kube-apiserver: the pool of ResourceSlices and the 
       await new DraDeviceClasses({client, logger: noopLogger, onError: () => failures++}).sync(classes)
       const after = await client.request<{metadata: {resourceVersion: string}}>('GET', '/apis/resource.k8s.io/v1/deviceclasses/dra-pool-a.devices.nfdctl.io')
       expect(after.metadata.resourceVersion).to.equal(before.metadata.resourceVersion)
+      // One deleted by someone else is applied again by an agent that watches them.
+      const controller = new AbortController()
+      const watching = new DraDeviceClasses({client, logger: noopLogger, onError: () => failures++})
+      watching.start(controller.signal)
+      await watching.sync(classes)
+      await client.request('DELETE', '/apis/resource.k8s.io/v1/deviceclasses/dra-pool-a.devices.nfdctl.io')
+      await waitFor('dra-pool-a.devices.nfdctl.io applied again', () => client.request('GET', '/apis/resource.k8s.io/v1/deviceclasses/dra-pool-a.devices.nfdctl.io').catch(() => undefined), {
+        timeoutMs: 5000,
+      })
+      controller.abort()
+      await watching.stop()
       await sync.sync([classes[0], {...classes[1], spec: {...classes[1].spec, allocation: 'Device'}}])
       const gone = await client.request('GET', '/apis/resource.k8s.io/v1/deviceclasses/dra-pool-b.devices.nfdctl.io').then(
         () => false,

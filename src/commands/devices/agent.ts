@@ -89,6 +89,7 @@ Containers ask by resource limit devices.nfdctl.io/<class> (the agent also serve
           cdiDir: flags['cdi-dir'],
           client,
           clusterClasses: () => classStore.clusterClasses,
+          clusterListed: () => classStore.synced,
           kubeletDir: flags['kubelet-dir'],
           logger: log,
           members,

@@ -1,6 +1,7 @@
 import {deviceClassApiVersion, type DeviceClass} from '../devices/types.js'
 import {errorMessage} from '../errors.js'
 import {isStatus} from '../kube/api-error.js'
+import {MetadataInformer} from '../kube/informer.js'
 import type {KubeClient} from '../kube/kube-client.js'
 import type {Logger} from '../observe/logger.js'
 import {classAttribute, draDriver} from './resource-slices.js'
@@ -53,34 +54,72 @@ export function draDeviceClassOf(deviceClass: DeviceClass): DraDeviceClass {
 }
 
 const draClassesPath = '/apis/resource.k8s.io/v1/deviceclasses'
+const reapplyDelayMs = 1000
 
 export interface DraDeviceClassesOptions {
   readonly client: KubeClient
   readonly logger: Logger
   /** Counts a failed write. */
   readonly onError: () => void
+  /**
+   * Whether the classes handed to sync() are the cluster's whole list (not the ones persisted for a start
+   * without the API server): only then are DeviceClasses of other classes deleted.
+   */
+  readonly complete?: () => boolean
 }
 
 /**
  * Keeps a resource.k8s.io DeviceClass for each DRA class of the cluster (all of them, not only this node's:
  * every agent applies the same objects with the same field manager, so they agree), and deletes the ones
- * it made for classes that are gone or no longer DRA. Writes only what changed since the last success.
+ * it made for classes that are gone or no longer DRA. Writes only what changed since the last success; the
+ * DeviceClasses are watched (start()), so one deleted by anyone else is applied again.
  */
 export class DraDeviceClasses {
   readonly #applied = new Map<string, string>()
   #queue: Promise<void> = Promise.resolve()
   #listed = false
+  #last: readonly DeviceClass[] | undefined
+  readonly #informer: MetadataInformer
+  #retry: NodeJS.Timeout | undefined
 
-  constructor(readonly options: DraDeviceClassesOptions) {}
+  constructor(readonly options: DraDeviceClassesOptions) {
+    this.#informer = new MetadataInformer({
+      client: options.client,
+      logger: options.logger,
+      onDeleted: (object) => {
+        if (!this.#applied.delete(object.name) || this.#last === undefined) return
+        options.logger.info({deviceClass: object.name}, `resource.k8s.io DeviceClass ${object.name} was deleted; applying it again if its class is still DRA`)
+        // A second later: deleted with its class (garbage collection), the class's own deletion arrives meanwhile.
+        clearTimeout(this.#retry)
+        this.#retry = setTimeout(() => void this.sync(this.#last ?? []), reapplyDelayMs).unref()
+      },
+      pageSize: 500,
+      resource: {group: 'resource.k8s.io', namespaced: false, plural: 'deviceclasses', version: 'v1'},
+    })
+  }
+
+  /** Watches the DeviceClasses (in the background: a cluster without resource.k8s.io/v1 only loses the watch). */
+  start(signal: AbortSignal): void {
+    this.#informer.start(signal).catch(() => {})
+  }
+
+  async stop(): Promise<void> {
+    clearTimeout(this.#retry)
+    await this.#informer.stop()
+    await this.#queue
+  }
 
   /** Brings the cluster's resource.k8s.io DeviceClasses in step with these classes (the cluster's valid ones). */
   sync(classes: readonly DeviceClass[]): Promise<void> {
+    this.#last = classes
     this.#queue = this.#queue
       .then(() => this.#sync(classes))
       .catch((error: unknown) => {
         this.options.onError()
-        this.options.logger.warn({err: errorMessage(error)}, 'cannot update the resource.k8s.io DeviceClasses; retried with the next class change')
+        this.options.logger.warn({err: errorMessage(error)}, 'cannot update the resource.k8s.io DeviceClasses; trying again in 10 s')
         this.#applied.clear()
+        clearTimeout(this.#retry)
+        this.#retry = setTimeout(() => void this.sync(this.#last ?? classes), 10_000).unref()
       })
     return this.#queue
   }
@@ -99,6 +138,8 @@ export class DraDeviceClasses {
       if (!this.#applied.has(name)) logger.info({deviceClass: name}, `resource.k8s.io DeviceClass ${name} applied`)
       this.#applied.set(name, key)
     }
+    // Nothing is deleted on a partial view: another node's class would lose its DeviceClass.
+    if (this.options.complete?.() === false) return
     // The first sync also finds classes made before this agent started.
     const made = this.#listed ? [...this.#applied.keys()] : await this.#listMade()
     this.#listed = true

@@ -28,6 +28,8 @@ export interface DraDriverOptions {
   readonly members: ClassMembers
   /** The cluster's valid classes, every node's (their resource.k8s.io DeviceClasses are kept from here). */
   readonly clusterClasses: () => readonly DeviceClass[]
+  /** Whether clusterClasses() is the cluster's list as listed (not the copy persisted for a start without it). */
+  readonly clusterListed: () => boolean
   /** kubelet's root directory: plugins_registry/ and plugins/ are below it. */
   readonly kubeletDir: string
   /** Where claim CDI specs go: a directory the runtime reads (containerd's cdi_spec_dirs). */
@@ -73,7 +75,7 @@ export class DraDriver {
       onError: () => metrics.errors.inc({kind: 'slices'}),
       onPublished: (devices) => metrics.publishedDevices.set(devices.length),
     })
-    this.#deviceClasses = new DraDeviceClasses({client, logger: this.#log, onError: () => metrics.errors.inc({kind: 'deviceclasses'})})
+    this.#deviceClasses = new DraDeviceClasses({client, complete: options.clusterListed, logger: this.#log, onError: () => metrics.errors.inc({kind: 'deviceclasses'})})
     this.#claims = new PreparedClaims(options.stateDir)
     this.#status = new ClaimStatusWriter(client, nodeName, this.#log, () => metrics.errors.inc({kind: 'claim-status'}))
     this.#server = new DraPluginServer({
@@ -103,6 +105,7 @@ export class DraDriver {
     }
     this.options.metrics.preparedClaims.set(this.#claims.all().length)
     this.#recompute()
+    this.#deviceClasses.start(signal)
     await this.#slices.start(signal)
     this.classesChanged()
     await this.#server.serve()
@@ -118,6 +121,7 @@ export class DraDriver {
     await this.#checking
     await this.#server.close()
     await this.#slices.stop()
+    await this.#deviceClasses.stop()
   }
 
   /** Ready once kubelet has registered the driver. */
