@@ -8,6 +8,7 @@ import {stringify} from 'yaml'
 
 import {ContainerdClient} from '../../src/lib/runtime/containerd-client.js'
 import {ensureBinaries, repoRoot} from '../controlplane/paths.js'
+import type {Manifest} from './manifests.js'
 import type {NodeImage} from './nfdctl-image.js'
 import type {NodeEnv} from './test-node.js'
 import {waitFor} from './wait.js'
@@ -49,6 +50,14 @@ export interface Overlay {
   readonly image: {readonly name: string; readonly tag: string}
   /** Strategic-merge patches, as an operator whose nodes differ from the defaults writes them. */
   readonly patches?: readonly object[]
+  /** JSON patches (RFC 6902), for what a strategic merge cannot change: a flag in a list, a mount's path. */
+  readonly jsonPatches?: readonly JsonPatch[]
+}
+
+/** An RFC 6902 patch of one object of the base, as kustomize's `patches` with a target take it. */
+export interface JsonPatch {
+  readonly target: {readonly kind: string; readonly name: string}
+  readonly ops: readonly object[]
 }
 
 /**
@@ -62,7 +71,8 @@ export async function writeOverlay(overlay: Overlay): Promise<string> {
     apiVersion: 'kustomize.config.k8s.io/v1beta1',
     images: [{name: shippedImage, newName: overlay.image.name, newTag: overlay.image.tag}],
     kind: 'Kustomization',
-    patches: (overlay.patches ?? []).map((patch) => ({patch: stringify(patch)})),
+    // JSON patches name list indexes of the base as it renders: they go before the strategic merges.
+    patches: [...(overlay.jsonPatches ?? []).map(({ops, target}) => ({patch: stringify(ops), target})), ...(overlay.patches ?? []).map((patch) => ({patch: stringify(patch)}))],
     // kustomize takes bases by relative path only.
     resources: [relative(dir, join(repoRoot, 'deploy', overlay.component))],
   }
@@ -126,6 +136,8 @@ export interface NodeLayout {
   readonly podResourcesDir: string
   /** Holds the agent's state/, cdi/ and udev/ (udev/ for the plugins too). */
   readonly dir: string
+  /** Where containerd reads CDI specs, for an agent whose specs it must read (DRA claims); default: cdi/ in `dir`. */
+  readonly cdiDir?: string
 }
 
 /**
@@ -138,7 +150,56 @@ export function nodeLayoutPatch(workload: 'nfdctl-agent' | 'nfdctl-plugins', lay
   const udev = hostPath('udev', join(layout.dir, 'udev'))
   const volumes =
     workload === 'nfdctl-agent'
-      ? [hostPath('containerd', layout.containerdDir), hostPath('pod-resources', layout.podResourcesDir), hostPath('state', join(layout.dir, 'state')), hostPath('cdi', join(layout.dir, 'cdi')), udev]
+      ? [
+          hostPath('containerd', layout.containerdDir),
+          hostPath('pod-resources', layout.podResourcesDir),
+          hostPath('state', join(layout.dir, 'state')),
+          hostPath('cdi', layout.cdiDir ?? join(layout.dir, 'cdi')),
+          udev,
+        ]
       : [udev]
   return {apiVersion: 'apps/v1', kind: 'DaemonSet', metadata: {name: workload}, spec: {template: {spec: {volumes}}}}
+}
+
+/** The volumes deploy/agent-dra adds for kubelet's DRA plugin directories, mounted at their host paths. */
+const kubeletPluginVolumes = ['plugins-registry', 'dra-plugin']
+
+/**
+ * The patch an operator writes over deploy/agent-dra for a kubelet with another --root-dir: --kubelet-dir
+ * and kubelet's plugin directories, on the host and in the container alike (kubelet dials the socket path
+ * the driver registers, so both must be the same). A strategic merge cannot do it: volume mounts merge by
+ * their path, and args are one list. `daemonSet` is the DaemonSet as deploy/agent-dra renders (its list
+ * indexes); a `test` before each change fails the apply if the base is no longer what was read.
+ */
+export function kubeletDirPatch(daemonSet: Manifest, kubeletDir: string): JsonPatch {
+  type Mount = {name: string; mountPath: string}
+  type Volume = {name: string; hostPath?: {path: string}}
+  const pod = (daemonSet as Manifest & {spec: {template: {spec: {containers: Array<{args?: string[]; volumeMounts?: Mount[]}>; volumes?: Volume[]}}}}).spec.template.spec
+  const container = '/spec/template/spec/containers/0'
+  const args = pod.containers[0].args ?? []
+  const flag = args.findIndex((a) => a.startsWith('--kubelet-dir='))
+  if (flag < 0) throw new Error(`${daemonSet.metadata.name}: no --kubelet-dir flag to change`)
+  const shipped = args[flag].slice('--kubelet-dir='.length)
+  const moved = (path: string): string => {
+    const below = relative(shipped, path)
+    if (below.startsWith('..')) throw new Error(`${daemonSet.metadata.name}: ${path} is not below --kubelet-dir ${shipped}`)
+    return join(kubeletDir, below)
+  }
+  const ops: object[] = [
+    {op: 'test', path: `${container}/args/${flag}`, value: args[flag]},
+    {op: 'replace', path: `${container}/args/${flag}`, value: `--kubelet-dir=${kubeletDir}`},
+  ]
+  for (const name of kubeletPluginVolumes) {
+    const mount = (pod.containers[0].volumeMounts ?? []).findIndex((m) => m.name === name)
+    const volume = (pod.volumes ?? []).findIndex((v) => v.name === name)
+    const hostPath = pod.volumes?.[volume]?.hostPath?.path
+    if (mount < 0 || hostPath === undefined) throw new Error(`${daemonSet.metadata.name}: no hostPath volume ${name} mounted in its container`)
+    ops.push(
+      {op: 'test', path: `${container}/volumeMounts/${mount}/name`, value: name},
+      {op: 'replace', path: `${container}/volumeMounts/${mount}/mountPath`, value: moved(pod.containers[0].volumeMounts![mount].mountPath)},
+      {op: 'test', path: `/spec/template/spec/volumes/${volume}/name`, value: name},
+      {op: 'replace', path: `/spec/template/spec/volumes/${volume}/hostPath/path`, value: moved(hostPath)},
+    )
+  }
+  return {ops, target: {kind: 'DaemonSet', name: daemonSet.metadata.name}}
 }
