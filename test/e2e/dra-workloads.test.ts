@@ -13,6 +13,7 @@ import {BackedLoops, canUseLoopControl, loopData, readLoop} from '../support/loo
 import {nfdctlImage, type NodeImage} from '../support/nfdctl-image.js'
 import {missingPrerequisite} from '../support/prerequisites.js'
 import {runEvery} from '../support/run-end.js'
+import {rejection} from '../support/thrown.js'
 import {createNamespace, deletePods, testNode, waitForPod, type NodeEnv, type RunningPod} from '../support/test-node.js'
 import {waitFor} from '../support/wait.js'
 import {containerIdOf, kubectl, kubeletDirPatch, livePods, loadImage, type NodeLayout, nodeLayoutPatch, waitForReadyPods, writeOverlay, type ListedPod} from '../support/workloads.js'
@@ -144,6 +145,19 @@ describe('deploy/agent-dra and the chart with agent.dra.enable on the real node:
     const text = await kubectl(env, '-n', namespace, 'logs', agent.metadata.name, '-c', 'agent')
     return text.split('\n').filter((line) => /"level":"(warn|error|fatal)"/.test(line))
   }
+  /**
+   * kubectl as deploy/agent-dra's agent on `node` would be (its service account, the node its token names),
+   * changing nothing (server-side dry run: authorization and admission run, nothing is stored).
+   */
+  const asAgentOn = (node: string, ...args: string[]): Promise<string> =>
+    kubectl(
+      env,
+      `--as=system:serviceaccount:${system}:nfdctl-agent`,
+      ...['system:serviceaccounts', `system:serviceaccounts:${system}`, 'system:authenticated'].map((group) => `--as-group=${group}`),
+      `--as-user-extra=authentication.kubernetes.io/node-name=${node}`,
+      ...args,
+      '--dry-run=server',
+    )
   const manager = (metadata: ManagedFields, name: string, subresource?: string): boolean =>
     (metadata.managedFields ?? []).some((f) => f.manager === name && f.operation === 'Apply' && f.subresource === subresource)
 
@@ -247,6 +261,48 @@ describe('deploy/agent-dra and the chart with agent.dra.enable on the real node:
     expect(await claimReady('kustomize-reader', deviceOf('a'), 'True')).to.deep.equal({devNode: '/dev/loop480', reason: 'DevicePresent'})
     const written = await claimOf('kustomize-reader')
     expect(manager(written.metadata, `nfdctl-dra-${env.node.name}`, 'status'), "the claim's status.devices applied by the agent").to.equal(true)
+
+    // The rules the pod's writes passed are in force, and narrow: the same identity naming another node may
+    // neither write a slice of this node nor report on this node's claim.
+    const sliceFile = join(dir, 'slice.yaml')
+    const sliceOf = (node: string): string =>
+      stringify({
+        apiVersion: 'resource.k8s.io/v1',
+        kind: 'ResourceSlice',
+        metadata: {name: `dra-wl-${node}`},
+        spec: {devices: [], driver, nodeName: node, pool: {generation: 1, name: node, resourceSliceCount: 1}},
+      })
+    await writeFile(sliceFile, sliceOf(env.node.name))
+    await asAgentOn(env.node.name, 'create', '-f', sliceFile)
+    expect((await rejection(asAgentOn('other-node', 'create', '-f', sliceFile))).message).to.match(
+      new RegExp(`nfdctl-agent-own-node-slices[\\s\\S]*may write only the ResourceSlices of its own node, not those of node ${env.node.name}`),
+    )
+    // As the agent writes a claim's status: server-side apply on the status subresource, with a condition of
+    // its own (the API server authorizes a write that changes the driver's entries; one that changes nothing
+    // is let through).
+    const statusFile = join(dir, 'claim-status.yaml')
+    await writeFile(
+      statusFile,
+      stringify({
+        apiVersion: 'resource.k8s.io/v1',
+        kind: 'ResourceClaim',
+        metadata: {name: written.metadata.name, namespace: consumers},
+        status: {
+          devices: [
+            {
+              conditions: [{lastTransitionTime: new Date().toISOString().replace(/\.\d+/, ''), message: 'dry run', reason: 'Probe', status: 'True', type: 'NfdctlTestProbe'}],
+              device: deviceOf('a'),
+              driver,
+              pool: env.node.name,
+            },
+          ],
+        },
+      }),
+    )
+    const applyStatus = (node: string): Promise<string> =>
+      asAgentOn(node, 'apply', '--server-side', '--subresource=status', `--field-manager=nfdctl-dra-${node}`, '--force-conflicts', '-f', statusFile)
+    await applyStatus(env.node.name)
+    expect((await rejection(applyStatus('other-node'))).message).to.match(/forbidden[\s\S]*resourceclaims\/driver/i)
 
     await unplug(480)
     await waitFor('the read fails after the unplug', async () => (await readLoop(env.node, reader.containerId, 480)).startsWith('failed'), {intervalMs: 20, timeoutMs: 15_000})
