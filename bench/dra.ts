@@ -26,14 +26,12 @@ import {setTimeout as sleep} from 'node:timers/promises'
 import {parseArgs, promisify} from 'node:util'
 
 import {parseUevent} from '../src/lib/devices/uevent.js'
-import {draDeviceName} from '../src/lib/dra/resource-slices.js'
 import {Informer} from '../src/lib/kube/informer.js'
 import {toMeta, type ObjectCodec} from '../src/lib/kube/metadata-list.js'
 import type {ObjectMeta} from '../src/lib/kube/resource.js'
-import {stableDeviceId} from '../src/lib/plugins/class-allocation.js'
 import {NetlinkUeventSocket} from '../src/lib/sys/netlink-uevents.js'
 import {CliProcess} from '../test/support/cli-process.js'
-import {loopDevice} from '../test/support/loop-device.js'
+import {draAgentArgs, SerialDisks} from '../test/support/dra-agent.js'
 import {addLoopDevice, BackedLoops, canUseLoopControl, loopControlAsync, loopData, readLoop} from '../test/support/loop-devices.js'
 import {createNamespace, deletePods, waitForPod} from '../test/support/test-node.js'
 import {waitFor} from '../test/support/wait.js'
@@ -89,11 +87,10 @@ const unplugAll = async (): Promise<void> => {
   for (const i of benchLoops) await loops.drop(i).catch((error: Error) => log(`loop${i}: ${error.message}`))
 }
 await unplugAll()
-const serialOf = (disk: string): string => `nfdctl-bench-${disk}`
-/** The DRA device name of a disk: from its udev serial, whatever loop number it has. */
-const deviceOf = (disk: string): string => draDeviceName(stableDeviceId(loopDevice(0, {ID_SERIAL: serialOf(disk)})))
-/** What udev would have recorded for the disk: the agent reads it from --udev-data-dir. */
-const udevRecord = (index: number, disk: string): Promise<void> => writeFile(join(udevDir, `b7:${index}`), `E:ID_SERIAL=${serialOf(disk)}\n`)
+const disks = new SerialDisks(udevDir, 'nfdctl-bench')
+const serialOf = (disk: string): string => disks.serialOf(disk)
+const deviceOf = (disk: string): string => disks.deviceOf(disk)
+const udevRecord = (index: number, disk: string): Promise<void> => disks.record(index, disk)
 const bySerial = (disk: string): object => ({cel: {expression: `device.attributes["devices.nfdctl.io"].serial == "${serialOf(disk)}"`}})
 
 interface LogLine {
@@ -170,36 +167,7 @@ try {
   await udevRecord(hotLoop, 'hot')
   await udevRecord(claimLoop, 'claim')
   await loops.add(claimLoop)
-  agent = new CliProcess(
-    [
-      'devices',
-      'agent',
-      '--dra',
-      '--kubeconfig',
-      env.plane.kubeconfig,
-      '--node-name',
-      env.node.name,
-      '--containerd-address',
-      env.node.containerd.socket,
-      '--pod-resources-socket',
-      env.node.kubelet.podResourcesSocket,
-      '--kubelet-dir',
-      env.node.kubelet.rootDir,
-      '--cdi-dir',
-      env.node.containerd.cdiDir,
-      '--udev-data-dir',
-      udevDir,
-      '--state-dir',
-      join(env.dir, 'agent-state'),
-      '--metrics-port',
-      '0',
-      '--log-format',
-      'json',
-    ],
-    env.bin,
-    undefined,
-    'shebang',
-  )
+  agent = new CliProcess(draAgentArgs(env.node, {kubeconfig: env.plane.kubeconfig, stateDir: join(env.dir, 'agent-state'), udevDir}), env.bin, undefined, 'shebang')
   await agent.waitForLine<LogLine>('the DRA driver registered', (l) => l.msg.includes('registered with kubelet'), 30_000)
   await slices.start(stopSlices.signal)
   await waitFor('the claim disk in the slice', async () => sliceChanges.at(-1)?.devices.has(deviceOf('claim')))

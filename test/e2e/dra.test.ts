@@ -1,15 +1,13 @@
 import {expect} from 'chai'
-import {mkdir, mkdtemp, readFile, rm, writeFile} from 'node:fs/promises'
+import {mkdir, mkdtemp, readFile, rm} from 'node:fs/promises'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 
 import {claimCdiFile} from '../../src/lib/dra/claim-cdi.js'
 import {kubeletDraApi} from '../../src/lib/dra/kubelet-dra-api.js'
 import {unary} from '../../src/lib/grpc-unary.js'
-import {draDeviceName} from '../../src/lib/dra/resource-slices.js'
-import {stableDeviceId} from '../../src/lib/plugins/class-allocation.js'
 import {CliProcess} from '../support/cli-process.js'
-import {loopDevice} from '../support/loop-device.js'
+import {draAgentArgs, SerialDisks} from '../support/dra-agent.js'
 import {BackedLoops, canUseLoopControl, loopData, readLoop} from '../support/loop-devices.js'
 import {missingPrerequisite} from '../support/prerequisites.js'
 import {allocatable, createNamespace, deletePods, testNode, waitForPod, type NodeEnv, type RunningPod} from '../support/test-node.js'
@@ -58,13 +56,13 @@ describe('devices agent --dra on a real node: claims, CDI, and devices that come
   const namespace = 'nfdctl-dra'
   const pods: string[] = []
 
-  const serialOf = (disk: string): string => `nfdctl-dra-${disk}`
-  /** The DRA device name of a test disk: from its serial, whatever loop number it has. */
-  const deviceOf = (disk: string): string => draDeviceName(stableDeviceId(loopDevice(0, {ID_SERIAL: serialOf(disk)})))
+  let disks: SerialDisks
+  const serialOf = (disk: string): string => disks.serialOf(disk)
+  const deviceOf = (disk: string): string => disks.deviceOf(disk)
   /** The loop number each test disk is plugged in at now, by device name. */
   const pluggedAt = new Map<string, number>()
   const plug = async (index: number, disk: string): Promise<void> => {
-    await writeFile(join(udevDir, `b7:${index}`), `E:ID_SERIAL=${serialOf(disk)}\n`)
+    await disks.record(index, disk)
     await loops.add(index)
     pluggedAt.set(deviceOf(disk), index)
   }
@@ -74,31 +72,7 @@ describe('devices agent --dra on a real node: claims, CDI, and devices that come
   }
 
   const startAgent = async (): Promise<CliProcess> => {
-    const cli = new CliProcess([
-      'devices',
-      'agent',
-      '--dra',
-      '--kubeconfig',
-      env.plane.kubeconfig,
-      '--node-name',
-      env.node.name,
-      '--containerd-address',
-      env.node.containerd.socket,
-      '--pod-resources-socket',
-      env.node.kubelet.podResourcesSocket,
-      '--kubelet-dir',
-      env.node.kubelet.rootDir,
-      '--cdi-dir',
-      env.node.containerd.cdiDir,
-      '--udev-data-dir',
-      udevDir,
-      '--state-dir',
-      join(dir, 'state'),
-      '--metrics-port',
-      '0',
-      '--log-format',
-      'json',
-    ])
+    const cli = new CliProcess(draAgentArgs(env.node, {kubeconfig: env.plane.kubeconfig, stateDir: join(dir, 'state'), udevDir}))
     await cli.waitForLine<LogLine>('the DRA driver registered', (l) => l.msg.includes('registered with kubelet'), 30_000)
     return cli
   }
@@ -171,6 +145,7 @@ describe('devices agent --dra on a real node: claims, CDI, and devices that come
     dir = await mkdtemp(join(tmpdir(), 'nfdctl-dra-'))
     udevDir = join(dir, 'udev')
     await mkdir(udevDir, {recursive: true})
+    disks = new SerialDisks(udevDir, 'nfdctl-dra')
     loops = new BackedLoops(dir)
     await createNamespace(env, namespace)
     await env.client.request('POST', classesPath, {

@@ -1,0 +1,68 @@
+import {writeFile} from 'node:fs/promises'
+import {join} from 'node:path'
+
+import {draDeviceName} from '../../src/lib/dra/resource-slices.js'
+import {stableDeviceId} from '../../src/lib/plugins/class-allocation.js'
+import type {TestNode} from '../node/node.js'
+import {loopDevice} from './loop-device.js'
+
+export interface DraAgentDirs {
+  readonly kubeconfig: string
+  /** The agent's udev database (--udev-data-dir): where a test disk's serial is recorded. */
+  readonly udevDir: string
+  readonly stateDir: string
+}
+
+/** `devices agent --dra` on the test node: its kubelet's root, its containerd's CDI directory, JSON logs. */
+export function draAgentArgs(node: TestNode, dirs: DraAgentDirs): string[] {
+  return [
+    'devices',
+    'agent',
+    '--dra',
+    '--kubeconfig',
+    dirs.kubeconfig,
+    '--node-name',
+    node.name,
+    '--containerd-address',
+    node.containerd.socket,
+    '--pod-resources-socket',
+    node.kubelet.podResourcesSocket,
+    '--kubelet-dir',
+    node.kubelet.rootDir,
+    '--cdi-dir',
+    node.containerd.cdiDir,
+    '--udev-data-dir',
+    dirs.udevDir,
+    '--state-dir',
+    dirs.stateDir,
+    '--metrics-port',
+    '0',
+    '--log-format',
+    'json',
+  ]
+}
+
+/**
+ * Test disks are loop devices with a udev serial, so that one plugged in again under another loop number
+ * is the same device (the same stable ID, the same DRA device name), as a USB disk would be.
+ */
+export class SerialDisks {
+  constructor(
+    readonly udevDir: string,
+    readonly prefix: string,
+  ) {}
+
+  serialOf(disk: string): string {
+    return `${this.prefix}-${disk}`
+  }
+
+  /** The DRA device name of a disk, whatever loop number it has. */
+  deviceOf(disk: string): string {
+    return draDeviceName(stableDeviceId(loopDevice(0, {ID_SERIAL: this.serialOf(disk)})))
+  }
+
+  /** What udev would record for the disk at loop<index>; write it before the loop device appears. */
+  async record(index: number, disk: string): Promise<void> {
+    await writeFile(join(this.udevDir, `b7:${index}`), `E:ID_SERIAL=${this.serialOf(disk)}\n`)
+  }
+}
