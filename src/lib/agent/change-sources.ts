@@ -58,10 +58,12 @@ export class ChangeSources {
       source: options.devices,
       onEvent: ({action, device}) => {
         const touched = members.deviceEvent(action, device)
-        plugins.publish(touched)
-        options.dra?.publish(touched)
         // A device in no class (most of a node's uevents) changes no container's access.
         if (touched.size > 0) onChange(`device ${action} ${device.devName}`)
+        plugins.publish(touched)
+        // The DRA pool, health and claim statuses (API writes, 250 ms budget) after the batch has started its
+        // containers' work (the 50 ms one).
+        if (options.dra !== undefined && touched.size > 0) setImmediate(() => options.dra?.publish(touched))
       },
     })
     this.#pods = new Informer<NodePod>(
