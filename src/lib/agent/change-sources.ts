@@ -61,9 +61,8 @@ export class ChangeSources {
         // A device in no class (most of a node's uevents) changes no container's access.
         if (touched.size > 0) onChange(`device ${action} ${device.devName}`)
         plugins.publish(touched)
-        // The DRA pool, health and claim statuses (API writes, 250 ms budget) after the batch has started its
-        // containers' work (the 50 ms one).
-        if (options.dra !== undefined && touched.size > 0) setImmediate(() => options.dra?.publish(touched))
+        // Written once the batch has given the containers their devices (see NodeAgent).
+        options.dra?.devicesChanged(touched)
       },
     })
     this.#pods = new Informer<NodePod>(

@@ -90,13 +90,19 @@ export class NodeAgent {
       maxWaitMs: options.maxWaitMs,
       onError: (error) => this.#log.error({err: errorMessage(error)}, 'batch failed; the next event retries'),
       process: async (events) => {
-        // The first lists start a batch of their own: an empty pod list would read as "nobody asks for anything".
-        if (!this.#sources.listed) return
-        const started = performance.now()
-        metrics.batchSize.observe(events.length)
-        await reconciler.reconcile()
-        metrics.batchSeconds.observe((performance.now() - started) / 1000)
-        this.#trim.afterWork()
+        try {
+          // The first lists start a batch of their own: an empty pod list would read as "nobody asks for anything".
+          if (!this.#sources.listed) return
+          const started = performance.now()
+          metrics.batchSize.observe(events.length)
+          await reconciler.reconcile()
+          metrics.batchSeconds.observe((performance.now() - started) / 1000)
+          this.#trim.afterWork()
+        } finally {
+          // The DRA pool, health and claim statuses (API writes, a 250 ms budget) once the containers have their
+          // devices (50 ms): written meanwhile, they would take the event loop from the batch.
+          options.dra?.flush()
+        }
       },
       quietMs: options.quietMs,
     })

@@ -62,6 +62,8 @@ export class DraDriver {
   #watcher: FSWatcher | undefined
   #checking: Promise<void> = Promise.resolve()
   #stopped = false
+  /** Classes whose devices changed since the last flush. */
+  readonly #changed = new Set<string>()
   /** Devices whose classes did not all fit in the slice, said once. */
   readonly #toldDropped = new Set<string>()
 
@@ -134,6 +136,19 @@ export class DraDriver {
   classesChanged(): void {
     void this.#deviceClasses.sync(this.options.clusterClasses())
     this.publish(new Set(this.options.members.classNames), true)
+  }
+
+  /** Devices of these classes came or went: published by the next flush(). */
+  devicesChanged(classes: ReadonlySet<string>): void {
+    for (const name of classes) this.#changed.add(name)
+  }
+
+  /** Publishes what devicesChanged() collected. */
+  flush(): void {
+    if (this.#changed.size === 0) return
+    const changed = new Set(this.#changed)
+    this.#changed.clear()
+    this.publish(changed)
   }
 
   /** Devices of these classes came or went: the pool, health and claim statuses follow (only when a DRA class is among them). */
