@@ -13,7 +13,7 @@ import {missingPrerequisite} from '../support/prerequisites.js'
 import {allocatable, createNamespace, deletePods, testNode, waitForPod, type NodeEnv, type RunningPod} from '../support/test-node.js'
 import {waitFor} from '../support/wait.js'
 
-// Loop devices 460-479 belong to these tests. Each test disk has a udev serial (in the agent's own udev
+// Loop devices 460-479 belong to these tests (the class takes loop460-469, and loop470 once edited). Each test disk has a udev serial (in the agent's own udev
 // database directory), so that plugged in again under another loop number it is the same device.
 const dra = '/apis/resource.k8s.io/v1'
 const classesPath = '/apis/devices.nfdctl.io/v1alpha1/deviceclasses'
@@ -206,7 +206,7 @@ describe('devices agent --dra on a real node: claims, CDI, and devices that come
     await readsDisk(running, 461)
     // The device came through CDI: kubelet handed containerd the claim's CDI device, and the spec file is ours.
     const spec = JSON.parse(await readFile(claimCdiFile(env.node.containerd.cdiDir, claim.metadata.uid), 'utf8')) as {devices: Array<{containerEdits: {deviceNodes: Array<{path: string}>}}>}
-    expect(spec.devices.flatMap((d) => d.containerEdits.deviceNodes.map((n) => n.path))).to.deep.equal(['/dev/loop461'])
+    expect(spec.devices.flatMap((d) => d.containerEdits.deviceNodes.map((n) => n.path))).to.deep.equal(['/dev/loop461', `/dev/nfdctl/claims/${claim.metadata.uid}/${deviceOf('a')}`])
     await waitFor('claim status Ready', async () => (await readyCondition('reader', deviceOf('a')))?.status === 'True', {timeoutMs: 10_000})
   })
 
@@ -273,6 +273,67 @@ describe('devices agent --dra on a real node: claims, CDI, and devices that come
     await createClaimPod('second', 'one-disk')
     const second = await waitForPod(env, `${namespace}/second`, 60_000)
     await readsDisk(second, 465)
+  })
+
+  it('a shared claim: both pods get the device back after a re-plug, a sidecar that does not name the claim never, and a container restarted meanwhile starts with it', async function () {
+    this.timeout(120_000)
+    await plug(469, 'g')
+    await env.client.request('POST', `${dra}/namespaces/${namespace}/resourceclaims`, {
+      body: {
+        apiVersion: 'resource.k8s.io/v1',
+        kind: 'ResourceClaim',
+        metadata: {name: 'shared-g'},
+        spec: {devices: {requests: [{exactly: {deviceClassName: draClass, selectors: [{cel: {expression: `device.attributes["devices.nfdctl.io"].serial == "${serialOf('g')}"`}}]}, name: 'disk'}]}},
+      },
+    })
+    const sharing = async (name: string): Promise<RunningPod> => {
+      pods.push(`${namespace}/${name}`)
+      await env.client.request('POST', `/api/v1/namespaces/${namespace}/pods`, {
+        body: {
+          apiVersion: 'v1',
+          kind: 'Pod',
+          metadata: {name},
+          spec: {
+            automountServiceAccountToken: false,
+            containers: [
+              {command: ['sleep', '3600'], image: 'localhost/nfdctl-test/busybox:1', imagePullPolicy: 'Never', name: 'main', resources: {claims: [{name: 'disk'}]}},
+              {command: ['sleep', '3600'], image: 'localhost/nfdctl-test/busybox:1', imagePullPolicy: 'Never', name: 'sidecar'},
+            ],
+            nodeSelector: {'kubernetes.io/hostname': env.node.name},
+            resourceClaims: [{name: 'disk', resourceClaimName: 'shared-g'}],
+            terminationGracePeriodSeconds: 1,
+          },
+        },
+      })
+      return waitForPod(env, `${namespace}/${name}`, 60_000)
+    }
+    const first = await sharing('shared-1')
+    const second = await sharing('shared-2')
+    for (const p of [first, second]) await readsDisk(p, 469)
+    expect(await readLoop(env.node, second.containerIds.sidecar, 469)).to.match(/^failed/)
+
+    await unplug(469)
+    await waitFor('both lose it', async () => (await Promise.all([first, second].map((p) => readLoop(env.node, p.containerId, 469)))).every((r) => r.startsWith('failed')))
+    await plug(460, 'g')
+    for (const p of [first, second]) await readsDisk(p, 460)
+    expect(await readLoop(env.node, second.containerIds.sidecar, 460)).to.match(/^failed/)
+
+    // The claim's CDI spec follows the device: a container of the claim that starts now gets loop460.
+    const claim = await env.client.request<Claim>('GET', `${dra}/namespaces/${namespace}/resourceclaims/shared-g`)
+    await waitFor('the CDI spec at loop460', async () => (await readFile(claimCdiFile(env.node.containerd.cdiDir, claim.metadata.uid), 'utf8').catch(() => '')).includes('/dev/loop460'))
+    await env.node.containerd.ctr('-n', 'k8s.io', 'tasks', 'kill', '-s', 'SIGKILL', first.containerId)
+    const restarted = await waitFor(
+      'shared-1 restarted',
+      async () => {
+        const now = await waitForPod(env, `${namespace}/shared-1`).catch(() => undefined)
+        return now !== undefined && now.containerId !== first.containerId ? now : undefined
+      },
+      {timeoutMs: 60_000},
+    )
+    await readsDisk(restarted, 460)
+    await deletePods(env, [`${namespace}/shared-1`, `${namespace}/shared-2`])
+    pods.splice(pods.indexOf(`${namespace}/shared-1`), 2)
+    await env.client.request('DELETE', `${dra}/namespaces/${namespace}/resourceclaims/shared-g`)
   })
 
   it("quota: a namespace's ResourceQuota on the class's devices refuses a claim past it", async function () {

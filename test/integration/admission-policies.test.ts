@@ -611,7 +611,13 @@ describe('deploy/agent and deploy/agent-dra admission policies and a device quot
         const read = await agent.request<{status: {allocation: Json}}>('GET', `${claimsPath}/on-dra-a`)
         expect(read.status.allocation).to.have.property('nodeSelector')
         let errors = 0
-        const writer = new ClaimStatusWriter(agent, 'dra-a', logger, () => errors++)
+        const writer = new ClaimStatusWriter(
+          agent,
+          'dra-a',
+          logger,
+          () => errors++,
+          () => {},
+        )
         await writer.write({name: 'on-dra-a', namespace: 'claims', uid: uids['on-dra-a']}, [entry('dra-a')])
         expect(errors, log.text()).to.equal(0)
         expect(await devicesOf('on-dra-a')).to.deep.equal([entry('dra-a')])

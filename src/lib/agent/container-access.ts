@@ -35,7 +35,11 @@ export interface PodLike {
     readonly annotations?: Readonly<Record<string, string>>
   }
   readonly status?: {readonly phase?: string}
-  readonly spec?: {readonly containers?: ReadonlyArray<{readonly name: string; readonly resources?: {readonly limits?: Readonly<Record<string, string>>}}>}
+  readonly spec?: {
+    readonly containers?: ReadonlyArray<{readonly name: string; readonly resources?: {readonly limits?: Readonly<Record<string, string>>}}>
+    /** Whether the pod has ResourceClaims: only its containers can hold devices by claim. */
+    readonly hasClaims?: boolean
+  }
 }
 
 /** A pod as the agent's informer keeps it. */
@@ -46,11 +50,18 @@ export const podCodec: ObjectCodec<NodePod> = {
   listAccept: 'application/json',
   metaOf: (pod) => pod.metadata,
   toItem: (raw) => {
-    const pod = raw as {metadata?: ObjectMeta & {annotations?: Record<string, string>; creationTimestamp?: string}; spec?: PodLike['spec']; status?: {phase?: string}}
+    const pod = raw as {
+      metadata?: ObjectMeta & {annotations?: Record<string, string>; creationTimestamp?: string}
+      spec?: PodLike['spec'] & {resourceClaims?: unknown[]}
+      status?: {phase?: string}
+    }
     if (pod.metadata === undefined) return undefined
     return {
       metadata: {...toMeta(pod.metadata), annotations: pod.metadata.annotations, creationTimestamp: pod.metadata.creationTimestamp},
-      spec: {containers: pod.spec?.containers?.map((c) => ({name: c.name, resources: {limits: c.resources?.limits}}))},
+      spec: {
+        containers: pod.spec?.containers?.map((c) => ({name: c.name, resources: {limits: c.resources?.limits}})),
+        hasClaims: (pod.spec?.resourceClaims?.length ?? 0) > 0,
+      },
       status: {phase: pod.status?.phase},
     }
   },

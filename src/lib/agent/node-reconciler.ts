@@ -10,7 +10,7 @@ import {decideAccess, limitHoldersOf} from './access-policy.js'
 import type {AgentMetrics} from './agent-metrics.js'
 import type {ListedContainers} from './change-sources.js'
 import type {ClassView} from './class-store.js'
-import {containerRequests, requestKey, type ContainerRequest, type NodePod} from './container-access.js'
+import {containerRequests, criLabels, requestKey, type ContainerRequest, type NodePod} from './container-access.js'
 import type {ContainerReconciler} from './container-reconciler.js'
 import {containersToReconcile, type ClaimedDevices} from './reconcile-plan.js'
 import type {RefusalNotices} from './refusal-notices.js'
@@ -75,7 +75,16 @@ export class NodeReconciler {
     if (listed === undefined) return
     const {containers, running, touchedAt} = listed
     const listedAt = performance.now()
-    const work = containersToReconcile({claimed: this.options.claimed, containers, mayHold: this.#mayHold, requests, running})
+    // Only a pod with ResourceClaims can hold devices by claim: no other container's spec is read for it.
+    const claimPods = new Set([...this.options.pods()].filter((p) => p.spec?.hasClaims === true).map((p) => p.metadata.uid))
+    const {claimed} = this.options
+    const work = containersToReconcile({
+      claimed: claimed === undefined ? undefined : (c) => (claimPods.has(c.labels[criLabels.podUid]) ? claimed(c) : undefined),
+      containers,
+      mayHold: this.#mayHold,
+      requests,
+      running,
+    })
     // A class asked for by limit: whether kubelet allocated it (and with allocation Device, which devices) is PodResources'.
     const byLimit = (r: ContainerRequest): boolean => [...r.classes].some(([name, via]) => via === 'limit' && classes.has(name))
     const allocations = work.some((w) => byLimit(w.request)) ? await this.#podResources() : []

@@ -21,12 +21,23 @@ export const claimCdiId = (claimUid: string, device: string): string => `${claim
 /** The spec file of a claim: one per claim, so that unpreparing removes exactly its devices. */
 export const claimCdiFile = (cdiDir: string, claimUid: string): string => join(cdiDir, `dra.devices.nfdctl.io-claim-${claimUid}.json`)
 
+/** Where the marker device nodes of claims go inside a container. */
+export const claimMarkerDir = '/dev/nfdctl/claims'
+
 /**
- * The environment variable that marks a container as holding one device of a claim: its name from the
- * device name (a DNS label, so upper-casing and dashes to underscores are one to one), its value the claim's
- * UID. The agent reads it back from the container's OCI spec to give the device again after a re-plug.
+ * The second device node each claim device gets in a container, `/dev/nfdctl/claims/<claim uid>/<device>`:
+ * it marks the container as holding that device of that claim. The agent reads it back from the container's
+ * OCI `linux.devices` to give the device again after a re-plug. Only CDI injection (kubelet, for the
+ * containers whose resources name the claim's request) puts a device node in a container's spec: a pod has
+ * no field for it, so a pod cannot claim a device by writing the path itself.
  */
-export const claimDeviceEnv = (device: string): string => `NFDCTL_DRA_DEVICE_${device.toUpperCase().replaceAll('-', '_')}`
+export const claimMarkerPath = (claimUid: string, device: string): string => `${claimMarkerDir}/${claimUid}/${device}`
+
+/** The claim UID and device a marker path names; undefined for any other path. */
+export function parseClaimMarker(path: string): {claimUid: string; device: string} | undefined {
+  const match = /^\/dev\/nfdctl\/claims\/([a-f0-9-]{1,64})\/([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)$/.exec(path)
+  return match === null ? undefined : {claimUid: match[1], device: match[2]}
+}
 
 export interface ClaimCdiSpec {
   cdiVersion: string
@@ -34,29 +45,41 @@ export interface ClaimCdiSpec {
   devices: Array<{
     name: string
     containerEdits: {
-      env: string[]
       deviceNodes: Array<{path: string; hostPath: string; type: 'b' | 'c'; major: number; minor: number; permissions: string}>
     }
   }>
 }
 
-/** Pure: a claim's CDI spec: per device its node at the kernel's path, with the class's access, and the marker variable. */
+/**
+ * Pure: a claim's CDI spec for the devices present now: per device its node at the kernel's path and the
+ * marker node, both with the class's access. A device that is not present is left out, so that a container
+ * created meanwhile fails to start rather than get whatever has its old numbers.
+ */
 export function claimCdiSpec(claimUid: string, devices: ReadonlyArray<{readonly prepared: PreparedDevice; readonly device: Device}>): ClaimCdiSpec {
   return {
     cdiVersion,
-    devices: devices.map(({device, prepared}) => ({
-      containerEdits: {
-        deviceNodes: [{hostPath: device.devNode, major: device.major, minor: device.minor, path: device.devNode, permissions: prepared.access, type: device.type === 'block' ? 'b' : 'c'}],
-        env: [`${claimDeviceEnv(prepared.device)}=${claimUid}`],
-      },
-      name: claimCdiDevice(claimUid, prepared.device),
-    })),
+    devices: devices.map(({device, prepared}) => {
+      const node = {hostPath: device.devNode, major: device.major, minor: device.minor, permissions: prepared.access, type: device.type === 'block' ? ('b' as const) : ('c' as const)}
+      return {
+        containerEdits: {
+          deviceNodes: [
+            {...node, path: device.devNode},
+            {...node, path: claimMarkerPath(claimUid, prepared.device)},
+          ],
+        },
+        name: claimCdiDevice(claimUid, prepared.device),
+      }
+    }),
     kind: claimCdiKind,
   }
 }
 
-/** Writes a claim's spec atomically: a runtime reading the directory never sees half a file. */
+/** Writes a claim's spec atomically (a runtime reading the directory never sees half a file); one without devices is removed, as CDI has no empty spec. */
 export async function writeClaimCdi(cdiDir: string, claimUid: string, spec: ClaimCdiSpec): Promise<void> {
+  if (spec.devices.length === 0) {
+    await removeClaimCdi(cdiDir, claimUid)
+    return
+  }
   await mkdir(cdiDir, {recursive: true})
   await writeFileAtomic(claimCdiFile(cdiDir, claimUid), `${JSON.stringify(spec, null, 2)}\n`)
 }

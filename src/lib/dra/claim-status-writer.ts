@@ -26,6 +26,8 @@ export class ClaimStatusWriter {
     readonly nodeName: string,
     private readonly logger: Logger,
     private readonly onError: () => void,
+    /** A write failed: the caller writes every claim's status again later. */
+    private readonly onFailed: () => void,
   ) {}
 
   /** The conditions last written for a claim, by device. */
@@ -35,7 +37,7 @@ export class ClaimStatusWriter {
 
   /** Writes a claim's entries (none: takes them back); serialised, so an older write never lands after a newer one. */
   write(claim: ClaimKey, devices: readonly ClaimDeviceStatus[]): Promise<void> {
-    this.#queue = this.#queue.then(() => this.#write(claim, devices))
+    this.#queue = this.#queue.then(() => this.#write(claim, devices)).catch(() => {})
     return this.#queue
   }
 
@@ -56,7 +58,8 @@ export class ClaimStatusWriter {
       }
       this.#written.delete(claim.uid)
       this.onError()
-      this.logger.warn({claim: `${claim.namespace}/${claim.name}`, err: errorMessage(error)}, "cannot write the claim's device status; written again with the next change")
+      this.logger.warn({claim: `${claim.namespace}/${claim.name}`, err: errorMessage(error)}, "cannot write the claim's device status; trying again in 5 s")
+      this.onFailed()
       return
     }
     if (devices.length === 0) {

@@ -145,16 +145,26 @@ export class DraDeviceClasses {
     this.#listed = true
     for (const name of made) {
       if (wanted.has(name)) continue
-      await client.request('DELETE', `${draClassesPath}/${encodeURIComponent(name)}`).catch((error: unknown) => {
-        if (!isStatus(error, 'NotFound')) throw error
-      })
       this.#applied.delete(name)
-      logger.info({deviceClass: name}, `resource.k8s.io DeviceClass ${name} deleted: its class is gone or no longer DRA`)
+      // One that cannot be deleted (an admission policy's word, say) is said and left; the others still go.
+      const deleted = await client.request('DELETE', `${draClassesPath}/${encodeURIComponent(name)}`).then(
+        () => true,
+        (error: unknown) => {
+          if (isStatus(error, 'NotFound')) return false
+          this.options.onError()
+          logger.warn({deviceClass: name, err: errorMessage(error)}, `cannot delete resource.k8s.io DeviceClass ${name}, whose class is gone or no longer DRA`)
+          return false
+        },
+      )
+      if (deleted) logger.info({deviceClass: name}, `resource.k8s.io DeviceClass ${name} deleted: its class is gone or no longer DRA`)
     }
   }
 
+  /** The DeviceClasses the agents made: this driver's names, nfdctl's labels (another's object is never deleted). */
   async #listMade(): Promise<string[]> {
-    const list = await this.options.client.request<{items?: Array<{metadata: {name: string}}>}>('GET', draClassesPath, {query: {labelSelector: classLabel}})
-    return (list.items ?? []).map((i) => i.metadata.name)
+    const list = await this.options.client.request<{items?: Array<{metadata: {name: string}}>}>('GET', draClassesPath, {
+      query: {labelSelector: `${classLabel},app.kubernetes.io/managed-by=nfdctl`},
+    })
+    return (list.items ?? []).map((i) => i.metadata.name).filter((name) => className(name) !== undefined)
   }
 }

@@ -1,7 +1,6 @@
 import {watch, type FSWatcher} from 'node:fs'
 import {join} from 'node:path'
 
-import {criLabels} from '../agent/container-access.js'
 import type {ClassMembers} from '../devices/class-members.js'
 import type {Device, DeviceClass} from '../devices/types.js'
 import {errorMessage} from '../errors.js'
@@ -9,7 +8,7 @@ import {isStatus} from '../kube/api-error.js'
 import type {KubeClient} from '../kube/kube-client.js'
 import type {Logger} from '../observe/logger.js'
 import type {RuntimeContainer} from '../runtime/containerd-client.js'
-import {claimCdiSpec, claimDeviceEnv, removeClaimCdi, writeClaimCdi} from './claim-cdi.js'
+import {claimCdiSpec, parseClaimMarker, removeClaimCdi, writeClaimCdi} from './claim-cdi.js'
 import {prepareClaim, type ResourceClaimObject} from './claim-preparation.js'
 import {ClaimStatusWriter} from './claim-status-writer.js'
 import {claimDeviceStatuses, devicesHealth} from './device-health.js'
@@ -17,7 +16,7 @@ import {DraDeviceClasses} from './dra-device-classes.js'
 import type {DraMetrics} from './dra-metrics.js'
 import {DraPluginServer} from './dra-plugin-server.js'
 import type {ClaimRef, NodePrepareResourcesResponse, NodeUnprepareResourcesResponse, NodeWatchResourcesResponse} from './kubelet-dra-api.js'
-import {PreparedClaims, type PreparedClaim} from './prepared-claims.js'
+import {PreparedClaims, type PreparedClaim, type PreparedDevice} from './prepared-claims.js'
 import {draDriver, nodeDevicesOf, type NodeDevices} from './resource-slices.js'
 import {SlicePublisher} from './slice-publisher.js'
 
@@ -59,7 +58,12 @@ export class DraDriver {
   readonly #status: ClaimStatusWriter
   #devices: NodeDevices = {byName: new Map(), devices: [], dropped: new Map()}
   #registered: boolean | undefined
-  #watcher: FSWatcher | undefined
+  readonly #watchers: FSWatcher[] = []
+  #statusRetry: NodeJS.Timeout | undefined
+  /** The CDI spec last written per claim. */
+  readonly #specs = new Map<string, string>()
+  /** Prepare and unprepare of one claim, one after the other. */
+  readonly #claimLocks = new Map<string, Promise<unknown>>()
   #checking: Promise<void> = Promise.resolve()
   #stopped = false
   /** Classes whose devices changed since the last flush. */
@@ -79,7 +83,19 @@ export class DraDriver {
     })
     this.#deviceClasses = new DraDeviceClasses({client, complete: options.clusterListed, logger: this.#log, onError: () => metrics.errors.inc({kind: 'deviceclasses'})})
     this.#claims = new PreparedClaims(options.stateDir)
-    this.#status = new ClaimStatusWriter(client, nodeName, this.#log, () => metrics.errors.inc({kind: 'claim-status'}))
+    this.#status = new ClaimStatusWriter(
+      client,
+      nodeName,
+      this.#log,
+      () => metrics.errors.inc({kind: 'claim-status'}),
+      () => {
+        if (this.#statusRetry !== undefined || this.#stopped) return
+        this.#statusRetry = setTimeout(() => {
+          this.#statusRetry = undefined
+          this.#writeStatuses()
+        }, 5000).unref()
+      },
+    )
     this.#server = new DraPluginServer({
       handlers: {
         health: () => this.#health(),
@@ -107,19 +123,26 @@ export class DraDriver {
     }
     this.options.metrics.preparedClaims.set(this.#claims.all().length)
     this.#recompute()
+    // A spec under /var/run/cdi does not outlive a reboot; the record does.
+    await this.#refreshSpecs()
     this.#deviceClasses.start(signal)
-    await this.#slices.start(signal)
+    // In the background: the API server may be away, and kubelet must still get its recorded claims meanwhile.
+    this.#slices.start(signal)
     this.classesChanged()
     await this.#server.serve()
-    // kubelet does not remove our registration socket, but an operator or a wiped directory may.
-    this.#watcher = watch(join(this.options.kubeletDir, 'plugins_registry'), () => void this.#check())
-    this.#watcher.on('error', (error) => this.#log.warn({err: errorMessage(error)}, 'cannot watch the plugin registration directory'))
+    // kubelet does not remove our sockets, but an operator or a wiped directory may.
+    for (const dir of [join(this.options.kubeletDir, 'plugins_registry'), join(this.options.kubeletDir, 'plugins', draDriver)]) {
+      const watcher = watch(dir, () => void this.#check())
+      watcher.on('error', (error) => this.#log.warn({dir, err: errorMessage(error)}, 'cannot watch a plugin directory'))
+      this.#watchers.push(watcher)
+    }
     this.#writeStatuses()
   }
 
   async stop(): Promise<void> {
     this.#stopped = true
-    this.#watcher?.close()
+    clearTimeout(this.#statusRetry)
+    for (const watcher of this.#watchers) watcher.close()
     await this.#checking
     await this.#server.close()
     await this.#slices.stop()
@@ -157,25 +180,24 @@ export class DraDriver {
     this.#recompute()
     this.#server.pushHealth()
     this.#writeStatuses()
+    void this.#refreshSpecs()
   }
 
   /**
-   * The devices a container holds by ResourceClaim, per class (stable IDs): read from the marker variables its
-   * claims' CDI devices put in its OCI spec, and honoured only for a claim prepared here, reserved for the
-   * container's pod, and holding that device. A marker a pod set itself gets it nothing it was not allocated.
+   * The devices a container holds by ResourceClaim, per class (stable IDs): read from the marker device nodes
+   * its claims' CDI devices put in its OCI `linux.devices`, honoured only for a claim prepared here that holds
+   * that device. Only CDI injection puts device nodes in a container's spec (kubelet does it for the
+   * containers whose resources name the claim's request, of every pod sharing the claim), so a pod cannot
+   * mark a container itself, and a sidecar that does not name the claim holds nothing.
    */
   claimed(container: RuntimeContainer): Map<string, string[]> | undefined {
-    const env = container.spec?.process?.env
-    if (env === undefined) return undefined
-    const podUid = container.labels[criLabels.podUid]
+    const nodes = container.spec?.linux?.devices
+    if (nodes === undefined) return undefined
     let claimed: Map<string, string[]> | undefined
-    for (const entry of env) {
-      if (!entry.startsWith('NFDCTL_DRA_DEVICE_')) continue
-      const at = entry.indexOf('=')
-      const [key, uid] = [entry.slice(0, at), entry.slice(at + 1)]
-      const claim = this.#claims.get(uid)
-      if (claim === undefined || podUid === undefined || !claim.pods.includes(podUid)) continue
-      const device = claim.devices.find((d) => claimDeviceEnv(d.device) === key)
+    for (const node of nodes) {
+      const marker = parseClaimMarker(node.path)
+      if (marker === undefined) continue
+      const device = this.#claims.get(marker.claimUid)?.devices.find((d) => d.device === marker.device)
       if (device === undefined) continue
       claimed ??= new Map()
       const ids = claimed.get(device.className) ?? []
@@ -183,6 +205,44 @@ export class DraDriver {
       claimed.set(device.className, ids)
     }
     return claimed
+  }
+
+  /** Rewrites each prepared claim's CDI spec whose present devices changed (a re-plug gives new numbers). */
+  async #refreshSpecs(): Promise<void> {
+    for (const claim of this.#claims.all()) {
+      await this.#lockClaim(claim.uid, () => this.#writeSpec(claim)).catch((error: unknown) => {
+        this.options.metrics.errors.inc({kind: 'cdi'})
+        this.#log.warn({claim: `${claim.namespace}/${claim.name}`, err: errorMessage(error)}, "cannot rewrite the claim's CDI spec")
+      })
+    }
+  }
+
+  /** Writes a claim's spec for its devices present now (`present`: as just found, else the pool's). */
+  async #writeSpec(claim: PreparedClaim, found?: ReadonlyArray<{readonly prepared: PreparedDevice; readonly device: Device}>): Promise<void> {
+    if (this.#claims.get(claim.uid) === undefined) return
+    const present =
+      found
+      ?? claim.devices.flatMap((prepared) => {
+        const device = this.#devices.byName.get(prepared.device)
+        return device === undefined ? [] : [{device, prepared}]
+      })
+    const spec = claimCdiSpec(claim.uid, present)
+    const key = JSON.stringify(spec)
+    if (this.#specs.get(claim.uid) === key) return
+    await writeClaimCdi(this.options.cdiDir, claim.uid, spec)
+    this.#specs.set(claim.uid, key)
+  }
+
+  /** Runs `work` after whatever runs for the same claim: kubelet's calls and the spec rewrites never interleave. */
+  #lockClaim<T>(uid: string, work: () => Promise<T>): Promise<T> {
+    const before = this.#claimLocks.get(uid) ?? Promise.resolve()
+    const run = before.catch(() => {}).then(work)
+    const settled = run.catch(() => {})
+    this.#claimLocks.set(uid, settled)
+    void settled.then(() => {
+      if (this.#claimLocks.get(uid) === settled) this.#claimLocks.delete(uid)
+    })
+    return run
   }
 
   #recompute(): void {
@@ -221,7 +281,7 @@ export class DraDriver {
     const started = performance.now()
     for (const ref of claims) {
       try {
-        const prepared = await this.#prepareOne(ref)
+        const prepared = await this.#lockClaim(ref.uid, () => this.#prepareOne(ref))
         response.claims[ref.uid] = {
           // kubelet matches a container's claim request by its base name (no `/subrequest`).
           devices: prepared.devices.map((d) => ({cdi_device_ids: [d.cdiId], device_name: d.device, pool_name: this.options.nodeName, request_names: [d.request.split('/')[0]]})),
@@ -241,31 +301,25 @@ export class DraDriver {
     const {client, members, nodeName} = this.options
     // The UID names the claim's CDI file: nothing but a UID's characters reaches a path.
     if (!claimUidPattern.test(ref.uid)) throw new Error(`claim ${ref.namespace}/${ref.name} has no valid UID (${JSON.stringify(ref.uid.slice(0, 80))})`)
-    const read = client
+    const before = this.#claims.get(ref.uid)
+    // Prepared already (kubelet asks again after its restarts): the same answer at once, from the record, with
+    // the spec rewritten for the devices present (gone after a reboot); the API server need not answer. Its
+    // devices need not be present: the agent gives them back when they return.
+    if (before !== undefined) {
+      await this.#writeSpec(before)
+      return before
+    }
+    const claim = await client
       .request<ResourceClaimObject>('GET', `/apis/resource.k8s.io/v1/namespaces/${encodeURIComponent(ref.namespace)}/resourceclaims/${encodeURIComponent(ref.name)}`)
       .catch((error: unknown) => {
         if (isStatus(error, 'NotFound')) throw new Error(`ResourceClaim ${ref.namespace}/${ref.name} does not exist`)
         throw error
       })
-    const before = this.#claims.get(ref.uid)
-    // Prepared already (kubelet asks again for each pod of a shared claim, and after restarts): the same answer,
-    // with the pods the claim is reserved for now (kept as recorded when the API server does not answer). Its
-    // devices need not be present: the agent gives them back when they return.
-    if (before !== undefined) {
-      const claim = await read.catch(() => undefined)
-      const pods = (claim?.status?.reservedFor ?? []).filter((r) => r.resource === 'pods' && r.uid !== undefined).map((r) => r.uid!)
-      if (claim?.metadata.uid === ref.uid && pods.join() !== before.pods.join()) {
-        await this.#claims.set({...before, pods})
-        this.options.onClaimsChanged()
-      }
-      return this.#claims.get(ref.uid) ?? before
-    }
-    const claim = await read
     const classes = new Map(members.classes.map((c) => [c.metadata.name, c]))
     const made = prepareClaim({claim, classes, members: (name) => members.of(name), nodeName, uid: ref.uid})
     if ('error' in made) throw new Error(made.error)
-    await writeClaimCdi(this.options.cdiDir, ref.uid, claimCdiSpec(ref.uid, made.devices))
     await this.#claims.set(made.prepared)
+    await this.#writeSpec(made.prepared, made.devices)
     this.options.metrics.preparedClaims.set(this.#claims.all().length)
     this.#log.info({claim: `${ref.namespace}/${ref.name}`, devices: made.prepared.devices.map((d) => `${d.device} (${devNodeOf(made.devices, d.device)})`)}, 'claim prepared')
     this.options.onClaimsChanged()
@@ -284,8 +338,11 @@ export class DraDriver {
           response.claims[ref.uid] = {error: ''}
           continue
         }
-        await removeClaimCdi(this.options.cdiDir, ref.uid)
-        await this.#claims.delete(ref.uid)
+        await this.#lockClaim(ref.uid, async () => {
+          await this.#claims.delete(ref.uid)
+          await removeClaimCdi(this.options.cdiDir, ref.uid)
+          this.#specs.delete(ref.uid)
+        })
         if (prepared !== undefined) {
           void this.#status.write(prepared, [])
           this.#log.info({claim: `${ref.namespace}/${ref.name}`}, 'claim unprepared')

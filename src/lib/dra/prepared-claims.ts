@@ -92,23 +92,26 @@ export class PreparedClaims {
     return [...this.#claims.values()]
   }
 
-  /** Records a claim, and resolves once the record is on disk. */
+  /** Records a claim: on disk first, then here (a failed write leaves both as they were). */
   async set(claim: PreparedClaim): Promise<void> {
-    this.#claims.set(claim.uid, claim)
-    await this.#save()
+    await this.#save((claims) => claims.set(claim.uid, claim))
   }
 
-  /** Forgets a claim; resolves once the record is on disk. */
+  /** Forgets a claim: on disk first, then here. */
   async delete(uid: string): Promise<void> {
-    if (!this.#claims.delete(uid)) return
-    await this.#save()
+    if (!this.#claims.has(uid)) return
+    await this.#save((claims) => claims.delete(uid))
   }
 
-  // One write at a time, each of the whole record as it is when the write starts: the last one always wins.
-  #save(): Promise<void> {
+  // One write at a time, each of the record as it is then with the change made; kept once it is on disk.
+  #save(change: (claims: Map<string, PreparedClaim>) => void): Promise<void> {
     const write = this.#writes.then(async () => {
+      const next = new Map(this.#claims)
+      change(next)
       await mkdir(this.stateDir, {recursive: true})
-      await writeFileAtomic(this.#file, encodeClaims(this.#claims.values()), {mode: 0o600})
+      await writeFileAtomic(this.#file, encodeClaims(next.values()), {mode: 0o600})
+      this.#claims.clear()
+      for (const [uid, claim] of next) this.#claims.set(uid, claim)
     })
     this.#writes = write.catch(() => {})
     return write

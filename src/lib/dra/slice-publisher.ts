@@ -1,3 +1,4 @@
+import {Backoff} from '../backoff.js'
 import {errorMessage} from '../errors.js'
 import {isStatus} from '../kube/api-error.js'
 import {Informer} from '../kube/informer.js'
@@ -31,7 +32,7 @@ export interface SlicePublisherOptions {
   readonly onError: () => void
   /** The slices were written (the devices they list are what the scheduler sees). */
   readonly onPublished?: (devices: readonly SliceDevice[]) => void
-  /** Delay before a failed write is tried again; default 1 s. */
+  /** Delay before a failed write is tried again, doubling up to 30 s; default 1 s. */
   readonly retryMs?: number
 }
 
@@ -49,11 +50,16 @@ export class SlicePublisher {
   #written = new Map<string, ResourceSlice>()
   #round: Promise<void> | undefined
   #again = false
+  /** Slices deleted or changed by others while a write round runs: not taken as written when it ends. */
+  readonly #invalidated = new Set<string>()
   #started = false
   #stopped = false
   #retry: NodeJS.Timeout | undefined
+  /** Between failed write rounds: every node's agent retries when the API server is at its busiest. */
+  readonly #backoff: Backoff
 
   constructor(readonly options: SlicePublisherOptions) {
+    this.#backoff = new Backoff({baseMs: options.retryMs ?? 1000, maxMs: 30_000})
     this.#informer = new Informer<ListedSlice>(
       {
         client: options.client,
@@ -64,17 +70,18 @@ export class SlicePublisher {
           if (slice !== undefined) {
             const written = this.#written.get(slice.metadata.name)
             if (written !== undefined && sameDevices(slice, written)) return
-            this.#written.delete(slice.metadata.name)
+            this.#invalidate(slice.metadata.name)
           } else {
             for (const [name, written] of this.#written) {
               const listed = this.#informer.cache.get(name)
-              if (listed === undefined || !sameDevices(listed, written)) this.#written.delete(name)
+              if (listed === undefined || !sameDevices(listed, written)) this.#invalidate(name)
             }
           }
           this.#schedule()
         },
         onDeleted: (slice) => {
-          if (this.#written.delete(slice.metadata.name)) this.#schedule()
+          this.#invalidate(slice.metadata.name)
+          this.#schedule()
         },
         pageSize: 500,
         resource: slicesResource,
@@ -88,17 +95,29 @@ export class SlicePublisher {
     return this.#devices
   }
 
-  /** Lists the node's slices (their generation is where the pool's continues), then publishes. */
-  async start(signal: AbortSignal): Promise<void> {
-    await this.#informer.start(signal)
-    this.#started = true
-    this.#schedule()
+  /**
+   * Lists the node's slices (their generation is where the pool's continues), then publishes; in the
+   * background, so that the API server being away holds nothing else up. `synced` resolves after the first list.
+   */
+  start(signal: AbortSignal): {synced: Promise<void>} {
+    const synced = this.#informer.start(signal).then(() => {
+      this.#started = true
+      this.#schedule()
+    })
+    synced.catch(() => {}) // rejects only when stopped before the first list
+    return {synced}
   }
 
   /** The devices to publish; written at once when they differ from the pool's. */
   setDevices(devices: readonly SliceDevice[]): void {
     this.#devices = devices
     this.#schedule()
+  }
+
+  /** A slice that must be written again, also when a write round that has it is running now. */
+  #invalidate(name: string): void {
+    this.#written.delete(name)
+    this.#invalidated.add(name)
   }
 
   /** Writes again whatever kubelet may have deleted (it wipes a node's slices when it starts). */
@@ -130,8 +149,9 @@ export class SlicePublisher {
         this.options.onError()
         this.options.logger.warn({err: errorMessage(error)}, 'cannot write the ResourceSlices of this node; trying again')
         clearTimeout(this.#retry)
-        this.#retry = setTimeout(() => this.republish(), this.options.retryMs ?? 1000).unref()
+        if (!this.#stopped) this.#retry = setTimeout(() => this.republish(), this.#backoff.next()).unref()
       })
+      .then(() => this.#backoff.reset())
       .finally(() => {
         this.#round = undefined
         if (this.#again) {
@@ -144,6 +164,7 @@ export class SlicePublisher {
   async #publish(): Promise<void> {
     const {client, logger, nodeName} = this.options
     const devices = this.#devices
+    this.#invalidated.clear()
     const listed = [...this.#informer.cache.values()].filter((s) => s.spec.driver === draDriver && s.spec.nodeName === nodeName)
     const wanted = new Map(nodeSlicesOf(nodeName, devices, this.#generation).map((s) => [s.metadata.name, s]))
     const stale = [...new Set([...listed.map((s) => s.metadata.name), ...this.#written.keys()])].filter((name) => !wanted.has(name))
@@ -168,6 +189,7 @@ export class SlicePublisher {
         if (!isStatus(error, 'NotFound')) throw error
       })
     }
+    for (const name of this.#invalidated) written.delete(name)
     this.#written = written
     logger.debug({devices: devices.length, generation: this.#generation, slices: slices.length}, 'ResourceSlices written')
     this.options.onPublished?.(devices)

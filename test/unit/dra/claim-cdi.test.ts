@@ -5,7 +5,7 @@ import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 
 import type {Device} from '../../../src/lib/devices/types.js'
-import {claimCdiFile, claimCdiId, claimCdiKind, claimCdiSpec, claimDeviceEnv, removeClaimCdi, writeClaimCdi} from '../../../src/lib/dra/claim-cdi.js'
+import {claimCdiFile, claimCdiId, claimCdiKind, claimCdiSpec, claimMarkerPath, parseClaimMarker, removeClaimCdi, writeClaimCdi} from '../../../src/lib/dra/claim-cdi.js'
 import type {PreparedDevice} from '../../../src/lib/dra/prepared-claims.js'
 import {draDeviceName} from '../../../src/lib/dra/resource-slices.js'
 import {stableDeviceId} from '../../../src/lib/plugins/class-allocation.js'
@@ -54,21 +54,27 @@ describe('claimCdiSpec', function () {
     expect(validate(spec), JSON.stringify(validate.errors)).to.equal(true)
   })
 
-  it('one CDI device per claim device, named <claim uid>-<device>, with its node at the kernel path, its type, numbers, access and marker variable', function () {
+  it('one CDI device per claim device, named <claim uid>-<device>, with its node at the kernel path and the marker node, its type, numbers and access', function () {
+    const tty0 = {hostPath: '/dev/ttyUSB0', major: 188, minor: 0, permissions: 'rw', type: 'c'}
+    const loop3 = {hostPath: '/dev/loop3', major: 7, minor: 3, permissions: 'r', type: 'b'}
     expect(claimCdiSpec(uid, devices)).to.deep.equal({
       cdiVersion: '0.5.0',
       devices: [
         {
           containerEdits: {
-            deviceNodes: [{hostPath: '/dev/ttyUSB0', major: 188, minor: 0, path: '/dev/ttyUSB0', permissions: 'rw', type: 'c'}],
-            env: [`NFDCTL_DRA_DEVICE_${ttyName.toUpperCase().replaceAll('-', '_')}=${uid}`],
+            deviceNodes: [
+              {...tty0, path: '/dev/ttyUSB0'},
+              {...tty0, path: `/dev/nfdctl/claims/${uid}/${ttyName}`},
+            ],
           },
           name: `${uid}-${ttyName}`,
         },
         {
           containerEdits: {
-            deviceNodes: [{hostPath: '/dev/loop3', major: 7, minor: 3, path: '/dev/loop3', permissions: 'r', type: 'b'}],
-            env: [`NFDCTL_DRA_DEVICE_${loopName.toUpperCase().replaceAll('-', '_')}=${uid}`],
+            deviceNodes: [
+              {...loop3, path: '/dev/loop3'},
+              {...loop3, path: `/dev/nfdctl/claims/${uid}/${loopName}`},
+            ],
           },
           name: `${uid}-${loopName}`,
         },
@@ -93,7 +99,10 @@ describe('claimCdiSpec', function () {
     const moved = {...tty, devName: 'ttyUSB4', devNode: '/dev/ttyUSB4', id: 'c188:4', minor: 4}
     const spec = claimCdiSpec(uid, [{device: moved, prepared: devices[0].prepared}])
     expect(spec.devices[0].name).to.equal(`${uid}-${ttyName}`)
-    expect(spec.devices[0].containerEdits.deviceNodes).to.deep.equal([{hostPath: '/dev/ttyUSB4', major: 188, minor: 4, path: '/dev/ttyUSB4', permissions: 'rw', type: 'c'}])
+    expect(spec.devices[0].containerEdits.deviceNodes.map((n) => [n.path, n.hostPath, n.minor])).to.deep.equal([
+      ['/dev/ttyUSB4', '/dev/ttyUSB4', 4],
+      [`/dev/nfdctl/claims/${uid}/${ttyName}`, '/dev/ttyUSB4', 4],
+    ])
   })
 
   it('two claims never share a CDI device name for the same device', function () {
@@ -102,17 +111,21 @@ describe('claimCdiSpec', function () {
   })
 })
 
-describe('claimDeviceEnv', function () {
-  it('is a shell-safe variable name of the device name, one to one over DNS labels', function () {
-    const labels = ['a', 'a-b', 'ab', 'a--b', 'a-b-c', 'ab-c', 'a-bc', '0', '0a', 'a0', 'x'.repeat(63), 'ttyusb0-abc', 'ttyusb0abc']
-    const envs = labels.map(claimDeviceEnv)
-    expect(new Set(envs).size).to.equal(labels.length)
-    for (const [i, env] of envs.entries()) {
-      expect(env, labels[i]).to.match(/^[A-Z_][A-Z0-9_]*$/)
-      // The name reads back as the device: upper case and underscores undo exactly.
-      expect(env.slice('NFDCTL_DRA_DEVICE_'.length).toLowerCase().replaceAll('_', '-'), labels[i]).to.equal(labels[i])
+describe('claim marker paths', function () {
+  it('read back as the claim and device they name, and nothing else does', function () {
+    for (const device of ['a', 'a-b', 'x'.repeat(63), 'ttyusb0-0123456789ab']) {
+      expect(parseClaimMarker(claimMarkerPath(uid, device)), device).to.deep.equal({claimUid: uid, device})
     }
-    expect(claimDeviceEnv('loop3-0123456789ab')).to.equal('NFDCTL_DRA_DEVICE_LOOP3_0123456789AB')
+    const others = [
+      '/dev/loop3',
+      `/dev/nfdctl/claims/${uid}`,
+      `/dev/nfdctl/claims/${uid}/a/b`,
+      `/dev/nfdctl/claims/../${uid}/a`,
+      `/dev/nfdctl/claims/${uid}/A`,
+      `/dev/nfdctl/claims/${uid}/-a`,
+      `/x/dev/nfdctl/claims/${uid}/a`,
+    ]
+    for (const path of others) expect(parseClaimMarker(path), path).to.equal(undefined)
   })
 })
 
