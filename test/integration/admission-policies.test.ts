@@ -484,7 +484,7 @@ describe('deploy/agent and deploy/agent-dra admission policies and a device quot
       let errors = 0
       const publisher = new SlicePublisher({client: agent, logger, nodeName: 'dra-a', onError: () => errors++})
       try {
-        await publisher.start(controller.signal)
+        await publisher.start(controller.signal).synced
         publisher.setDevices(Array.from({length: 130}, (_, i) => device(i)))
         await publisher.settled()
         expect(errors, log.text()).to.equal(0)

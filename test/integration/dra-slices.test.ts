@@ -1,4 +1,5 @@
 import {expect} from 'chai'
+import {setTimeout as sleep} from 'node:timers/promises'
 
 import {deviceClassesPath} from '../../src/lib/devices/cluster-classes.js'
 import type {DeviceClass} from '../../src/lib/devices/types.js'
@@ -47,7 +48,7 @@ describe('DRA driver against kube-apiserver: the pool of ResourceSlices and the 
   it('300 devices: three slices the API server accepts, one generation and slice count; 10 devices: one, the rest deleted', async function () {
     publisher = new SlicePublisher({client, logger: noopLogger, nodeName, onError: () => errors++})
     publisher.setDevices(disks(300))
-    await publisher.start(controller.signal)
+    await publisher.start(controller.signal).synced
     const full = await waitFor('three slices', async () => {
       const p = await pool()
       return p.devices.length === 300 ? p : undefined
@@ -64,6 +65,11 @@ describe('DRA driver against kube-apiserver: the pool of ResourceSlices and the 
     })
     expect(small.slices[0].spec.pool.resourceSliceCount).to.equal(1)
     expect(small.slices[0].spec.pool.generation).to.be.above(generation)
+    // Settled: its own writes coming back on the watch are not changes (no rewrite loop).
+    const settled = (await slices())[0]
+    await sleep(1500)
+    const later = await slices()
+    expect(later.map((s) => [s.metadata.uid, s.spec.pool.generation])).to.deep.equal([[settled.metadata.uid, settled.spec.pool.generation]])
     expect(errors).to.equal(0)
   })
 

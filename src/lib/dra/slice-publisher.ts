@@ -52,6 +52,8 @@ export class SlicePublisher {
   #again = false
   /** Slices deleted or changed by others while a write round runs: not taken as written when it ends. */
   readonly #invalidated = new Set<string>()
+  /** The slices the running write round writes. */
+  #writing = new Map<string, ResourceSlice>()
   #started = false
   #stopped = false
   #retry: NodeJS.Timeout | undefined
@@ -68,7 +70,8 @@ export class SlicePublisher {
         onChanged: (slice) => {
           // A relist, a slice of ours this process did not write, or one changed by someone else: compare again.
           if (slice !== undefined) {
-            const written = this.#written.get(slice.metadata.name)
+            // Our own write (of this round or the last) coming back is not a change.
+            const written = this.#writing.get(slice.metadata.name) ?? this.#written.get(slice.metadata.name)
             if (written !== undefined && sameDevices(slice, written)) return
             this.#invalidate(slice.metadata.name)
           } else {
@@ -145,13 +148,16 @@ export class SlicePublisher {
       return
     }
     this.#round = this.#publish()
-      .catch((error: unknown) => {
-        this.options.onError()
-        this.options.logger.warn({err: errorMessage(error)}, 'cannot write the ResourceSlices of this node; trying again')
-        clearTimeout(this.#retry)
-        if (!this.#stopped) this.#retry = setTimeout(() => this.republish(), this.#backoff.next()).unref()
-      })
-      .then(() => this.#backoff.reset())
+      .then(
+        () => this.#backoff.reset(),
+        (error: unknown) => {
+          this.#writing = new Map()
+          this.options.onError()
+          this.options.logger.warn({err: errorMessage(error)}, 'cannot write the ResourceSlices of this node; trying again')
+          clearTimeout(this.#retry)
+          if (!this.#stopped) this.#retry = setTimeout(() => this.republish(), this.#backoff.next()).unref()
+        },
+      )
       .finally(() => {
         this.#round = undefined
         if (this.#again) {
@@ -175,6 +181,7 @@ export class SlicePublisher {
     if (unchanged && stale.length === 0) return
     this.#generation = Math.max(this.#generation, ...listed.map((s) => s.spec.pool.generation ?? 0)) + 1
     const slices = nodeSlicesOf(nodeName, devices, this.#generation)
+    this.#writing = new Map(slices.map((s) => [s.metadata.name, s]))
     const written = new Map<string, ResourceSlice>()
     for (const slice of slices) {
       await client.request('PATCH', `${slicesPath}/${encodeURIComponent(slice.metadata.name)}`, {
@@ -191,6 +198,7 @@ export class SlicePublisher {
     }
     for (const name of this.#invalidated) written.delete(name)
     this.#written = written
+    this.#writing = new Map()
     logger.debug({devices: devices.length, generation: this.#generation, slices: slices.length}, 'ResourceSlices written')
     this.options.onPublished?.(devices)
   }
