@@ -433,7 +433,7 @@ describe('deploy/agent and deploy/agent-dra admission policies and a device quot
       apiVersion: 'resource.k8s.io/v1',
       kind: 'ResourceSlice',
       metadata: {name},
-      spec: {devices: [], driver, pool: {generation: 1, name: 'pool', resourceSliceCount: 1}, ...spec},
+      spec: {devices: [], driver, pool: {generation: 1, name: typeof spec.nodeName === 'string' ? spec.nodeName : 'pool', resourceSliceCount: 1}, ...spec},
     })
     const device = (i: number): SliceDevice => ({attributes: {stableId: {string: `serial-${i}`}}, name: `serial-${i}`})
     /** A server-side apply, as the driver writes. */
@@ -526,6 +526,10 @@ describe('deploy/agent and deploy/agent-dra admission policies and a device quot
       expect(everywhere.serverMessage).to.contain('the nfdctl agent of node dra-a may write only the ResourceSlices of its own node, not a slice of no single node')
       const otherDriver = await refusal(() => apply(agent, `${slicesPath}/dra-a-gpu`, slice('dra-a-gpu', {driver: 'gpu.example.com', nodeName: 'dra-a'})))
       expect(otherDriver.serverMessage).to.contain('the nfdctl agent of node dra-a may write only the ResourceSlices of driver devices.nfdctl.io, not those of gpu.example.com')
+      const otherPool = await refusal(() =>
+        apply(agent, `${slicesPath}/dra-a-devices.nfdctl.io-7`, slice('dra-a-devices.nfdctl.io-7', {nodeName: 'dra-a', pool: {generation: 9, name: 'dra-b', resourceSliceCount: 1}})),
+      )
+      expect(otherPool.serverMessage).to.contain('the nfdctl agent of node dra-a may write only its own pool (named after the node), not pool dra-b')
       const noNode = await refusal(() => apply(unscheduled, `${slicesPath}/dra-a-devices.nfdctl.io-9`, slice('dra-a-devices.nfdctl.io-9', {nodeName: 'dra-a'})))
       expect(noNode.serverMessage).to.contain("the nfdctl agent's credentials name no node")
       expect(await client.request('GET', `${slicesPath}/${theirs}`)).to.deep.equal(stored)
