@@ -1,5 +1,5 @@
 import {expect} from 'chai'
-import {mkdir, mkdtemp, readFile, rm} from 'node:fs/promises'
+import {mkdir, mkdtemp, readFile, rm, writeFile} from 'node:fs/promises'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 
@@ -244,7 +244,19 @@ describe('devices agent --dra on a real node: claims, CDI, and devices that come
     this.timeout(120_000)
     const running = await waitForPod(env, `${namespace}/reader`)
     await agent!.stop('SIGTERM')
+    // A claim prepared once and gone since (kubelet lost track of it): its record and spec are dropped at start.
+    const recordFile = join(dir, 'state', 'dra-claims.json')
+    const record = JSON.parse(await readFile(recordFile, 'utf8')) as {claims: Array<Record<string, unknown>>}
+    const goneUid = '7d0c6f1e-2b3a-4c5d-8e9f-0a1b2c3d4e5f'
+    record.claims.push({...record.claims[0], name: 'gone-claim', uid: goneUid})
+    await writeFile(recordFile, JSON.stringify(record))
+    await writeFile(claimCdiFile(env.node.containerd.cdiDir, goneUid), '{"cdiVersion": "0.5.0", "kind": "dra.devices.nfdctl.io/claim", "devices": []}')
     agent = await startAgent()
+    await waitFor('the gone claim forgotten', async () => {
+      const now = await readFile(recordFile, 'utf8')
+      const spec = await readFile(claimCdiFile(env.node.containerd.cdiDir, goneUid), 'utf8').catch(() => undefined)
+      return !now.includes(goneUid) && spec === undefined
+    })
     await readsDisk(running, 463)
     await unplug(463)
     await waitFor('read fails after unplug', async () => (await readLoop(env.node, running.containerId, 463)).startsWith('failed'), {intervalMs: 20})

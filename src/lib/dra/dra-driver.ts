@@ -127,7 +127,7 @@ export class DraDriver {
     await this.#refreshSpecs()
     this.#deviceClasses.start(signal)
     // In the background: the API server may be away, and kubelet must still get its recorded claims meanwhile.
-    this.#slices.start(signal)
+    void this.#slices.start(signal).synced.then(() => this.#forgetGoneClaims())
     this.classesChanged()
     await this.#server.serve()
     // kubelet does not remove our sockets, but an operator or a wiped directory may.
@@ -205,6 +205,29 @@ export class DraDriver {
       claimed.set(device.className, ids)
     }
     return claimed
+  }
+
+  /**
+   * Drops the recorded claims that no longer exist as prepared here (deleted, re-created under another UID):
+   * kubelet unprepares a claim only while it knows of it, and one prepared before kubelet lost its checkpoint
+   * would keep its spec, record and "unplugged" reports forever. A claim the API server still has is kept.
+   */
+  async #forgetGoneClaims(): Promise<void> {
+    for (const claim of this.#claims.all()) {
+      const path = `/apis/resource.k8s.io/v1/namespaces/${encodeURIComponent(claim.namespace)}/resourceclaims/${encodeURIComponent(claim.name)}`
+      const gone = await this.options.client.request<ResourceClaimObject>('GET', path).then(
+        (found) => found.metadata.uid !== claim.uid,
+        (error: unknown) => isStatus(error, 'NotFound'),
+      )
+      if (!gone || this.#stopped) continue
+      await this.#lockClaim(claim.uid, async () => {
+        await this.#claims.delete(claim.uid)
+        await removeClaimCdi(this.options.cdiDir, claim.uid)
+        this.#specs.delete(claim.uid)
+      }).catch(() => {})
+      this.#log.info({claim: `${claim.namespace}/${claim.name}`}, 'recorded claim no longer exists; its CDI spec and record are removed')
+    }
+    this.options.metrics.preparedClaims.set(this.#claims.all().length)
   }
 
   /** Rewrites each prepared claim's CDI spec whose present devices changed (a re-plug gives new numbers). */
