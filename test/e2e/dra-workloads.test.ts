@@ -9,6 +9,7 @@ import {draDeviceName} from '../../src/lib/dra/resource-slices.js'
 import {stableDeviceId} from '../../src/lib/plugins/class-allocation.js'
 import {chartDir, chartTools, deployDir, helm as runHelm, kustomize, type Tools} from '../support/chart.js'
 import {loopDevice} from '../support/loop-device.js'
+import {claimPodManifest, claimTemplateManifest} from '../support/dra-agent.js'
 import {BackedLoops, canUseLoopControl, loopData, readLoop} from '../support/loop-devices.js'
 import {nfdctlImage, type NodeImage} from '../support/nfdctl-image.js'
 import {missingPrerequisite} from '../support/prerequisites.js'
@@ -97,27 +98,12 @@ describe('deploy/agent-dra and the chart with agent.dra.enable on the real node:
     waitFor(`the node's ResourceSlice lists ${device}`, async () => (await slicedDevices()).find((s) => s.spec.devices?.some((d) => d.name === device)), {intervalMs: 100, timeoutMs: 30_000})
 
   const createTemplate = async (name: string, deviceClassName: string): Promise<void> => {
-    await env.client.request('POST', `${dra}/namespaces/${consumers}/resourceclaimtemplates`, {
-      body: {apiVersion: 'resource.k8s.io/v1', kind: 'ResourceClaimTemplate', metadata: {name}, spec: {spec: {devices: {requests: [{exactly: {deviceClassName}, name: 'disk'}]}}}},
-    })
+    await env.client.request('POST', `${dra}/namespaces/${consumers}/resourceclaimtemplates`, {body: claimTemplateManifest(name, deviceClassName)})
   }
   /** A pod whose container asks for the template's claim; kube-scheduler allocates it, to this node. */
   const runClaimPod = async (name: string, template: string): Promise<RunningPod> => {
     pods.push(`${consumers}/${name}`)
-    await env.client.request('POST', `/api/v1/namespaces/${consumers}/pods`, {
-      body: {
-        apiVersion: 'v1',
-        kind: 'Pod',
-        metadata: {name},
-        spec: {
-          automountServiceAccountToken: false,
-          containers: [{command: ['sleep', '3600'], image: 'localhost/nfdctl-test/busybox:1', imagePullPolicy: 'Never', name: 'main', resources: {claims: [{name: 'disk'}]}}],
-          nodeSelector: {'kubernetes.io/hostname': env.node.name},
-          resourceClaims: [{name: 'disk', resourceClaimTemplateName: template}],
-          terminationGracePeriodSeconds: 1,
-        },
-      },
-    })
+    await env.client.request('POST', `/api/v1/namespaces/${consumers}/pods`, {body: claimPodManifest(name, env.node.name, {template})})
     return waitForPod(env, `${consumers}/${name}`, 90_000)
   }
   const claimOf = async (pod: string): Promise<Claim> => {

@@ -7,7 +7,7 @@ import {claimCdiFile} from '../../src/lib/dra/claim-cdi.js'
 import {kubeletDraApi} from '../../src/lib/dra/kubelet-dra-api.js'
 import {unary} from '../../src/lib/grpc-unary.js'
 import {CliProcess} from '../support/cli-process.js'
-import {draAgentArgs, SerialDisks} from '../support/dra-agent.js'
+import {claimPodManifest, claimTemplateManifest, draAgentArgs, SerialDisks} from '../support/dra-agent.js'
 import {BackedLoops, canUseLoopControl, loopData, readLoop} from '../support/loop-devices.js'
 import {missingPrerequisite} from '../support/prerequisites.js'
 import {allocatable, createNamespace, deletePods, testNode, waitForPod, type NodeEnv, type RunningPod} from '../support/test-node.js'
@@ -91,32 +91,11 @@ describe('devices agent --dra on a real node: claims, CDI, and devices that come
     )
 
   const createTemplate = async (name: string, request: Record<string, unknown>, ns = namespace): Promise<void> => {
-    await env.client.request('POST', `${dra}/namespaces/${ns}/resourceclaimtemplates`, {
-      body: {
-        apiVersion: 'resource.k8s.io/v1',
-        kind: 'ResourceClaimTemplate',
-        metadata: {name},
-        spec: {spec: {devices: {requests: [{exactly: {deviceClassName: draClass, ...request}, name: 'disk'}]}}},
-      },
-    })
+    await env.client.request('POST', `${dra}/namespaces/${ns}/resourceclaimtemplates`, {body: claimTemplateManifest(name, draClass, request)})
   }
   const createClaimPod = async (name: string, template: string, ns = namespace): Promise<void> => {
     pods.push(`${ns}/${name}`)
-    await env.client.request('POST', `/api/v1/namespaces/${ns}/pods`, {
-      body: {
-        apiVersion: 'v1',
-        kind: 'Pod',
-        metadata: {name},
-        spec: {
-          automountServiceAccountToken: false,
-          containers: [{command: ['sleep', '3600'], image: 'localhost/nfdctl-test/busybox:1', imagePullPolicy: 'Never', name: 'main', resources: {claims: [{name: 'disk'}]}}],
-          // Through the scheduler (it allocates the claim), to this node.
-          nodeSelector: {'kubernetes.io/hostname': env.node.name},
-          resourceClaims: [{name: 'disk', resourceClaimTemplateName: template}],
-          terminationGracePeriodSeconds: 1,
-        },
-      },
-    })
+    await env.client.request('POST', `/api/v1/namespaces/${ns}/pods`, {body: claimPodManifest(name, env.node.name, {template})})
   }
   const pod = (name: string, ns = namespace): Promise<PodObject> => env.client.request<PodObject>('GET', `/api/v1/namespaces/${ns}/pods/${name}`)
   const claimOf = async (name: string, ns = namespace): Promise<Claim> => {
@@ -300,23 +279,7 @@ describe('devices agent --dra on a real node: claims, CDI, and devices that come
     })
     const sharing = async (name: string): Promise<RunningPod> => {
       pods.push(`${namespace}/${name}`)
-      await env.client.request('POST', `/api/v1/namespaces/${namespace}/pods`, {
-        body: {
-          apiVersion: 'v1',
-          kind: 'Pod',
-          metadata: {name},
-          spec: {
-            automountServiceAccountToken: false,
-            containers: [
-              {command: ['sleep', '3600'], image: 'localhost/nfdctl-test/busybox:1', imagePullPolicy: 'Never', name: 'main', resources: {claims: [{name: 'disk'}]}},
-              {command: ['sleep', '3600'], image: 'localhost/nfdctl-test/busybox:1', imagePullPolicy: 'Never', name: 'sidecar'},
-            ],
-            nodeSelector: {'kubernetes.io/hostname': env.node.name},
-            resourceClaims: [{name: 'disk', resourceClaimName: 'shared-g'}],
-            terminationGracePeriodSeconds: 1,
-          },
-        },
-      })
+      await env.client.request('POST', `/api/v1/namespaces/${namespace}/pods`, {body: claimPodManifest(name, env.node.name, {claim: 'shared-g', sidecar: true})})
       return waitForPod(env, `${namespace}/${name}`, 60_000)
     }
     const first = await sharing('shared-1')

@@ -66,3 +66,39 @@ export class SerialDisks {
     await writeFile(join(this.udevDir, `b7:${index}`), `E:ID_SERIAL=${this.serialOf(disk)}\n`)
   }
 }
+
+/** A ResourceClaimTemplate of one request `disk` of a DeviceClass (resource.k8s.io), with more request fields. */
+export function claimTemplateManifest(name: string, deviceClassName: string, request: Readonly<Record<string, unknown>> = {}): object {
+  return {apiVersion: 'resource.k8s.io/v1', kind: 'ResourceClaimTemplate', metadata: {name}, spec: {spec: {devices: {requests: [{exactly: {deviceClassName, ...request}, name: 'disk'}]}}}}
+}
+
+export interface ClaimPodOptions {
+  /** The pod's claim `disk`: from this template, or this ResourceClaim (shared). */
+  readonly template?: string
+  readonly claim?: string
+  /** A second container, `sidecar`, that does not name the claim. */
+  readonly sidecar?: boolean
+}
+
+/** A busybox pod whose container `main` asks for the claim `disk`, placed on the node by kube-scheduler (it allocates the claim). */
+export function claimPodManifest(name: string, nodeName: string, options: ClaimPodOptions): object {
+  const container = (containerName: string, claims: boolean): object => ({
+    command: ['sleep', '3600'],
+    image: 'localhost/nfdctl-test/busybox:1',
+    imagePullPolicy: 'Never',
+    name: containerName,
+    ...(claims ? {resources: {claims: [{name: 'disk'}]}} : {}),
+  })
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: {name},
+    spec: {
+      automountServiceAccountToken: false,
+      containers: [container('main', true), ...(options.sidecar ? [container('sidecar', false)] : [])],
+      nodeSelector: {'kubernetes.io/hostname': nodeName},
+      resourceClaims: [{name: 'disk', ...(options.claim === undefined ? {resourceClaimTemplateName: options.template} : {resourceClaimName: options.claim})}],
+      terminationGracePeriodSeconds: 1,
+    },
+  }
+}

@@ -1,5 +1,4 @@
 import {expect} from 'chai'
-import {Ajv} from 'ajv'
 import {mkdtemp, readdir, readFile, rm} from 'node:fs/promises'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
@@ -10,6 +9,7 @@ import type {PreparedDevice} from '../../../src/lib/dra/prepared-claims.js'
 import {draDeviceName} from '../../../src/lib/dra/resource-slices.js'
 import {stableDeviceId} from '../../../src/lib/plugins/class-allocation.js'
 import {loopDevice as loop} from '../../support/loop-device.js'
+import {cdiValidator} from '../../support/cdi-schema.js'
 
 const tty: Device = {
   devName: 'ttyUSB0',
@@ -29,13 +29,6 @@ const uid = '3f1c9a2e-7b4d-4e0a-9c51-0d2b6f8e1a77'
 function preparedOf(device: Device, access: string, className = 'serial'): {prepared: PreparedDevice; device: Device} {
   const name = draDeviceName(stableDeviceId(device))
   return {device, prepared: {access, cdiId: claimCdiId(uid, name), className, device: name, request: 'req', stableId: stableDeviceId(device)}}
-}
-
-async function cdiValidator(): Promise<ReturnType<Ajv['compile']>> {
-  const dir = new URL('../../fixtures/cdi-schema/', import.meta.url)
-  const ajv = new Ajv({allErrors: true, strict: false})
-  ajv.addSchema(JSON.parse(await readFile(new URL('defs.json', dir), 'utf8')) as object, 'defs.json')
-  return ajv.compile(JSON.parse(await readFile(new URL('schema.json', dir), 'utf8')) as object)
 }
 
 // The CDI parser's rules (container-device-interface pkg/parser): vendor and class begin with a letter, the

@@ -1,11 +1,11 @@
 import {expect} from 'chai'
-import {Ajv} from 'ajv'
 import {mkdtemp, readdir, readFile, rm} from 'node:fs/promises'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 
 import type {Device} from '../../../src/lib/devices/types.js'
 import {cdiFileOf, cdiSpecOf, writeCdiSpec} from '../../../src/lib/plugins/cdi-spec.js'
+import {cdiValidator} from '../../support/cdi-schema.js'
 
 const tty: Device = {
   devName: 'ttyUSB0',
@@ -18,13 +18,6 @@ const tty: Device = {
   properties: {},
   subsystem: 'tty',
   type: 'char',
-}
-
-async function cdiValidator(): Promise<ReturnType<Ajv['compile']>> {
-  const dir = new URL('../../fixtures/cdi-schema/', import.meta.url)
-  const ajv = new Ajv({allErrors: true, strict: false})
-  ajv.addSchema(JSON.parse(await readFile(new URL('defs.json', dir), 'utf8')) as object, 'defs.json')
-  return ajv.compile(JSON.parse(await readFile(new URL('schema.json', dir), 'utf8')) as object)
 }
 
 describe('CDI spec of a class', function () {
