@@ -31,7 +31,7 @@ import {toMeta, type ObjectCodec} from '../src/lib/kube/metadata-list.js'
 import type {ObjectMeta} from '../src/lib/kube/resource.js'
 import {NetlinkUeventSocket} from '../src/lib/sys/netlink-uevents.js'
 import {CliProcess} from '../test/support/cli-process.js'
-import {draAgentArgs, SerialDisks} from '../test/support/dra-agent.js'
+import {claimPodManifest, draAgentArgs, SerialDisks, type ClaimPodOptions} from '../test/support/dra-agent.js'
 import {addLoopDevice, BackedLoops, canUseLoopControl, loopControlAsync, loopData, readLoop} from '../test/support/loop-devices.js'
 import {createNamespace, deletePods, waitForPod} from '../test/support/test-node.js'
 import {waitFor} from '../test/support/wait.js'
@@ -208,7 +208,7 @@ try {
     const name = `bench-claim-${i}`
     const created = Date.now()
     await env.client.request('POST', `/api/v1/namespaces/${namespace}/pods`, {
-      body: claimPod(name, {resourceClaimTemplateName: 'bench-claim'}, readsThenSleeps(claimLoop, 'read-ok')),
+      body: claimPod(name, {command: readsThenSleeps(claimLoop, 'read-ok'), template: 'bench-claim'}),
     })
     let scheduled: number | undefined
     const running = await waitFor(
@@ -238,7 +238,7 @@ try {
   let index = replugBase
   await udevRecord(index, 'replug')
   await loops.add(index)
-  await env.client.request('POST', `/api/v1/namespaces/${namespace}/pods`, {body: claimPod('bench-replug', {resourceClaimTemplateName: 'bench-replug'}, ['sleep', '36000'])})
+  await env.client.request('POST', `/api/v1/namespaces/${namespace}/pods`, {body: claimPod('bench-replug', {command: ['sleep', '36000'], template: 'bench-replug'})})
   const holder = await waitForPod(env, `${namespace}/bench-replug`, 120_000)
   const readsFromHolder = (loop: number): Promise<boolean> => readLoop(env.node, holder.containerId, loop).then((text) => text === loopData(loop))
   await waitFor(`bench-replug reads /dev/loop${index}`, () => readsFromHolder(index), {intervalMs: 20, timeoutMs: 10_000})
@@ -299,7 +299,7 @@ try {
     },
   })
   for (let i = 0; i < rssPods; i++) {
-    const body = i % 2 === 0 ? claimPod(`bench-rss-${i}`, {resourceClaimName: 'bench-shared'}, ['sleep', '36000']) : pluginPod(`bench-rss-${i}`)
+    const body = i % 2 === 0 ? claimPod(`bench-rss-${i}`, {claim: 'bench-shared', command: ['sleep', '36000']}) : pluginPod(`bench-rss-${i}`)
     await env.client.request('POST', `/api/v1/namespaces/${namespace}/pods`, {body})
   }
   await waitFor(
@@ -351,20 +351,9 @@ interface PodObject {
   status?: {phase?: string}
 }
 
-/** A busybox pod of the benchmark's namespace, placed by the scheduler on the node, its container `main` holding the claim `disk`. */
-function claimPod(name: string, claim: {resourceClaimTemplateName: string} | {resourceClaimName: string}, command: readonly string[]): object {
-  return {
-    apiVersion: 'v1',
-    kind: 'Pod',
-    metadata: {name},
-    spec: {
-      automountServiceAccountToken: false,
-      containers: [{command, image: 'localhost/nfdctl-test/busybox:1', imagePullPolicy: 'Never', name: 'main', resources: {claims: [{name: 'disk'}]}}],
-      nodeSelector: {'kubernetes.io/hostname': env.node.name},
-      resourceClaims: [{name: 'disk', ...claim}],
-      terminationGracePeriodSeconds: 0,
-    },
-  }
+/** A pod of the benchmark, its container `main` holding the claim `disk`; deleted at once when done with. */
+function claimPod(name: string, options: ClaimPodOptions): object {
+  return claimPodManifest(name, env.node.name, {...options, terminationGracePeriodSeconds: 0})
 }
 
 /** A pod asking the device plugin class bench-plugin by resource limit. */

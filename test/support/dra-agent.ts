@@ -78,12 +78,16 @@ export interface ClaimPodOptions {
   readonly claim?: string
   /** A second container, `sidecar`, that does not name the claim. */
   readonly sidecar?: boolean
+  /** What `main` runs; default sleep. */
+  readonly command?: readonly string[]
+  /** Default 1. */
+  readonly terminationGracePeriodSeconds?: number
 }
 
 /** A busybox pod whose container `main` asks for the claim `disk`, placed on the node by kube-scheduler (it allocates the claim). */
 export function claimPodManifest(name: string, nodeName: string, options: ClaimPodOptions): object {
   const container = (containerName: string, claims: boolean): object => ({
-    command: ['sleep', '3600'],
+    command: claims && options.command !== undefined ? options.command : ['sleep', '3600'],
     image: 'localhost/nfdctl-test/busybox:1',
     imagePullPolicy: 'Never',
     name: containerName,
@@ -98,7 +102,7 @@ export function claimPodManifest(name: string, nodeName: string, options: ClaimP
       containers: [container('main', true), ...(options.sidecar ? [container('sidecar', false)] : [])],
       nodeSelector: {'kubernetes.io/hostname': nodeName},
       resourceClaims: [{name: 'disk', ...(options.claim === undefined ? {resourceClaimTemplateName: options.template} : {resourceClaimName: options.claim})}],
-      terminationGracePeriodSeconds: 1,
+      terminationGracePeriodSeconds: options.terminationGracePeriodSeconds ?? 1,
     },
   }
 }

@@ -61,7 +61,7 @@ export class NodeReconciler {
     const started = performance.now()
     const view = this.options.classes()
     const classes = new Map(view.applicable.map((c) => [c.metadata.name, c]))
-    const pods = [...this.options.pods()].map((pod) => ({phase: pod.status?.phase, requests: containerRequests(pod), uid: pod.metadata.uid}))
+    const pods = [...this.options.pods()].map((pod) => ({hasClaims: pod.spec?.hasClaims === true, phase: pod.status?.phase, requests: containerRequests(pod), uid: pod.metadata.uid}))
     const requests = new Map<string, ContainerRequest>()
     for (const pod of pods) for (const r of pod.requests) requests.set(requestKey(r), r)
     let listed: ListedContainers | undefined
@@ -76,10 +76,10 @@ export class NodeReconciler {
     const {containers, running, touchedAt} = listed
     const listedAt = performance.now()
     // Only a pod with ResourceClaims can hold devices by claim: no other container's spec is read for it.
-    const claimPods = new Set([...this.options.pods()].filter((p) => p.spec?.hasClaims === true).map((p) => p.metadata.uid))
     const {claimed} = this.options
+    const claimPods = claimed === undefined ? undefined : new Set(pods.filter((p) => p.hasClaims).map((p) => p.uid))
     const work = containersToReconcile({
-      claimed: claimed === undefined ? undefined : (c) => (claimPods.has(c.labels[criLabels.podUid]) ? claimed(c) : undefined),
+      claimed: claimed === undefined ? undefined : (c) => (claimPods?.has(c.labels[criLabels.podUid]) ? claimed(c) : undefined),
       containers,
       mayHold: this.#mayHold,
       requests,

@@ -109,10 +109,6 @@ export class DraDriver {
     })
   }
 
-  get registrationSocket(): string {
-    return this.#server.registrationSocket
-  }
-
   /** Loads the prepared claims, publishes the pool, then serves kubelet (which may call at once). */
   async start(signal: AbortSignal): Promise<void> {
     try {

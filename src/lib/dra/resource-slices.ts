@@ -60,9 +60,6 @@ export function classAttribute(className: string): string {
   return `cls_${prefix}_${hash}`
 }
 
-/** Attribute IDs of every device, before class membership: what a selector or an operator filters on. */
-export const deviceAttributeIds = ['subsystem', 'kernelName', 'type', 'major', 'minor', 'vendorId', 'modelId', 'serial', 'stableId'] as const
-
 /** A string attribute, cut to the API server's limit, which counts UTF-8 bytes (never inside a character). */
 function text(value: string): DeviceAttribute {
   if (Buffer.byteLength(value) <= sliceLimits.stringValue) return {string: value}

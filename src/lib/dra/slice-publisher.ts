@@ -93,11 +93,6 @@ export class SlicePublisher {
     )
   }
 
-  /** The devices the pool lists now. */
-  get devices(): readonly SliceDevice[] {
-    return this.#devices
-  }
-
   /**
    * Lists the node's slices (their generation is where the pool's continues), then publishes; in the
    * background, so that the API server being away holds nothing else up. `synced` resolves after the first list.
