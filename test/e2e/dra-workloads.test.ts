@@ -6,7 +6,7 @@ import {join} from 'node:path'
 import {stringify} from 'yaml'
 
 import {draDeviceName} from '../../src/lib/dra/resource-slices.js'
-import {stableDeviceId} from '../../src/lib/plugins/class-allocation.js'
+import {stableDeviceId} from '../../src/lib/devices/device-identity.js'
 import {chartDir, chartTools, deployDir, helm as runHelm, kustomize, type Tools} from '../support/chart.js'
 import {loopDevice} from '../support/loop-device.js'
 import {claimPodManifest, claimTemplateManifest} from '../support/dra-agent.js'
@@ -56,9 +56,9 @@ describe('deploy/agent-dra and the chart with agent.dra.enable on the real node:
 
   const serialOf = (disk: string): string => `nfdctl-dra-wl-${disk}`
   /** The DRA device name of a test disk: from its serial, whatever loop number it has. */
-  const deviceOf = (disk: string): string => draDeviceName(stableDeviceId(loopDevice(0, {ID_SERIAL: serialOf(disk)})))
+  const deviceOf = (disk: string): string => draDeviceName(stableDeviceId(loopDevice(0, {ID_SERIAL: serialOf(disk), ID_SERIAL_SHORT: serialOf(disk)})))
   const plug = async (index: number, disk: string): Promise<void> => {
-    await writeFile(join(udevDir, `b7:${index}`), `E:ID_SERIAL=${serialOf(disk)}\n`)
+    await writeFile(join(udevDir, `b7:${index}`), `E:ID_SERIAL=${serialOf(disk)}\nE:ID_SERIAL_SHORT=${serialOf(disk)}\n`)
     await loops.add(index)
   }
   const unplug = async (index: number): Promise<void> => {

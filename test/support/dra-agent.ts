@@ -2,7 +2,7 @@ import {writeFile} from 'node:fs/promises'
 import {join} from 'node:path'
 
 import {draDeviceName} from '../../src/lib/dra/resource-slices.js'
-import {stableDeviceId} from '../../src/lib/plugins/class-allocation.js'
+import {stableDeviceId} from '../../src/lib/devices/device-identity.js'
 import type {TestNode} from '../node/node.js'
 import {loopDevice} from './loop-device.js'
 
@@ -58,12 +58,12 @@ export class SerialDisks {
 
   /** The DRA device name of a disk, whatever loop number it has. */
   deviceOf(disk: string): string {
-    return draDeviceName(stableDeviceId(loopDevice(0, {ID_SERIAL: this.serialOf(disk)})))
+    return draDeviceName(stableDeviceId(loopDevice(0, {ID_SERIAL: this.serialOf(disk), ID_SERIAL_SHORT: this.serialOf(disk)})))
   }
 
   /** What udev would record for the disk at loop<index>; write it before the loop device appears. */
   async record(index: number, disk: string): Promise<void> {
-    await writeFile(join(this.udevDir, `b7:${index}`), `E:ID_SERIAL=${this.serialOf(disk)}\n`)
+    await writeFile(join(this.udevDir, `b7:${index}`), `E:ID_SERIAL=${this.serialOf(disk)}\nE:ID_SERIAL_SHORT=${this.serialOf(disk)}\n`)
   }
 }
 

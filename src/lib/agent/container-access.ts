@@ -2,7 +2,8 @@ import {dnsSubdomainPattern} from '../devices/label-selector.js'
 import type {Device, DeviceClass} from '../devices/types.js'
 import {toMeta, type ObjectCodec} from '../kube/metadata-list.js'
 import type {ObjectMeta} from '../kube/resource.js'
-import {resourceDomain, stableDeviceId} from '../plugins/class-allocation.js'
+import {stableDeviceId} from '../devices/device-identity.js'
+import {resourceDomain} from '../plugins/class-allocation.js'
 import type {DeviceRule} from '../runtime/device-cgroup.js'
 
 /**
@@ -190,7 +191,7 @@ export function wantedAccess(input: WantedAccessInput): Map<string, DeviceAccess
       // the claim's, however asked.
       const allocatedVia = {Class: undefined, DRA: 'claim', Device: 'limit'}[deviceClass.spec.allocation]
       if (via === 'claim' && allocatedVia !== 'claim') continue
-      if (allocatedVia !== undefined && (via !== allocatedVia || !allocated.has(stableDeviceId(device)))) continue
+      if (allocatedVia !== undefined && (via !== allocatedVia || !allocated.has(stableDeviceId(device, deviceClass.spec.identity)))) continue
       const before = wanted.get(device.id)?.access ?? ''
       wanted.set(device.id, {access: unionAccess(before, deviceClass.spec.permissions), device})
     }

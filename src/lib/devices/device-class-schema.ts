@@ -297,7 +297,7 @@ const spec: SchemaNode = {
   required: ['match'],
   'x-nfdctl-text': {
     fieldsOf: 'spec',
-    is: 'a mapping with match and optionally nodeSelector, permissions, allocation, capacity, annotationAccess',
+    is: 'a mapping with match and optionally nodeSelector, permissions, allocation, capacity, identity, annotationAccess',
     required: 'required: a mapping with match (the device rules) and optionally nodeSelector, permissions, allocation, capacity',
   },
   'x-kubernetes-validations': [
@@ -361,6 +361,13 @@ const spec: SchemaNode = {
       default: deviceClassDefaults.allocation,
       enum: ['Class', 'Device', 'DRA'],
       'x-nfdctl-text': {is: 'Class, Device or DRA'},
+    },
+    identity: {
+      description:
+        'What the class follows a device by, so that a device plugged in again is the same device (its claims and allocations come back to it). Serial: its serial number (udev ID_SERIAL_SHORT) when it has one, on any port; without one, its port (ID_PATH). Port: the port, whatever is plugged into it. Absent means Serial. Two present devices of the class with one identity are served to nobody.',
+      type: 'string',
+      enum: ['Serial', 'Port'],
+      'x-nfdctl-text': {is: 'Serial or Port'},
     },
     // No server-side default on purpose: capacity applies only to allocation Class, and a default would be
     // written into allocation Device objects too, which the CEL rule on spec rejects.

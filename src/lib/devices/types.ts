@@ -1,3 +1,5 @@
+import type {IdentitySource} from './device-identity.js'
+
 /** A character or block device node as the kernel describes it (sysfs and uevents). */
 export interface Device {
   /** Stable id: `c<major>:<minor>` or `b<major>:<minor>` (the udev database's naming). */
@@ -54,6 +56,8 @@ export interface DeviceClassSpec {
   readonly allocation: 'Class' | 'Device' | 'DRA'
   /** Class mode: how many containers may hold the class at once (default 1). */
   readonly capacity: number
+  /** What a device is followed by across re-plugs (default Serial: its serial number when it has one, else its port). */
+  readonly identity?: IdentitySource
 }
 
 export interface MatchRule {

@@ -1,5 +1,5 @@
 import type {Device, DeviceClass} from '../devices/types.js'
-import {stableDeviceId} from '../plugins/class-allocation.js'
+import {stableDeviceId} from '../devices/device-identity.js'
 import {claimCdiId} from './claim-cdi.js'
 import {className as nfdctlClassName} from './dra-device-classes.js'
 import type {PreparedClaim, PreparedDevice} from './prepared-claims.js'
@@ -62,7 +62,7 @@ export function prepareClaim(input: ClaimPreparationInput): ClaimPreparation {
     if (deviceClass === undefined || deviceClass.spec.allocation !== 'DRA') {
       return {error: `${ref}'s request ${result.request} names DeviceClass ${requested ?? '(none)'}, which is not a DRA class of ${draDriver} on node ${nodeName}`}
     }
-    const device = input.members(deviceClass.metadata.name).find((d) => draDeviceName(stableDeviceId(d)) === result.device)
+    const device = input.members(deviceClass.metadata.name).find((d) => draDeviceName(stableDeviceId(d, deviceClass.spec.identity)) === result.device)
     if (device === undefined) return {error: `device ${result.device} of ${ref} is not present on node ${nodeName} (unplugged, or no longer in class ${deviceClass.metadata.name})`}
     devices.push({
       device,
@@ -73,7 +73,7 @@ export function prepareClaim(input: ClaimPreparationInput): ClaimPreparation {
         className: deviceClass.metadata.name,
         device: result.device,
         request: result.request,
-        stableId: stableDeviceId(device),
+        stableId: stableDeviceId(device, deviceClass.spec.identity),
       },
     })
   }

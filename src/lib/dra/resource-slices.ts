@@ -1,7 +1,8 @@
 import {createHash} from 'node:crypto'
 
 import type {Device, DeviceClass} from '../devices/types.js'
-import {resourceDomain, stableDeviceId} from '../plugins/class-allocation.js'
+import {stableDeviceId, type IdentitySource} from '../devices/device-identity.js'
+import {resourceDomain} from '../plugins/class-allocation.js'
 
 /** The DRA driver name: ResourceSlices, allocation results and CDI kinds all carry it. */
 export const draDriver = resourceDomain
@@ -76,9 +77,9 @@ function text(value: string): DeviceAttribute {
  * and model IDs, serial) and one `class_*` attribute per DRA class it is in, at most as many as a device may
  * carry (the classes past that are listed in `dropped`, for the log).
  */
-export function sliceDeviceOf(device: Device, classes: readonly string[]): {device: SliceDevice; dropped: string[]} {
+export function sliceDeviceOf(device: Device, classes: readonly string[], identity?: IdentitySource): {device: SliceDevice; dropped: string[]} {
   const p = device.properties
-  const stableId = stableDeviceId(device)
+  const stableId = stableDeviceId(device, identity)
   const attributes: Record<string, DeviceAttribute> = {
     kernelName: text(device.devName),
     major: {int: device.major},
@@ -116,12 +117,12 @@ export interface NodeDevices {
  * device with several `class_*` attributes (DRA allocates it once, through whichever class a claim names).
  */
 export function nodeDevicesOf(classes: readonly DeviceClass[], members: (className: string) => readonly Device[]): NodeDevices {
-  const classesOf = new Map<string, {device: Device; classes: string[]}>()
+  const classesOf = new Map<string, {device: Device; classes: string[]; identity?: IdentitySource}>()
   for (const deviceClass of classes) {
     if (deviceClass.spec.allocation !== 'DRA') continue
     for (const device of members(deviceClass.metadata.name)) {
-      const name = draDeviceName(stableDeviceId(device))
-      const entry = classesOf.get(name) ?? {classes: [], device}
+      const name = draDeviceName(stableDeviceId(device, deviceClass.spec.identity))
+      const entry = classesOf.get(name) ?? {classes: [], device, identity: deviceClass.spec.identity}
       entry.classes.push(deviceClass.metadata.name)
       classesOf.set(name, entry)
     }
@@ -130,7 +131,7 @@ export function nodeDevicesOf(classes: readonly DeviceClass[], members: (classNa
   const dropped = new Map<string, string[]>()
   const byName = new Map<string, Device>()
   for (const [name, entry] of [...classesOf].sort(([a], [b]) => a.localeCompare(b))) {
-    const made = sliceDeviceOf(entry.device, entry.classes)
+    const made = sliceDeviceOf(entry.device, entry.classes, entry.identity)
     devices.push(made.device)
     byName.set(name, entry.device)
     if (made.dropped.length > 0) dropped.set(name, made.dropped)

@@ -1,5 +1,4 @@
-import {createHash} from 'node:crypto'
-
+import {stableDeviceId} from '../devices/device-identity.js'
 import type {Device, DeviceClass} from '../devices/types.js'
 import {healthy, unhealthy, type ContainerAllocateResponse, type PluginDevice, type PreferredAllocationRequest} from './kubelet-api.js'
 
@@ -17,26 +16,6 @@ export const annotationOf = (className: string): string => `classes.${resourceDo
 const slotId = (index: number): string => `slot-${index}`
 
 /**
- * An ID that stays with the device, not with the kernel name it happens to get: a USB serial adapter that
- * comes back as ttyUSB1 keeps the ID it had as ttyUSB0. The identity is, in this order, the udev serial
- * (with the interface number, for multi-port adapters), the udev physical path, or the sysfs path. The ID
- * reads as the identity's last word plus a hash of all of it, within kubelet's 63 characters.
- */
-export function stableDeviceId(device: Device): string {
-  const p = device.properties
-  const serial = p.ID_SERIAL === undefined ? undefined : `serial:${p.ID_SERIAL}:${p.ID_USB_INTERFACE_NUM ?? ''}:${device.type}`
-  const path = p.ID_PATH === undefined ? undefined : `path:${p.ID_PATH}:${device.subsystem}:${device.type}`
-  const identity = serial ?? path ?? `sysfs:${device.devPath}:${device.type}`
-  // CDI device names, which these IDs also are, begin with a letter or digit.
-  const word =
-    (p.ID_SERIAL ?? device.devPath.split('/').at(-1) ?? device.kernelName)
-      .replaceAll(/[^A-Za-z0-9_.-]/g, '_')
-      .replace(/^[^A-Za-z0-9]+/, '')
-      .slice(0, 40) || 'device'
-  return `${word}-${createHash('sha256').update(identity).digest('hex').slice(0, 12)}`
-}
-
-/**
  * What one class's device plugin advertises and hands out, from the devices in the class now. Pure: the
  * plugin server feeds it device lists and asks it for ListAndWatch lists and Allocate answers.
  *
@@ -47,6 +26,10 @@ export function stableDeviceId(device: Device): string {
  */
 export class ClassAllocation {
   readonly #present = new Map<string, Device>()
+  /**
+   * Devices that went away, most recent last: listed Unhealthy so that kubelet keeps the pods holding them.
+   * Bounded: a node that sees a stream of serials must not list every one it ever saw.
+   */
   readonly #gone = new Set<string>()
 
   constructor(
@@ -65,8 +48,13 @@ export class ClassAllocation {
   /** Replaces the class's devices; true when the advertised list changed. */
   setDevices(devices: readonly Device[]): boolean {
     const before = JSON.stringify(this.listAndWatch())
-    const next = new Map(devices.map((d) => [stableDeviceId(d), d]))
-    for (const id of this.#present.keys()) if (!next.has(id)) this.#gone.add(id)
+    const next = new Map(devices.map((d) => [stableDeviceId(d, this.deviceClass.spec.identity), d]))
+    for (const id of this.#present.keys()) {
+      if (next.has(id)) continue
+      this.#gone.delete(id)
+      this.#gone.add(id)
+    }
+    for (const id of this.#gone) if (this.#gone.size > maxGoneDevices) this.#gone.delete(id)
     this.#present.clear()
     for (const [id, device] of next) {
       this.#present.set(id, device)
@@ -130,6 +118,9 @@ export class ClassAllocation {
     }
   }
 }
+
+/** Gone devices listed at most: more than a node holds at once, far fewer than a stream of serials brings. */
+export const maxGoneDevices = 64
 
 // slot-2 before slot-10.
 const compareIds = (a: string, b: string): number => a.localeCompare(b, 'en', {numeric: true})

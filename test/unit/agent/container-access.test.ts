@@ -1,7 +1,7 @@
 import {expect} from 'chai'
 
 import {containerRequests, criLabels, diffAccess, requestOfContainer, wantedAccess, type ContainerRequest, type DeviceAccess, type RequestedVia} from '../../../src/lib/agent/container-access.js'
-import {stableDeviceId} from '../../../src/lib/plugins/class-allocation.js'
+import {stableDeviceId} from '../../../src/lib/devices/device-identity.js'
 import {deviceClass} from '../../support/device-class.js'
 import {loopDevice as loop} from '../../support/loop-device.js'
 

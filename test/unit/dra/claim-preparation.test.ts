@@ -5,7 +5,7 @@ import {claimCdiId} from '../../../src/lib/dra/claim-cdi.js'
 import {prepareClaim, type ClaimPreparation, type ResourceClaimObject} from '../../../src/lib/dra/claim-preparation.js'
 import type {PreparedClaim} from '../../../src/lib/dra/prepared-claims.js'
 import {draDeviceName} from '../../../src/lib/dra/resource-slices.js'
-import {stableDeviceId} from '../../../src/lib/plugins/class-allocation.js'
+import {stableDeviceId} from '../../../src/lib/devices/device-identity.js'
 import {deviceClass} from '../../support/device-class.js'
 import {loopDevice as loop} from '../../support/loop-device.js'
 
@@ -13,11 +13,11 @@ const node = 'worker-1'
 const driver = 'devices.nfdctl.io'
 const uid = 'c1a1m-0001'
 
-const serialA = loop(1, {ID_SERIAL: 'serial-a'})
-const serialB = loop(2, {ID_SERIAL: 'serial-b'})
-const disk = loop(3, {ID_SERIAL: 'disk'})
-const shared = loop(4, {ID_SERIAL: 'shared'})
-const upper = loop(5, {ID_SERIAL: 'Upper_Case'})
+const serialA = loop(1, {ID_SERIAL: 'serial-a', ID_SERIAL_SHORT: 'serial-a'})
+const serialB = loop(2, {ID_SERIAL: 'serial-b', ID_SERIAL_SHORT: 'serial-b'})
+const disk = loop(3, {ID_SERIAL: 'disk', ID_SERIAL_SHORT: 'disk'})
+const shared = loop(4, {ID_SERIAL: 'shared', ID_SERIAL_SHORT: 'shared'})
+const upper = loop(5, {ID_SERIAL: 'Upper_Case', ID_SERIAL_SHORT: 'Upper_Case'})
 const nameOf = (device: Device): string => draDeviceName(stableDeviceId(device))
 
 const classes = new Map<string, DeviceClass>(
@@ -195,7 +195,7 @@ describe('prepareClaim', function () {
   })
 
   it('refuses a device that is not present, or present but not in the class the request named', function () {
-    const gone = loop(9, {ID_SERIAL: 'gone'})
+    const gone = loop(9, {ID_SERIAL: 'gone', ID_SERIAL_SHORT: 'gone'})
     expect(error(prepare(claim([exactly('port', 'serial.devices.nfdctl.io')], [result('port', nameOf(gone))])))).to.equal(
       `device ${nameOf(gone)} of ResourceClaim lab/serial-claim is not present on node worker-1 (unplugged, or no longer in class serial)`,
     )

@@ -4,7 +4,7 @@ import {createHash} from 'node:crypto'
 import {dnsSubdomainPattern} from '../../../src/lib/devices/label-selector.js'
 import type {Device} from '../../../src/lib/devices/types.js'
 import {classAttribute, draDeviceName, draDriver, nodeDevicesOf, nodeSlicesOf, sameDevices, sliceDeviceOf, sliceName, type SliceDevice} from '../../../src/lib/dra/resource-slices.js'
-import {stableDeviceId} from '../../../src/lib/plugins/class-allocation.js'
+import {stableDeviceId} from '../../../src/lib/devices/device-identity.js'
 import {deviceClass} from '../../support/device-class.js'
 import {loopDevice as loop} from '../../support/loop-device.js'
 
@@ -193,9 +193,9 @@ describe('sliceDeviceOf', function () {
 })
 
 describe('nodeDevicesOf', function () {
-  const zeta = tty(0, {ID_SERIAL: 'zeta'})
-  const alpha = tty(1, {ID_SERIAL: 'alpha'})
-  const mid = tty(2, {ID_SERIAL: 'mid'})
+  const zeta = tty(0, {ID_SERIAL: 'zeta', ID_SERIAL_SHORT: 'zeta'})
+  const alpha = tty(1, {ID_SERIAL: 'alpha', ID_SERIAL_SHORT: 'alpha'})
+  const mid = tty(2, {ID_SERIAL: 'mid', ID_SERIAL_SHORT: 'mid'})
   const classes = [deviceClass('serial', {allocation: 'DRA'}), deviceClass('console', {allocation: 'DRA'}), deviceClass('shared', {allocation: 'Class'}), deviceClass('units', {allocation: 'Device'})]
   const members = new Map<string, Device[]>([
     ['serial', [zeta, alpha]],

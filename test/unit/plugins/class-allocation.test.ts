@@ -1,10 +1,11 @@
 import {expect} from 'chai'
 
 import type {Device} from '../../../src/lib/devices/types.js'
-import {ClassAllocation, envNameOf, stableDeviceId} from '../../../src/lib/plugins/class-allocation.js'
+import {stableDeviceId} from '../../../src/lib/devices/device-identity.js'
+import {ClassAllocation, envNameOf, maxGoneDevices} from '../../../src/lib/plugins/class-allocation.js'
 import {deviceClass} from '../../support/device-class.js'
-import {loopDevice as loop} from '../../support/loop-device.js'
 
+/** A USB serial adapter with a serial number, as udev records it. */
 function serial(devName: string, minor: number, serialNumber: string, iface = '00'): Device {
   return {
     devName,
@@ -14,34 +15,13 @@ function serial(devName: string, minor: number, serialNumber: string, iface = '0
     kernelName: devName,
     major: 188,
     minor,
-    properties: {ID_SERIAL: serialNumber, ID_USB_INTERFACE_NUM: iface},
+    properties: {ID_SERIAL: `FTDI_FT232R_${serialNumber}`, ID_SERIAL_SHORT: serialNumber, ID_USB_INTERFACE_NUM: iface},
     subsystem: 'tty',
     type: 'char',
   }
 }
 
 const ttys = [{subsystem: 'tty'}]
-
-describe('stableDeviceId', function () {
-  it('follows the udev serial, not the kernel name: an adapter re-plugged as ttyUSB1 keeps its ID', function () {
-    expect(stableDeviceId(serial('ttyUSB1', 1, 'FTDI_FT232R_A10KXYZ'))).to.equal(stableDeviceId(serial('ttyUSB0', 0, 'FTDI_FT232R_A10KXYZ')))
-    expect(stableDeviceId(serial('ttyUSB0', 0, 'FTDI_FT232R_A10KXYZ'))).to.not.equal(stableDeviceId(serial('ttyUSB0', 0, 'FTDI_FT232R_B20QQQ')))
-  })
-
-  it('tells the ports of one multi-port adapter apart by interface number', function () {
-    expect(stableDeviceId(serial('ttyUSB0', 0, 'FTDI_Quad', '00'))).to.not.equal(stableDeviceId(serial('ttyUSB1', 1, 'FTDI_Quad', '01')))
-  })
-
-  it("falls back to the udev path, then the sysfs path, and stays within kubelet's 63 characters as a CDI-valid name", function () {
-    const byPath = stableDeviceId(loop(3, {ID_PATH: 'platform-loop3'}))
-    const bySysfs = stableDeviceId(loop(3))
-    expect(byPath).to.not.equal(bySysfs)
-    expect(bySysfs).to.match(/^loop3-[0-9a-f]{12}$/)
-    const long = stableDeviceId(serial('ttyUSB0', 0, `_${'x'.repeat(200)}`))
-    expect(long.length).to.be.at.most(63)
-    expect(long).to.match(/^[A-Za-z0-9][A-Za-z0-9_.-]*$/)
-  })
-})
 
 describe('ClassAllocation', function () {
   it('Class allocation: capacity slots, Healthy with or without devices, and a container gets every device present', function () {
@@ -82,6 +62,18 @@ describe('ClassAllocation', function () {
     const answer = allocation.allocate([idB])
     expect(answer.devices).to.deep.equal([{container_path: '/dev/ttyUSB2', host_path: '/dev/ttyUSB2', permissions: 'rw'}])
     expect(answer.cdi_devices).to.deep.equal([{name: `devices.nfdctl.io/usb-serial=${idB}`}])
+  })
+
+  it('lists at most maxGoneDevices gone devices, the most recent ones: a stream of serials does not grow the list', function () {
+    const allocation = new ClassAllocation(deviceClass('usb-serial', {allocation: 'Device', match: ttys}), false)
+    const stream = Array.from({length: maxGoneDevices + 10}, (_, i) => serial('ttyUSB0', 0, `S${i}`))
+    for (const device of stream) allocation.setDevices([device])
+    allocation.setDevices([])
+    const listed = allocation.listAndWatch()
+    expect(listed).to.have.length(maxGoneDevices)
+    expect(listed.every((d) => d.health === 'Unhealthy')).to.equal(true)
+    expect(listed.map((d) => d.ID)).to.include(stableDeviceId(stream.at(-1)!))
+    expect(listed.map((d) => d.ID)).to.not.include(stableDeviceId(stream[0]))
   })
 
   it('prefers the devices kubelet must include, then the others in ID order (numeric: slot-2 before slot-10)', function () {
