@@ -9,6 +9,7 @@ export interface AgentMetrics {
   readonly classDevices: Gauge<'class'>
   readonly classContainers: Gauge<'class'>
   readonly invalidClasses: Gauge
+  readonly refusedDevices: Gauge<'class' | 'reason'>
   readonly requestsRefused: Counter<'class' | 'reason'>
 }
 
@@ -26,6 +27,12 @@ export function createAgentMetrics(registry: Registry): AgentMetrics {
     classDevices: new Gauge({help: 'Devices of the class present on this node', labelNames: ['class'], name: 'nfdctl_agent_class_devices', registers}),
     errors: new Counter({help: 'Errors by kind: containerd, cgroup, pod-resources, status, state, events, unsupported-cgroup', labelNames: ['kind'], name: 'nfdctl_agent_errors_total', registers}),
     invalidClasses: new Gauge({help: 'Cluster DeviceClasses whose spec is invalid (condition Valid=False)', name: 'nfdctl_agent_invalid_classes', registers}),
+    refusedDevices: new Gauge({
+      help: 'Devices a class matches on this node but serves to nobody, by reason: ExclusiveOverlap, DuplicateIdentity, HostCritical',
+      labelNames: ['class', 'reason'],
+      name: 'nfdctl_agent_refused_devices',
+      registers,
+    }),
     requestsRefused: new Counter({
       help: 'Requests for a class a container may not hold (counted once while the refusal lasts), by reason: annotation-access-off, namespace-not-admitted, allocation-device, capacity, unknown-class',
       labelNames: ['class', 'reason'],

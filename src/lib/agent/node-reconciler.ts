@@ -139,7 +139,9 @@ export class NodeReconciler {
         }),
       ),
     )
-    this.options.status.report({classes, holding, invalid: view.invalid, members: node.members})
+    const refused = members.refusals()
+    this.options.notices.tellDevices(refused, classes)
+    this.options.status.report({classes, holding, invalid: view.invalid, members: node.members, refused})
     // Where a batch's time goes, for an operator who finds hot-plugs slow.
     const ms = (from: number, to: number): number => Math.round((to - from) * 10) / 10
     logger.debug({containers: admitted.length, decideMs: ms(listedAt, decidedAt), listMs: ms(started, listedAt), reconcileMs: ms(decidedAt, performance.now())}, 'batch done')

@@ -10,6 +10,15 @@ export interface PodRef {
   readonly uid: string
 }
 
+/** The object an Event is about; a cluster-scoped one has no namespace (its Events go to `default`). */
+export interface ObjectRef {
+  readonly apiVersion: string
+  readonly kind: string
+  readonly name: string
+  readonly namespace?: string
+  readonly uid?: string
+}
+
 export interface PodEventsOptions {
   readonly client: KubeClient
   readonly nodeName: string
@@ -22,8 +31,8 @@ export interface PodEventsOptions {
 const maxMessageLength = 1024
 
 /**
- * Writes core/v1 Events about pods (what `kubectl describe pod` shows), from component nfdctl-agent on this
- * node. Best effort, as kubelet's recorder: an Event that cannot be written is logged (once per outage) and
+ * Writes core/v1 Events about pods and DeviceClasses (what `kubectl describe` shows), from component
+ * nfdctl-agent on this node. Best effort, as kubelet's recorder: an Event that cannot be written is logged (once per outage) and
  * dropped; nobody waits for it but stop().
  */
 export class PodEvents {
@@ -36,16 +45,21 @@ export class PodEvents {
   }
 
   warn(pod: PodRef, reason: string, message: string): void {
+    this.warnAbout({apiVersion: 'v1', kind: 'Pod', name: pod.name, namespace: pod.namespace, uid: pod.uid}, reason, message)
+  }
+
+  warnAbout(object: ObjectRef, reason: string, message: string): void {
     const now = new Date().toISOString()
+    const namespace = object.namespace ?? 'default'
     const event = {
       apiVersion: 'v1',
       count: 1,
       firstTimestamp: now,
-      involvedObject: {apiVersion: 'v1', kind: 'Pod', name: pod.name, namespace: pod.namespace, uid: pod.uid},
+      involvedObject: object,
       kind: 'Event',
       lastTimestamp: now,
       message: message.length > maxMessageLength ? `${message.slice(0, maxMessageLength - 3)}...` : message,
-      metadata: {name: `${pod.name}.${Date.now().toString(16)}${randomBytes(4).toString('hex')}`, namespace: pod.namespace},
+      metadata: {name: `${object.name}.${Date.now().toString(16)}${randomBytes(4).toString('hex')}`, namespace},
       reason,
       reportingComponent: 'nfdctl-agent',
       reportingInstance: this.options.nodeName,
@@ -53,7 +67,7 @@ export class PodEvents {
       type: 'Warning',
     }
     const write = this.options.client
-      .request('POST', `/api/v1/namespaces/${encodeURIComponent(pod.namespace)}/events`, {body: event})
+      .request('POST', `/api/v1/namespaces/${encodeURIComponent(namespace)}/events`, {body: event})
       .then(
         () => {
           if (this.#failing) this.#log.info({}, 'pod Events written again')
@@ -61,7 +75,7 @@ export class PodEvents {
         },
         (error: unknown) => {
           this.options.onError?.()
-          if (!this.#failing) this.#log.warn({err: errorMessage(error), namespace: pod.namespace, pod: pod.name}, 'cannot write a pod Event; Events are dropped until the API server takes them')
+          if (!this.#failing) this.#log.warn({err: errorMessage(error), kind: object.kind, name: object.name, namespace}, 'cannot write an Event; Events are dropped until the API server takes them')
           this.#failing = true
         },
       )

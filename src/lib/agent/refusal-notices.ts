@@ -1,3 +1,5 @@
+import type {MemberRefusal} from '../devices/member-refusals.js'
+import {deviceClassApiVersion, type DeviceClass} from '../devices/types.js'
 import type {Logger} from '../observe/logger.js'
 import type {AgentMetrics} from './agent-metrics.js'
 import {holderKey, type PolicyDecision} from './access-policy.js'
@@ -19,6 +21,8 @@ export interface RefusalNoticesOptions {
 export class RefusalNotices {
   /** The refusals already told, by holderKey and reason. */
   readonly #told = new Set<string>()
+  /** The device refusals already told, by class, device, reason and message. */
+  #toldDevices = new Set<string>()
 
   constructor(readonly options: RefusalNoticesOptions) {}
 
@@ -55,5 +59,22 @@ export class RefusalNotices {
         )
       }
     }
+  }
+
+  /**
+   * Devices a class matches but serves to nobody: an Event on the DeviceClass (DeviceRefused) and a log line,
+   * each once while the refusal lasts; one that ends and comes back is told again.
+   */
+  tellDevices(refusals: readonly MemberRefusal[], classes: ReadonlyMap<string, DeviceClass>): void {
+    const now = new Set<string>()
+    for (const r of refusals) {
+      const key = `${r.className}/${r.device.id}/${r.reason}/${r.message}`
+      now.add(key)
+      if (this.#toldDevices.has(key)) continue
+      this.options.logger.warn({class: r.className, device: r.device.devNode, reason: r.reason}, `device refused: ${r.message}`)
+      const uid = classes.get(r.className)?.metadata.uid
+      this.options.events.warnAbout({apiVersion: deviceClassApiVersion, kind: 'DeviceClass', name: r.className, ...(uid === undefined ? {} : {uid})}, 'DeviceRefused', `${r.reason}: ${r.message}`)
+    }
+    this.#toldDevices = now
   }
 }

@@ -1,6 +1,7 @@
 import {setTimeout as sleep} from 'node:timers/promises'
 
 import {Backoff} from '../backoff.js'
+import type {MemberRefusal} from '../devices/member-refusals.js'
 import type {Device, DeviceClass} from '../devices/types.js'
 import {errorMessage} from '../errors.js'
 import type {KubeClient} from '../kube/kube-client.js'
@@ -19,6 +20,8 @@ export interface NodeClassesSeen {
   readonly members: ReadonlyMap<string, readonly Device[]>
   /** The containers holding each class. */
   readonly holding: ReadonlyMap<string, readonly Holder[]>
+  /** Devices the classes match but do not serve. */
+  readonly refused?: readonly MemberRefusal[]
 }
 
 /**
@@ -31,7 +34,13 @@ export function classReports(nodeName: string, seen: NodeClassesSeen): Map<strin
     const generation = deviceClass.metadata.generation
     reports.set(name, {
       condition: {generation, message: `the spec is valid and in use on node ${nodeName}`, valid: true},
-      entry: nodeClassStatus(nodeName, seen.members.get(name) ?? [], seen.holding.get(name) ?? [], generation),
+      entry: nodeClassStatus(
+        nodeName,
+        seen.members.get(name) ?? [],
+        seen.holding.get(name) ?? [],
+        generation,
+        (seen.refused ?? []).filter((r) => r.className === name),
+      ),
     })
   }
   for (const problem of seen.invalid) {
@@ -78,6 +87,8 @@ export class StatusReporter {
     const {metrics} = this.options
     metrics.classContainers.reset()
     metrics.classDevices.reset()
+    metrics.refusedDevices.reset()
+    for (const r of seen.refused ?? []) metrics.refusedDevices.inc({class: r.className, reason: r.reason})
     for (const name of seen.classes.keys()) {
       metrics.classContainers.set({class: name}, seen.holding.get(name)?.length ?? 0)
       metrics.classDevices.set({class: name}, seen.members.get(name)?.length ?? 0)

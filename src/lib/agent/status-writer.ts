@@ -1,4 +1,5 @@
 import {deviceClassesPath} from '../devices/cluster-classes.js'
+import type {MemberRefusal} from '../devices/member-refusals.js'
 import {deviceClassApiVersion, type Device} from '../devices/types.js'
 import {isStatus} from '../kube/api-error.js'
 import type {KubeClient} from '../kube/kube-client.js'
@@ -8,15 +9,20 @@ export interface NodeClassStatus {
   readonly node: string
   readonly devices: ReadonlyArray<{id: string; devName: string; major: number; minor: number}>
   readonly containers: ReadonlyArray<{namespace: string; pod: string; container: string}>
+  /** Devices the class matches on this node but does not serve, and why; absent when there are none. */
+  readonly refused?: ReadonlyArray<{id: string; devName: string; reason: MemberRefusal['reason']; message: string}>
   readonly observedGeneration?: number
 }
 
-export function nodeClassStatus(node: string, devices: readonly Device[], containers: NodeClassStatus['containers'], generation?: number): NodeClassStatus {
+export function nodeClassStatus(node: string, devices: readonly Device[], containers: NodeClassStatus['containers'], generation?: number, refused: readonly MemberRefusal[] = []): NodeClassStatus {
   return {
     containers: [...containers].sort((a, b) => `${a.namespace}/${a.pod}/${a.container}`.localeCompare(`${b.namespace}/${b.pod}/${b.container}`)),
     devices: [...devices].sort((a, b) => a.id.localeCompare(b.id)).map((d) => ({devName: d.devName, id: d.id, major: d.major, minor: d.minor})),
     node,
     observedGeneration: generation,
+    ...(refused.length === 0
+      ? {}
+      : {refused: [...refused].sort((a, b) => a.device.id.localeCompare(b.device.id)).map((r) => ({devName: r.device.devName, id: r.device.id, message: r.message, reason: r.reason}))}),
   }
 }
 

@@ -1,17 +1,26 @@
 import {ClassMemory, DeviceMatcher} from './device-matcher.js'
+import {servedMembers, type MemberRefusal, type ServedMembers} from './member-refusals.js'
 import type {AttributeReader, Device, DeviceClass} from './types.js'
+
+export interface ClassMembersOptions {
+  /** Refuses a device by what it is, whatever class matches it (the node's own devices). */
+  readonly refuse?: Parameters<typeof servedMembers>[2]
+}
 
 /**
  * Which present devices are in which of the node's classes, kept in step with uevents and class changes:
- * what the device plugins list and what the agent grants. A removed device has no sysfs attributes left to
- * match; it leaves the classes it was in.
+ * what the device plugins list, DRA publishes and the agent grants. A removed device has no sysfs attributes
+ * left to match; it leaves the classes it was in. A device a class matches but may not serve (member-refusals.ts)
+ * is left out of it, and listed in refusals().
  */
 export class ClassMembers {
   #classes: readonly DeviceClass[] = []
   #names: string[] = []
   #memory: ClassMemory
-  /** The devices of each class now, by device id (major:minor). */
+  /** The devices each class matches now, by device id (major:minor), refused or not. */
   readonly #members = new Map<string, Map<string, Device>>()
+  /** What the classes serve of their matches, worked out again after any change. */
+  #served: ServedMembers | undefined
   /** Every device present now, in a class or not: a class change places them all again. */
   readonly #present = new Map<string, Device>()
   /** Every device that has been in a class since start, present or not. */
@@ -20,6 +29,7 @@ export class ClassMembers {
   constructor(
     readonly readAttribute: AttributeReader,
     classes: readonly DeviceClass[] = [],
+    readonly options: ClassMembersOptions = {},
   ) {
     this.#memory = new ClassMemory(new DeviceMatcher([]), readAttribute)
     this.setClasses(classes)
@@ -39,6 +49,7 @@ export class ClassMembers {
     this.#names = classes.map((c) => c.metadata.name)
     this.#memory = new ClassMemory(new DeviceMatcher(classes), this.readAttribute)
     this.#members.clear()
+    this.#served = undefined
     for (const name of this.#names) this.#members.set(name, new Map())
     for (const device of this.#present.values()) this.#place('add', device)
   }
@@ -53,9 +64,14 @@ export class ClassMembers {
     return this.#place(action, device)
   }
 
-  /** The devices of one class present now. */
+  /** The devices of one class present now, that it serves. */
   of(name: string): Device[] {
-    return [...(this.#members.get(name)?.values() ?? [])]
+    return [...(this.#servedNow().served.get(name) ?? [])]
+  }
+
+  /** The devices classes match but do not serve, with the reasons. */
+  refusals(): readonly MemberRefusal[] {
+    return this.#servedNow().refusals
   }
 
   /** The devices of each class present now. */
@@ -68,6 +84,11 @@ export class ClassMembers {
     return this.#known.get(id)
   }
 
+  #servedNow(): ServedMembers {
+    this.#served ??= servedMembers(this.#classes, this.#members, this.options.refuse)
+    return this.#served
+  }
+
   #place(action: string, device: Device): Set<string> {
     const inClasses = new Set(this.#memory.classesAfter(action, device))
     const touched = new Set<string>()
@@ -78,10 +99,20 @@ export class ClassMembers {
         if (before === undefined || !sameDevice(before, device)) touched.add(name)
       } else if (members.delete(device.id)) touched.add(name)
     }
-    if (touched.size > 0) this.#known.set(device.id, device)
+    if (touched.size === 0) return touched
+    this.#known.set(device.id, device)
+    // A device joining or leaving a class can refuse or free others: every class whose served devices changed is touched.
+    const before = this.#served
+    this.#served = undefined
+    if (before !== undefined) {
+      const after = this.#servedNow()
+      for (const [name, devices] of after.served) if (!sameIds(devices, before.served.get(name) ?? [])) touched.add(name)
+    }
     return touched
   }
 }
+
+const sameIds = (a: readonly Device[], b: readonly Device[]): boolean => a.length === b.length && a.every((d, i) => d === b[i])
 
 /** Whether two readings of a device say the same (a storm of `change` uevents compares thousands). */
 function sameDevice(a: Device, b: Device): boolean {

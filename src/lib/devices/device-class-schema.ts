@@ -401,6 +401,21 @@ const nodeStatus: SchemaNode = {
         },
       },
     },
+    refused: {
+      description: 'Devices the class matches on this node but serves to nobody, and why (ExclusiveOverlap, DuplicateIdentity, HostCritical).',
+      type: 'array',
+      'x-kubernetes-list-type': 'atomic',
+      items: {
+        type: 'object',
+        required: ['id', 'reason'],
+        properties: {
+          id: {type: 'string'},
+          devName: {type: 'string'},
+          reason: {type: 'string'},
+          message: {type: 'string'},
+        },
+      },
+    },
     containers: {
       description: 'The running containers on this node that hold the class.',
       type: 'array',

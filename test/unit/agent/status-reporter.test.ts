@@ -21,6 +21,23 @@ describe('classReports', function () {
     })
   })
 
+  it("lists the devices a class matches but does not serve in the node's entry, with reason and message", function () {
+    const twin = (minor: number) => loopDevice(minor, {ID_PATH: 'hub-1'})
+    const refusal = (minor: number) => ({className: 'loop', device: twin(minor), message: `m${minor}`, reason: 'DuplicateIdentity' as const})
+    const reports = classReports('worker-1', {
+      classes: new Map([['loop', loopClass]]),
+      holding: new Map(),
+      invalid: [],
+      members: new Map([['loop', [loop3]]]),
+      refused: [refusal(5), refusal(4), {...refusal(6), className: 'other'}],
+    })
+    expect(reports.get('loop')?.entry?.refused).to.deep.equal([
+      {devName: 'loop4', id: 'b7:4', message: 'm4', reason: 'DuplicateIdentity'},
+      {devName: 'loop5', id: 'b7:5', message: 'm5', reason: 'DuplicateIdentity'},
+    ])
+    expect(classReports('worker-1', {classes: new Map([['loop', loopClass]]), holding: new Map(), invalid: [], members: new Map()}).get('loop')?.entry).to.not.have.property('refused')
+  })
+
   it('an invalid new spec keeps the entry of the generation still in use and says so; one never valid is not served', function () {
     const reports = classReports('worker-1', {
       classes: new Map([['loop', loopClass]]),

@@ -49,3 +49,30 @@ describe('ClassMembers', function () {
     expect(members.known('b7:8')?.devName).to.equal('loop8')
   })
 })
+
+describe('ClassMembers refusals', function () {
+  it('a device joining a Device class that overlaps a Class class leaves both, and both are touched; its removal frees it', function () {
+    const members = new ClassMembers(noAttributes, [classOf('shared', 'loop*'), deviceClass('units', {allocation: 'Device', match: [{devName: 'loop[0-4]', subsystem: 'block'}]})])
+    expect([...members.deviceEvent('add', loop(7))]).to.deep.equal(['shared'])
+    expect([...members.deviceEvent('add', loop(1))].sort()).to.deep.equal(['shared', 'units'])
+    expect(members.of('shared').map((d) => d.id)).to.deep.equal(['b7:7'])
+    expect(members.of('units')).to.deep.equal([])
+    expect(members.refusals().map((r) => `${r.className} ${r.device.id} ${r.reason}`)).to.deep.equal(['shared b7:1 ExclusiveOverlap', 'units b7:1 ExclusiveOverlap'])
+    // Still a class device: the agent takes it back from whoever held it.
+    expect(members.known('b7:1')?.devNode).to.equal('/dev/loop1')
+    members.deviceEvent('remove', loop(1))
+    expect(members.refusals()).to.deep.equal([])
+  })
+
+  it('a second device with one identity touches the class and refuses the first; unplugging it serves the first again', function () {
+    const twin = (minor: number) => loop(minor, {ID_PATH: 'platform-hub-1'})
+    const members = new ClassMembers(noAttributes, [deviceClass('disks', {allocation: 'Device', match: [{subsystem: 'block'}]})])
+    members.deviceEvent('add', twin(1))
+    expect(members.of('disks').map((d) => d.id)).to.deep.equal(['b7:1'])
+    expect([...members.deviceEvent('add', twin(2))]).to.deep.equal(['disks'])
+    expect(members.of('disks')).to.deep.equal([])
+    expect(members.refusals()).to.have.length(2)
+    expect([...members.deviceEvent('remove', twin(2))]).to.deep.equal(['disks'])
+    expect(members.of('disks').map((d) => d.id)).to.deep.equal(['b7:1'])
+  })
+})
