@@ -1,6 +1,7 @@
 import * as Flags from '@oclif/core/flags'
 
 import {ClassMembers} from '../lib/devices/class-members.js'
+import type {OwnedDevices} from '../lib/devices/owned-devices.js'
 import {SysfsScanner} from '../lib/devices/sysfs-scanner.js'
 import type {DeviceClass} from '../lib/devices/types.js'
 import type {Logger} from '../lib/observe/logger.js'
@@ -13,7 +14,10 @@ export const pluginFlags = {
   cdi: Flags.boolean({description: 'also name CDI devices in Allocate answers and write a CDI spec per class to --cdi-dir'}),
   'cdi-dir': Flags.string({default: '/var/run/cdi', description: 'where CDI spec files go (with --cdi)'}),
   'plugin-dir': Flags.string({default: '/var/lib/kubelet/device-plugins', description: "kubelet's device-plugin directory (its kubelet.sock and our sockets)"}),
-  'udev-data-dir': Flags.string({default: '/run/udev/data', description: "udev's database (ID_SERIAL and other properties that match rules and stable device IDs read)"}),
+  'udev-data-dir': Flags.string({
+    default: '/run/udev/data',
+    description: "udev's database: the properties match rules read, and what tells a device plugged in again (its serial number, ID_SERIAL_SHORT, or its port, ID_PATH)",
+  }),
 }
 
 export interface RawPluginFlags {
@@ -31,11 +35,21 @@ export interface ClassPlugins {
   readonly plugins: PluginSet
 }
 
-/** The plugins of `classes` (none yet: the agent sets them as it learns them) over this machine's devices. */
-export function classPlugins(flags: RawPluginFlags, options: {readonly logger: Logger; readonly registry: Registry; readonly classes?: readonly DeviceClass[]}): ClassPlugins {
+/**
+ * The plugins of `classes` (none yet: the agent sets them as it learns them) over this machine's devices.
+ * With `owned` (the agent's), every number that joins a class is recorded, and Allocate answers wait for it.
+ */
+export function classPlugins(
+  flags: RawPluginFlags,
+  options: {readonly logger: Logger; readonly registry: Registry; readonly classes?: readonly DeviceClass[]; readonly owned?: OwnedDevices; readonly onOwnedError?: (error: unknown) => void},
+): ClassPlugins {
+  const {owned} = options
   const scanner = new SysfsScanner({udevDataDir: flags['udev-data-dir']})
-  const members = new ClassMembers(scanner.readAttribute, options.classes)
+  const members = new ClassMembers(scanner.readAttribute, options.classes, {
+    onKnown: owned === undefined ? undefined : (device) => void owned.add([device]).catch((error: unknown) => options.onOwnedError?.(error)),
+  })
   const plugins = new PluginSet({
+    beforeAllocate: owned === undefined ? undefined : () => owned.saved(),
     cdiDir: flags.cdi ? flags['cdi-dir'] : undefined,
     logger: options.logger,
     members,

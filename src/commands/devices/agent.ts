@@ -12,6 +12,8 @@ import {ClassStore} from '../../lib/agent/class-store.js'
 import {GrantRecord} from '../../lib/agent/grant-record.js'
 import {NodeAgent} from '../../lib/agent/node-agent.js'
 import {loadClassFiles} from '../../lib/devices/class-file.js'
+import {OwnedDevices} from '../../lib/devices/owned-devices.js'
+import {errorMessage} from '../../lib/errors.js'
 import {DraDriver} from '../../lib/dra/dra-driver.js'
 import {createDraMetrics} from '../../lib/dra/dra-metrics.js'
 import {openCluster} from '../../lib/kube/connect.js'
@@ -81,7 +83,12 @@ Containers ask by resource limit devices.nfdctl.io/<class> (the agent also serve
       onPersistError: () => metrics.errors.inc({kind: 'state'}),
       stateDir: flags['state-dir'],
     })
-    const {members, plugins, scanner} = classPlugins(flags, {logger: log, registry})
+    const owned = new OwnedDevices({stateDir: flags['state-dir']})
+    const onOwnedError = (error: unknown): void => {
+      metrics.errors.inc({kind: 'state'})
+      log.error({err: errorMessage(error), file: owned.file}, "cannot record the node's class device numbers; kubelet's Allocate and DRA's prepare are refused until it can")
+    }
+    const {members, plugins, scanner} = classPlugins(flags, {logger: log, onOwnedError, owned, registry})
     // Claims prepared or unprepared change what containers may hold: the agent runs a batch (it exists by then).
     let agentRef: NodeAgent | undefined
     const dra = flags.dra
@@ -95,6 +102,7 @@ Containers ask by resource limit devices.nfdctl.io/<class> (the agent also serve
           members,
           metrics: createDraMetrics(registry),
           nodeName,
+          beforePrepare: () => owned.saved(),
           onClaimsChanged: () => agentRef?.changed('claims changed'),
           stateDir: flags['state-dir'],
         })
@@ -112,6 +120,7 @@ Containers ask by resource limit devices.nfdctl.io/<class> (the agent also serve
       members,
       metrics,
       nodeName,
+      owned,
       plugins,
       podResourcesSocket: flags['pod-resources-socket'],
       quietMs: options.quietMs,

@@ -22,6 +22,11 @@ export interface ContainerReconcilerOptions {
 export type NodeView = Pick<ContainerPlanInput, 'classes' | 'members' | 'known'> & {
   /** When containerd last said something of a container: a new answer, something may have changed it. */
   readonly touchedAt: (containerId: string) => number
+  /**
+   * How many device numbers are the agent's (ClassMembers.knownCount): a number that becomes the agent's
+   * may already be in a container found as planned before, which must then be looked at again.
+   */
+  readonly knownCount: number
 }
 
 /**
@@ -61,7 +66,7 @@ export class ContainerReconciler {
     })
     const seen = this.#seen.get(container.id) ?? {}
     this.#seen.set(container.id, seen)
-    const key = (): string => settledKey(work, node.touchedAt(container.id), plan.wanted, this.options.grants.grants(container.id))
+    const key = (): string => settledKey(work, node, plan.wanted, this.options.grants.grants(container.id))
     if (seen.settled !== undefined && seen.settled.key === key()) return seen.settled.holds
     seen.settled = undefined
     try {
@@ -183,8 +188,9 @@ interface Seen {
 }
 
 /** What a container's plan is made of: the same again, with no containerd event between, needs no look. */
-function settledKey(work: ContainerWork, touchedAt: number, wanted: ContainerPlan['wanted'], recorded: readonly RecordedGrant[]): string {
-  return JSON.stringify([work.pid, work.asked, touchedAt, [...wanted].map(([id, a]) => [id, a.access, a.device.devNode]), recorded])
+function settledKey(work: ContainerWork, node: NodeView, wanted: ContainerPlan['wanted'], recorded: readonly RecordedGrant[]): string {
+  const touchedAt = node.touchedAt(work.container.id)
+  return JSON.stringify([work.pid, work.asked, touchedAt, node.knownCount, [...wanted].map(([id, a]) => [id, a.access, a.device.devNode]), recorded])
 }
 
 /** For --cgroup-mode auto; a host where bpf(2) is refused has no program the agent could replace anyway. */

@@ -1,8 +1,9 @@
-import {mkdir, readFile} from 'node:fs/promises'
+import {readFile} from 'node:fs/promises'
 import {join} from 'node:path'
 
+import {deviceOfNumber} from '../devices/owned-devices.js'
 import type {Device} from '../devices/types.js'
-import {writeFileAtomic} from '../sys/atomic-write.js'
+import {CoalescedFile} from '../sys/coalesced-file.js'
 import {ruleDeviceId} from '../runtime/device-program.js'
 import type {AccessChange, DeviceAccess} from './container-access.js'
 
@@ -28,25 +29,8 @@ const grantOf = (a: DeviceAccess): RecordedGrant => ({
   type: a.device.type === 'block' ? 'b' : 'c',
 })
 
-/**
- * A device known only from the record (unplugged while the agent was away): enough of a Device to take its
- * rule back and remove its node.
- */
-export function deviceOfGrant(g: RecordedGrant): Device {
-  const devName = g.devNode.replace(/^\/dev\//, '')
-  return {
-    devName,
-    devNode: g.devNode,
-    devPath: '',
-    id: ruleDeviceId(g),
-    kernelName: devName.split('/').at(-1) ?? devName,
-    major: g.major,
-    minor: g.minor,
-    properties: {},
-    subsystem: '',
-    type: g.type === 'b' ? 'block' : 'char',
-  }
-}
+/** A device known only from the record (unplugged while the agent was away). */
+export const deviceOfGrant = (g: RecordedGrant): Device => deviceOfNumber(g)
 
 /**
  * Pure: the record to write before a change is applied, so that an agent that stops in the middle still
@@ -125,17 +109,15 @@ function decodeGrant(raw: unknown, at: string): RecordedGrant {
  */
 export class GrantRecord {
   #records = new Map<string, readonly RecordedGrant[]>()
-  /** The last write, settled. */
-  #written: Promise<void> = Promise.resolve()
-  /** The write queued behind it, which takes every change made until it starts. */
-  #queued: Promise<void> | undefined
-  /** A change not yet on disk (one made since the last write started, or a write that failed). */
-  #dirty = false
+  readonly #file: CoalescedFile
 
   readonly file: string
 
   constructor(options: {readonly stateDir: string}) {
     this.file = join(options.stateDir, 'grants.json')
+    // Not flushed to disk: the grants die with the containers on a reboot, and the page cache outlives a
+    // crashed agent. A flush would sit on every hot-plug's path (milliseconds, more while kubelet writes).
+    this.#file = new CoalescedFile(this.file, () => encodeGrants(this.#records), {durable: false, mode: 0o600})
   }
 
   /**
@@ -168,34 +150,13 @@ export class GrantRecord {
     if (grants.length === 0) this.#records.delete(containerId)
     else this.#records.set(containerId, [...grants])
     const same = before.length === grants.length && before.every((g, i) => JSON.stringify(g) === JSON.stringify(grants[i]))
-    return same && !this.#dirty ? Promise.resolve() : this.#save()
+    return same && !this.#file.dirty ? Promise.resolve() : this.#file.save()
   }
 
   /** Forgets the containers not in `ids` (they no longer exist). */
   retain(ids: ReadonlySet<string>): Promise<void> {
     const gone = [...this.#records.keys()].filter((id) => !ids.has(id))
     for (const id of gone) this.#records.delete(id)
-    return gone.length === 0 && !this.#dirty ? Promise.resolve() : this.#save()
-  }
-
-  #save(): Promise<void> {
-    this.#dirty = true
-    if (this.#queued !== undefined) return this.#queued
-    const queued = this.#written.then(async () => {
-      this.#queued = undefined
-      this.#dirty = false
-      try {
-        await mkdir(join(this.file, '..'), {mode: 0o700, recursive: true})
-        // Not flushed to disk: the grants die with the containers on a reboot, and the page cache outlives a
-        // crashed agent. A flush would sit on every hot-plug's path (milliseconds, more while kubelet writes).
-        await writeFileAtomic(this.file, encodeGrants(this.#records), {durable: false, mode: 0o600})
-      } catch (error) {
-        this.#dirty = true
-        throw error
-      }
-    })
-    this.#queued = queued
-    this.#written = queued.catch(() => {})
-    return queued
+    return gone.length === 0 && !this.#file.dirty ? Promise.resolve() : this.#file.save()
   }
 }

@@ -1,5 +1,6 @@
 import type {DeviceSource} from '../devices/device-watcher.js'
 import type {ClassMembers} from '../devices/class-members.js'
+import type {OwnedDevices} from '../devices/owned-devices.js'
 import {errorMessage} from '../errors.js'
 import {EventBatcher} from '../event-batcher.js'
 import type {KubeClient} from '../kube/kube-client.js'
@@ -41,6 +42,8 @@ export interface NodeAgentOptions {
   readonly cgroupMode: CgroupMode
   /** What the agent granted each container (under --state-dir; loaded by start()). */
   readonly grants: GrantRecord
+  /** Every device number that was a class device on this node (under --state-dir; loaded by start()). */
+  readonly owned: OwnedDevices
   readonly logger: Logger
   readonly metrics: AgentMetrics
 }
@@ -128,6 +131,13 @@ export class NodeAgent {
       metrics.errors.inc({kind: 'state'})
       this.#log.warn({err: problem}, 'the record of granted devices cannot be used; only devices seen from now on are taken back when they go')
     }
+    const ownedProblem = await this.options.owned.load()
+    if (ownedProblem !== undefined) {
+      metrics.errors.inc({kind: 'state'})
+      this.#log.warn({err: ownedProblem}, "the record of the node's class device numbers cannot be used; only numbers seen from now on are taken back when their device goes")
+    }
+    // Before the first scan: a number whose device went while the agent was away is still the agent's.
+    this.options.members.remember(this.options.owned.devices())
     this.#setClasses(classStore.view)
     await this.#sources.start(signal)
     await plugins.start()

@@ -111,7 +111,7 @@ export class NodeReconciler {
     await reconciler.retain(new Set(containers.map((c) => c.id)))
     const decidedAt = performance.now()
     const holding = new Map<string, Holder[]>()
-    const node = {classes, touchedAt, known: (id: string) => members.known(id), members: members.all()}
+    const node = {classes, knownCount: members.knownCount, touchedAt, known: (id: string) => members.known(id), members: members.all()}
     const limit = pLimit(Math.max(1, this.options.workers))
     await Promise.all(
       admitted.map((w) =>

@@ -5,6 +5,8 @@ import type {AttributeReader, Device, DeviceClass} from './types.js'
 export interface ClassMembersOptions {
   /** Refuses a device by what it is, whatever class matches it (the node's own devices). */
   readonly refuse?: Parameters<typeof servedMembers>[2]
+  /** Told of each device that joins a class (its number is the agent's from then on: OwnedDevices keeps it). */
+  readonly onKnown?: (device: Device) => void
 }
 
 /**
@@ -23,7 +25,7 @@ export class ClassMembers {
   #served: ServedMembers | undefined
   /** Every device present now, in a class or not: a class change places them all again. */
   readonly #present = new Map<string, Device>()
-  /** Every device that has been in a class since start, present or not. */
+  /** Every device that has been in a class since start (or was remembered), present or not. */
   readonly #known = new Map<string, Device>()
 
   constructor(
@@ -79,9 +81,19 @@ export class ClassMembers {
     return new Map(this.#names.map((name) => [name, this.of(name)]))
   }
 
-  /** A device by id that has been in one of the classes since start (gone or not). */
+  /** A device by id that has been in one of the classes since start, or was remembered (gone or not). */
   known(id: string): Device | undefined {
     return this.#known.get(id)
+  }
+
+  /** How many device numbers are known: it grows when a number becomes a class device's for the first time. */
+  get knownCount(): number {
+    return this.#known.size
+  }
+
+  /** Devices that were class devices before this process (the owned numbers on disk): known, in no class. */
+  remember(devices: Iterable<Device>): void {
+    for (const device of devices) if (!this.#known.has(device.id)) this.#known.set(device.id, device)
   }
 
   #servedNow(): ServedMembers {
@@ -101,6 +113,7 @@ export class ClassMembers {
     }
     if (touched.size === 0) return touched
     this.#known.set(device.id, device)
+    this.options.onKnown?.(device)
     // A device joining or leaving a class can refuse or free others: every class whose served devices changed is touched.
     const before = this.#served
     this.#served = undefined

@@ -39,6 +39,8 @@ export interface DraDriverOptions {
   readonly metrics: DraMetrics
   /** The devices a container may hold changed (a claim prepared or unprepared): the agent runs a batch. */
   readonly onClaimsChanged: () => void
+  /** Awaited before a claim's CDI spec is written: its device numbers are recorded as the agent's (OwnedDevices.saved). */
+  readonly beforePrepare?: () => Promise<void>
 }
 
 /**
@@ -337,6 +339,8 @@ export class DraDriver {
     const classes = new Map(members.classes.map((c) => [c.metadata.name, c]))
     const made = prepareClaim({claim, classes, members: (name) => members.of(name), nodeName, uid: ref.uid})
     if ('error' in made) throw new Error(made.error)
+    // A number a CDI spec puts in a container is the agent's to take back, even after a crash.
+    await this.options.beforePrepare?.()
     await this.#claims.set(made.prepared)
     await this.#writeSpec(made.prepared, made.devices)
     this.options.metrics.preparedClaims.set(this.#claims.all().length)

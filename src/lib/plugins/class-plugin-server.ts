@@ -31,6 +31,8 @@ export class ClassPluginServer {
     readonly socketPath: string,
     private readonly metrics: PluginMetrics,
     private readonly log: Logger,
+    /** Resolves once the numbers of the devices answered are recorded as the agent's (OwnedDevices.saved). */
+    private readonly beforeAllocate: () => Promise<void> = () => Promise.resolve(),
   ) {}
 
   get options(): DevicePluginOptions {
@@ -83,18 +85,30 @@ export class ClassPluginServer {
     const name = this.allocation.name
     return {
       Allocate: (call: grpc.ServerUnaryCall<AllocateRequest, AllocateResponse>, callback: grpc.sendUnaryData<AllocateResponse>) => {
+        let responses: AllocateResponse['container_responses']
         try {
-          const responses = call.request.container_requests.map((r) => {
+          responses = call.request.container_requests.map((r) => {
             this.metrics.allocateCalls.inc({class: name})
             return this.allocation.allocate(r.devices_ids)
           })
-          this.log.info({class: name, devices: call.request.container_requests.map((r) => r.devices_ids)}, 'allocated')
-          callback(null, {container_responses: responses})
         } catch (error) {
           this.metrics.errors.inc({class: name, kind: 'allocate'})
           this.log.warn({class: name, err: errorMessage(error)}, 'allocate refused')
           callback({code: g.status.FAILED_PRECONDITION, details: errorMessage(error)})
+          return
         }
+        // A number handed out is the agent's to take back, even after a crash: on disk before kubelet has it.
+        this.beforeAllocate().then(
+          () => {
+            this.log.info({class: name, devices: call.request.container_requests.map((r) => r.devices_ids)}, 'allocated')
+            callback(null, {container_responses: responses})
+          },
+          (error: unknown) => {
+            this.metrics.errors.inc({class: name, kind: 'allocate'})
+            this.log.error({class: name, err: errorMessage(error)}, 'allocate refused: the device numbers cannot be recorded')
+            callback({code: g.status.UNAVAILABLE, details: `cannot record the device numbers handed out: ${errorMessage(error)}`})
+          },
+        )
       },
       GetDevicePluginOptions: (_call: unknown, callback: grpc.sendUnaryData<DevicePluginOptions>) => callback(null, this.options),
       GetPreferredAllocation: (call: grpc.ServerUnaryCall<PreferredAllocationRequest, PreferredAllocationResponse>, callback: grpc.sendUnaryData<PreferredAllocationResponse>) => {

@@ -38,10 +38,10 @@ export class PluginRegistration {
   #closed = false
 
   /** The plugin of a class: `devices.nfdctl.io/<class>` on `<plugin-dir>/nfdctl-<class>.sock`, naming CDI devices with `cdi`. */
-  static ofClass(deviceClass: DeviceClass, options: Omit<PluginRegistrationOptions, 'server'> & {readonly cdi: boolean}): PluginRegistration {
+  static ofClass(deviceClass: DeviceClass, options: Omit<PluginRegistrationOptions, 'server'> & {readonly cdi: boolean; readonly beforeAllocate?: () => Promise<void>}): PluginRegistration {
     const allocation = new ClassAllocation(deviceClass, options.cdi)
     const socket = join(options.pluginDir, `nfdctl-${deviceClass.metadata.name}.sock`)
-    const server = new ClassPluginServer(allocation, socket, options.metrics, options.logger.child({class: deviceClass.metadata.name}))
+    const server = new ClassPluginServer(allocation, socket, options.metrics, options.logger.child({class: deviceClass.metadata.name}), options.beforeAllocate)
     return new PluginRegistration({...options, server})
   }
 

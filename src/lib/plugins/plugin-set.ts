@@ -22,6 +22,8 @@ export interface PluginSetOptions {
   readonly logger: Logger
   /** Longest wait between registration attempts while kubelet does not answer; default 5 s. */
   readonly maxRetryMs?: number
+  /** Awaited before an Allocate answer: the device numbers are recorded as the agent's (the agent's OwnedDevices.saved). */
+  readonly beforeAllocate?: () => Promise<void>
 }
 
 /**

@@ -1,0 +1,71 @@
+import {expect} from 'chai'
+import {mkdtemp, readFile, rm, writeFile} from 'node:fs/promises'
+import {tmpdir} from 'node:os'
+import {join} from 'node:path'
+
+import {decodeOwned, deviceOfNumber, encodeOwned, OwnedDevices} from '../../../src/lib/devices/owned-devices.js'
+import {loopDevice as loop} from '../../support/loop-device.js'
+
+describe("OwnedDevices: every number that was a class device's on this node", function () {
+  let dir: string
+  beforeEach(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'nfdctl-owned-'))
+  })
+  afterEach(async () => {
+    await rm(dir, {force: true, recursive: true})
+  })
+
+  it('round-trips in number order; a device known only by its number can be taken back (id, type, node)', function () {
+    const text = encodeOwned([
+      {devNode: '/dev/loop10', major: 7, minor: 10, type: 'b'},
+      {devNode: '/dev/ttyUSB0', major: 188, minor: 0, type: 'c'},
+      {devNode: '/dev/loop2', major: 7, minor: 2, type: 'b'},
+    ])
+    expect(decodeOwned(text).map((d) => d.devNode)).to.deep.equal(['/dev/loop2', '/dev/loop10', '/dev/ttyUSB0'])
+    expect(deviceOfNumber({devNode: '/dev/ttyUSB0', major: 188, minor: 0, type: 'c'})).to.include({devName: 'ttyUSB0', id: 'c188:0', type: 'char'})
+  })
+
+  for (const [name, text, message] of [
+    ['another version', '{"version": 2, "devices": []}', 'version must be 1, got 2'],
+    ['a node outside /dev', '{"version": 1, "devices": [{"type": "c", "major": 1, "minor": 1, "devNode": "/dev/../etc/passwd"}]}', 'devices[0].devNode must be a path below /dev/'],
+    ['a number out of range', '{"version": 1, "devices": [{"type": "c", "major": 4096, "minor": 1, "devNode": "/dev/x"}]}', 'devices[0].major must be 0-4095, got 4096'],
+  ] as const) {
+    it(`refuses ${name}, saying what is wrong`, () => expect(() => decodeOwned(text)).to.throw(message))
+  }
+
+  it('is on disk when add() resolves, a new record reads it back, and a number already owned changes nothing', async function () {
+    const owned = new OwnedDevices({stateDir: join(dir, 'state')})
+    expect(await owned.load()).to.equal(undefined)
+    const writes = [owned.add([loop(1)]), owned.add([loop(2), loop(1)])]
+    await Promise.all(writes)
+    const again = new OwnedDevices({stateDir: join(dir, 'state')})
+    expect(await again.load()).to.equal(undefined)
+    expect(again.devices().map((d) => d.id)).to.deep.equal(['b7:1', 'b7:2'])
+    const before = await readFile(again.file, 'utf8')
+    await again.add([loop(2)])
+    await again.saved()
+    expect(await readFile(again.file, 'utf8')).to.equal(before)
+  })
+
+  it('saved() waits for a write in flight, and rejects while the file cannot be written; the next write has everything', async function () {
+    await writeFile(join(dir, 'blocked'), 'a file where the directory should be')
+    const owned = new OwnedDevices({stateDir: join(dir, 'blocked')})
+    const first = owned.add([loop(3)])
+    let failure: unknown
+    await owned.saved().catch((error: unknown) => {
+      failure = error
+    })
+    await first.catch(() => {})
+    expect(String(failure)).to.match(/EEXIST|ENOTDIR/)
+    await rm(join(dir, 'blocked'))
+    await owned.saved()
+    expect(decodeOwned(await readFile(owned.file, 'utf8')).map((d) => d.minor)).to.deep.equal([3])
+  })
+
+  it('a file it cannot decode is reported and left out', async function () {
+    await writeFile(join(dir, 'owned-devices.json'), 'nope')
+    const owned = new OwnedDevices({stateDir: dir})
+    expect(await owned.load()).to.match(/owned-devices\.json: not JSON/)
+    expect(owned.devices()).to.deep.equal([])
+  })
+})
