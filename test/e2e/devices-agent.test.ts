@@ -1,5 +1,5 @@
 import {expect} from 'chai'
-import {lstat, mkdtemp, readFile, rm, writeFile} from 'node:fs/promises'
+import {lstat, mkdir, mkdtemp, readFile, rm, writeFile} from 'node:fs/promises'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 import {setTimeout as sleep} from 'node:timers/promises'
@@ -492,6 +492,43 @@ describe('devices agent on a real node: devices follow containers', function () 
       await expectNoDevice(pod.containerId, other)
     } finally {
       for (const name of ['hotd', 'hotc']) await env.client.request('DELETE', `${classesPath}/${name}`).catch(() => {})
+    }
+  })
+
+  it('a number owned by a class stays owned across a SIGKILL: a device held by limit unplugged while the agent is down, and a device of no class that takes its number later, cannot be opened by the container', async function () {
+    const udevDir = join(dir, 'udev-owned')
+    await mkdir(udevDir, {recursive: true})
+    const serial = (value: string): Promise<void> => writeFile(join(udevDir, 'b7:394'), `E:ID_SERIAL=Lab_Disk_${value}\nE:ID_SERIAL_SHORT=${value}\n`)
+    const stateDir = join(dir, 'state-owned')
+    await env.client.request('POST', classesPath, {body: deviceClassManifest('hoto', {allocation: 'Device', match: [{devName: 'loop394', properties: {ID_SERIAL_SHORT: 'TENANT-A'}, subsystem: 'block'}]})})
+    await createClass()
+    await serial('TENANT-A')
+    await loops.add(394)
+    try {
+      agent = await startAgent({extraArgs: ['--udev-data-dir', udevDir], stateDir})
+      await waitFor('allocatable hoto=1', async () => (await allocatable(env, 'devices.nfdctl.io/hoto')) === 1, {timeoutMs: 15_000})
+      pods.push('agent-owned')
+      const pod = await runPod(env, {command: ['sleep', '3600'], limits: {'devices.nfdctl.io/hoto': '1'}, name: 'agent-owned'})
+      expect(await readLoop(env.node, pod.containerId, 394)).to.equal('loop-394-data')
+
+      // Killed: nothing it did is cleaned up, and kubelet's Allocate (not the agent) put the rule in the container.
+      await agent.stop('SIGKILL')
+      agent = undefined
+      await loops.drop(394)
+      expect(await loopRules(pod.containerId, 394), 'the rule kubelet gave, while the agent is away').to.deep.equal(['b 7:394 rw'])
+
+      agent = await startAgent({extraArgs: ['--udev-data-dir', udevDir], stateDir})
+      // Another tenant's disk takes the number; it is in no class, so only the record says the number was a class device's.
+      await serial('TENANT-B')
+      await loops.add(394)
+      await waitFor('the rule for 7:394 gone', async () => (await loopRules(pod.containerId, 394)).length === 0, {timeoutMs: 10_000})
+      expect(await readLoop(env.node, pod.containerId, 394)).to.match(/^failed: .*(Operation not permitted|No such file)/)
+      // mknod is the container's (CAP_MKNOD): a node made by hand opens nothing either.
+      const made = await env.node.exec(pod.containerId, ['sh', '-c', 'mknod /tmp/stolen b 7 394 && dd if=/tmp/stolen bs=13 count=1 status=none; echo " exit=$?"']).catch((error: Error & {stderr?: string}) => `failed: ${error.stderr ?? error.message}`)
+      expect(made).to.not.include('loop-394-data')
+    } finally {
+      await env.client.request('DELETE', `${classesPath}/hoto`).catch(() => {})
+      await env.client.request('DELETE', `${classesPath}/hotc`).catch(() => {})
     }
   })
 
