@@ -22,7 +22,8 @@ import {bindClusterRole, type PolicyRule} from '../support/rbac.js'
 import {allocatable, createNamespace, deletePods, runPod, testNode, waitForPod, type NodeEnv} from '../support/test-node.js'
 import {waitFor} from '../support/wait.js'
 
-// Loop devices 386-399 belong to these tests (hotc takes 390-399, hotl 389, the access-policy test 386-388).
+// Loop devices 380-399 belong to these tests (hotc takes 390-399, hotl 389, the access-policy test 386-388, the
+// identity test 380-382, Device allocation 383-384, owned numbers 385). A Device class here must match no loop of hotc: a device in two such classes is served by neither.
 // hotc admits the annotation from every namespace; the access-policy test has classes of its own.
 const classes = `apiVersion: devices.nfdctl.io/v1alpha1
 kind: DeviceClass
@@ -459,11 +460,11 @@ describe('devices agent on a real node: devices follow containers', function () 
   })
 
   it('Device allocation by limit: a container gets only the device kubelet allocated (PodResources), and gets it back after an unplug and replug', async function () {
-    const deviceClass = deviceClassManifest('hotd', {allocation: 'Device', match: [{devName: 'loop39[6-9]', subsystem: 'block'}]})
+    const deviceClass = deviceClassManifest('hotd', {allocation: 'Device', match: [{devName: 'loop38[34]', subsystem: 'block'}]})
     await env.client.request('POST', classesPath, {body: deviceClass}).catch(() => {})
     await createClass()
-    await loops.add(396)
-    await loops.add(397)
+    await loops.add(383)
+    await loops.add(384)
     try {
       agent = await startAgent()
       await agent.waitForLine<LogLine>('hotd registered', (l) => l.class === 'hotd' && l.state === 'registered', 20_000)
@@ -471,7 +472,7 @@ describe('devices agent on a real node: devices follow containers', function () 
       pods.push('agent-device')
       const pod = await runPod(env, {command: ['sleep', '3600'], limits: {'devices.nfdctl.io/hotd': '1'}, name: 'agent-device'})
       const mine = Number((await env.node.exec(pod.containerId, ['sh', '-c', 'echo $NFDCTL_DEVICES_HOTD'])).trim().replace('/dev/loop', ''))
-      const other = mine === 396 ? 397 : 396
+      const other = mine === 383 ? 384 : 383
       expect(await readLoop(env.node, pod.containerId, mine)).to.equal(`loop-${mine}-data`)
       await expectNoDevice(pod.containerId, other)
 
@@ -495,37 +496,98 @@ describe('devices agent on a real node: devices follow containers', function () 
     }
   })
 
+  it('identity and exclusivity: identical serial-less disks at one port are served to nobody until a port tells them apart; a device a Device class shares with an annotation class reaches no container', async function () {
+    const udevDir = join(dir, 'udev-identity')
+    await mkdir(udevDir, {recursive: true})
+    // udev's record of a device without a serial number: ID_SERIAL is only <vendor>_<model>, no ID_SERIAL_SHORT.
+    const record = (index: number, port: string): Promise<void> => writeFile(join(udevDir, `b7:${index}`), `E:ID_SERIAL=Lab_Disk\nE:ID_PATH=${port}\n`)
+    const classEvents = async (name: string): Promise<Array<{reason: string; message: string}>> =>
+      (await env.client.request<{items: Array<{reason: string; message: string; involvedObject: {kind: string; name: string}}>}>('GET', '/api/v1/namespaces/default/events')).items.filter(
+        (e) => e.involvedObject.kind === 'DeviceClass' && e.involvedObject.name === name,
+      )
+    await env.client.request('POST', classesPath, {body: deviceClassManifest('hotu', {allocation: 'Device', match: [{devName: 'loop38[0-2]', subsystem: 'block'}]})})
+    await createClass()
+    await record(380, 'platform-hub-1')
+    await record(381, 'platform-hub-1')
+    await loops.add(380)
+    await loops.add(381)
+    try {
+      agent = await startAgent({extraArgs: ['--udev-data-dir', udevDir]})
+      await agent.waitForLine<LogLine>('hotu registered', (l) => l.class === 'hotu' && l.state === 'registered', 20_000)
+      const refused = await waitFor('both disks refused in the status', async () => {
+        const entry = (await nodeEntry('hotu')) as (NodeEntry & {refused?: Array<{id: string; reason: string; message: string}>}) | undefined
+        return entry?.refused?.length === 2 ? entry.refused : undefined
+      })
+      expect(refused.map((r) => [r.id, r.reason])).to.deep.equal([
+        ['b7:380', 'DuplicateIdentity'],
+        ['b7:381', 'DuplicateIdentity'],
+      ])
+      expect(refused[0].message).to.include('/dev/loop380 has the same port identity as /dev/loop381 in class hotu')
+      expect(await allocatable(env, 'devices.nfdctl.io/hotu')).to.equal(0)
+      await waitFor('a DeviceRefused Event on the class', async () => (await classEvents('hotu')).some((e) => e.reason === 'DeviceRefused' && e.message.startsWith('DuplicateIdentity: ')))
+
+      // Moved to another port (udev records it, the kernel says `change`): two devices, both served.
+      await record(381, 'platform-hub-2')
+      await writeFile('/sys/block/loop381/uevent', 'change')
+      await waitFor('allocatable hotu=2', async () => (await allocatable(env, 'devices.nfdctl.io/hotu')) === 2, {timeoutMs: 15_000})
+      expect((await nodeEntry('hotu')) as object).to.not.have.property('refused')
+
+      // A Class class with annotation access that also matches loop380: loop380 leaves both, so no pod gets it by annotation.
+      await env.client.request('POST', classesPath, {
+        body: deviceClassManifest('hotv', {annotationAccess: {namespaceSelector: {}}, match: [{devName: 'loop380', subsystem: 'block'}]}),
+      })
+      await waitFor('allocatable hotu=1', async () => (await allocatable(env, 'devices.nfdctl.io/hotu')) === 1, {timeoutMs: 15_000})
+      pods.push('agent-overlap')
+      const pod = await runPod(env, {annotations: {'devices.nfdctl.io/main': 'hotv'}, command: ['sleep', '3600'], name: 'agent-overlap'})
+      const overlap = await waitFor('loop380 refused in both classes', async () => {
+        const entries = await Promise.all(['hotu', 'hotv'].map(async (name) => ((await nodeEntry(name)) as NodeEntry & {refused?: Array<{reason: string; message: string}>})?.refused ?? []))
+        return entries.every((e) => e.length === 1) ? entries.flat() : undefined
+      })
+      expect(overlap.map((r) => r.reason)).to.deep.equal(['ExclusiveOverlap', 'ExclusiveOverlap'])
+      expect(overlap[0].message).to.include('also in class hotv (allocation Class)')
+      await sleep(500) // batches have run since the pod started: still nothing
+      await expectNoDevice(pod.containerId, 380)
+      expect(await readLoop(env.node, pod.containerId, 380)).to.match(/^failed: /)
+    } finally {
+      for (const name of ['hotu', 'hotv', 'hotc']) await env.client.request('DELETE', `${classesPath}/${name}`).catch(() => {})
+    }
+  })
+
   it('a number owned by a class stays owned across a SIGKILL: a device held by limit unplugged while the agent is down, and a device of no class that takes its number later, cannot be opened by the container', async function () {
     const udevDir = join(dir, 'udev-owned')
     await mkdir(udevDir, {recursive: true})
-    const serial = (value: string): Promise<void> => writeFile(join(udevDir, 'b7:394'), `E:ID_SERIAL=Lab_Disk_${value}\nE:ID_SERIAL_SHORT=${value}\n`)
+    const serial = (value: string): Promise<void> => writeFile(join(udevDir, 'b7:385'), `E:ID_SERIAL=Lab_Disk_${value}\nE:ID_SERIAL_SHORT=${value}\n`)
     const stateDir = join(dir, 'state-owned')
-    await env.client.request('POST', classesPath, {body: deviceClassManifest('hoto', {allocation: 'Device', match: [{devName: 'loop394', properties: {ID_SERIAL_SHORT: 'TENANT-A'}, subsystem: 'block'}]})})
+    await env.client.request('POST', classesPath, {
+      body: deviceClassManifest('hoto', {allocation: 'Device', match: [{devName: 'loop385', properties: {ID_SERIAL_SHORT: 'TENANT-A'}, subsystem: 'block'}]}),
+    })
     await createClass()
     await serial('TENANT-A')
-    await loops.add(394)
+    await loops.add(385)
     try {
       agent = await startAgent({extraArgs: ['--udev-data-dir', udevDir], stateDir})
       await waitFor('allocatable hoto=1', async () => (await allocatable(env, 'devices.nfdctl.io/hoto')) === 1, {timeoutMs: 15_000})
       pods.push('agent-owned')
       const pod = await runPod(env, {command: ['sleep', '3600'], limits: {'devices.nfdctl.io/hoto': '1'}, name: 'agent-owned'})
-      expect(await readLoop(env.node, pod.containerId, 394)).to.equal('loop-394-data')
+      expect(await readLoop(env.node, pod.containerId, 385)).to.equal('loop-385-data')
 
       // Killed: nothing it did is cleaned up, and kubelet's Allocate (not the agent) put the rule in the container.
       await agent.stop('SIGKILL')
       agent = undefined
-      await loops.drop(394)
-      expect(await loopRules(pod.containerId, 394), 'the rule kubelet gave, while the agent is away').to.deep.equal(['b 7:394 rw'])
+      await loops.drop(385)
+      expect(await loopRules(pod.containerId, 385), 'the rule kubelet gave, while the agent is away').to.deep.equal(['b 7:385 rw'])
 
       agent = await startAgent({extraArgs: ['--udev-data-dir', udevDir], stateDir})
       // Another tenant's disk takes the number; it is in no class, so only the record says the number was a class device's.
       await serial('TENANT-B')
-      await loops.add(394)
-      await waitFor('the rule for 7:394 gone', async () => (await loopRules(pod.containerId, 394)).length === 0, {timeoutMs: 10_000})
-      expect(await readLoop(env.node, pod.containerId, 394)).to.match(/^failed: .*(Operation not permitted|No such file)/)
+      await loops.add(385)
+      await waitFor('the rule for 7:385 gone', async () => (await loopRules(pod.containerId, 385)).length === 0, {timeoutMs: 10_000})
+      expect(await readLoop(env.node, pod.containerId, 385)).to.match(/^failed: .*(Operation not permitted|No such file)/)
       // mknod is the container's (CAP_MKNOD): a node made by hand opens nothing either.
-      const made = await env.node.exec(pod.containerId, ['sh', '-c', 'mknod /tmp/stolen b 7 394 && dd if=/tmp/stolen bs=13 count=1 status=none; echo " exit=$?"']).catch((error: Error & {stderr?: string}) => `failed: ${error.stderr ?? error.message}`)
-      expect(made).to.not.include('loop-394-data')
+      const made = await env.node
+        .exec(pod.containerId, ['sh', '-c', 'mknod /tmp/stolen b 7 385 && dd if=/tmp/stolen bs=13 count=1 status=none; echo " exit=$?"'])
+        .catch((error: Error & {stderr?: string}) => `failed: ${error.stderr ?? error.message}`)
+      expect(made).to.not.include('loop-385-data')
     } finally {
       await env.client.request('DELETE', `${classesPath}/hoto`).catch(() => {})
       await env.client.request('DELETE', `${classesPath}/hotc`).catch(() => {})
