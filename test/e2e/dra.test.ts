@@ -13,7 +13,7 @@ import {missingPrerequisite} from '../support/prerequisites.js'
 import {allocatable, createNamespace, deletePods, testNode, waitForPod, type NodeEnv, type RunningPod} from '../support/test-node.js'
 import {waitFor} from '../support/wait.js'
 
-// Loop devices 460-479 belong to these tests (the class takes loop460-469, and loop470 once edited). Each test disk has a udev serial (in the agent's own udev
+// Loop devices 460-479 belong to these tests (the class takes loop460-469, and loop470 once edited; loop471 is a Device class's). Each test disk has a udev serial (in the agent's own udev
 // database directory), so that plugged in again under another loop number it is the same device.
 const dra = '/apis/resource.k8s.io/v1'
 const classesPath = '/apis/devices.nfdctl.io/v1alpha1/deviceclasses'
@@ -391,11 +391,17 @@ describe('devices agent --dra on a real node: claims, CDI, and devices that come
         () => true,
       ),
     )
-    await waitFor('disk e without class dral2', async () => {
-      const device = (await slices()).flatMap((s) => s.spec.devices ?? []).find((d) => d.name === deviceOf('e'))
-      return device !== undefined && device.attributes['devices.nfdctl.io/class_dral2'] === undefined
+    // Disk e is in a Device class and a DRA class now: two allocators could hand it out, so neither does.
+    await waitFor('disk e out of the slice', async () => (await slices()).flatMap((s) => s.spec.devices ?? []).every((d) => d.name !== deviceOf('e')))
+    const refused = await waitFor('disk e refused in dral2', async () => {
+      const {status} = await env.client.request<{status?: {nodes?: Array<{node: string; refused?: Array<{id: string; reason: string}>}>}}>('GET', `${classesPath}/dral2`)
+      return status?.nodes?.find((n) => n.node === env.node.name)?.refused
     })
-    // Side by side: dral2 is now the same agent's device plugin, and kubelet offers its device.
+    expect(refused.map((r) => r.reason)).to.deep.equal(['ExclusiveOverlap'])
+    // Side by side: dral2, narrowed to a disk no DRA class has, is the same agent's device plugin, and kubelet offers its device.
+    await plug(471, 'f')
+    await env.client.request('PATCH', `${classesPath}/dral2`, {body: {spec: {match: [{devName: 'loop471', subsystem: 'block'}]}}, contentType: 'application/merge-patch+json'})
+    await waitFor('disk e back in the slice', async () => (await slices()).flatMap((s) => s.spec.devices ?? []).some((d) => d.name === deviceOf('e')))
     await waitFor('devices.nfdctl.io/dral2 allocatable', async () => (await allocatable(env, 'devices.nfdctl.io/dral2')) === 1, {timeoutMs: 15_000})
     await env.client.request('DELETE', `${classesPath}/dral2`)
 
