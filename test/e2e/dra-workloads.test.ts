@@ -56,7 +56,7 @@ describe('deploy/agent-dra and the chart with agent.dra.enable on the real node:
 
   const serialOf = (disk: string): string => `nfdctl-dra-wl-${disk}`
   /** The DRA device name of a test disk: from its serial, whatever loop number it has. */
-  const deviceOf = (disk: string): string => draDeviceName(stableDeviceId(loopDevice(0, {ID_SERIAL: serialOf(disk), ID_SERIAL_SHORT: serialOf(disk)})))
+  const deviceOf = (disk: string): string => draDeviceName(stableDeviceId({...loopDevice(0, {ID_SERIAL: serialOf(disk), ID_SERIAL_SHORT: serialOf(disk)}), devType: 'disk'}))
   const plug = async (index: number, disk: string): Promise<void> => {
     await writeFile(join(udevDir, `b7:${index}`), `E:ID_SERIAL=${serialOf(disk)}\nE:ID_SERIAL_SHORT=${serialOf(disk)}\n`)
     await loops.add(index)

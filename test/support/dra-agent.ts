@@ -56,9 +56,9 @@ export class SerialDisks {
     return `${this.prefix}-${disk}`
   }
 
-  /** The DRA device name of a disk, whatever loop number it has. */
+  /** The DRA device name of a disk, whatever loop number it has (DEVTYPE=disk, as the scanner reads it, is part of its identity). */
   deviceOf(disk: string): string {
-    return draDeviceName(stableDeviceId(loopDevice(0, {ID_SERIAL: this.serialOf(disk), ID_SERIAL_SHORT: this.serialOf(disk)})))
+    return draDeviceName(stableDeviceId({...loopDevice(0, {ID_SERIAL: this.serialOf(disk), ID_SERIAL_SHORT: this.serialOf(disk)}), devType: 'disk'}))
   }
 
   /** What udev would record for the disk at loop<index>; write it before the loop device appears. */
