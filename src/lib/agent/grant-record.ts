@@ -1,9 +1,8 @@
-import {readFile} from 'node:fs/promises'
 import {join} from 'node:path'
 
-import {deviceOfNumber} from '../devices/owned-devices.js'
+import {decodeOwnedDevice, deviceOfNumber} from '../devices/owned-devices.js'
 import type {Device} from '../devices/types.js'
-import {CoalescedFile} from '../sys/coalesced-file.js'
+import {CoalescedFile, readStateFile} from '../sys/coalesced-file.js'
 import {ruleDeviceId} from '../runtime/device-program.js'
 import type {AccessChange, DeviceAccess} from './container-access.js'
 
@@ -90,16 +89,10 @@ export function decodeGrants(text: string): Map<string, RecordedGrant[]> {
 }
 
 function decodeGrant(raw: unknown, at: string): RecordedGrant {
-  const g = (raw ?? {}) as Record<string, unknown>
-  if (g.type !== 'b' && g.type !== 'c') throw new Error(`${at}.type must be "b" or "c", got ${JSON.stringify(g.type)}`)
-  if (!Number.isInteger(g.major) || (g.major as number) < 0 || (g.major as number) > 0xfff) throw new Error(`${at}.major must be 0-4095, got ${JSON.stringify(g.major)}`)
-  if (!Number.isInteger(g.minor) || (g.minor as number) < 0 || (g.minor as number) > 0xfffff) throw new Error(`${at}.minor must be 0-1048575, got ${JSON.stringify(g.minor)}`)
-  if (typeof g.access !== 'string' || !/^r?w?m?$/.test(g.access) || g.access === '') throw new Error(`${at}.access must be r, w, m or several in that order, got ${JSON.stringify(g.access)}`)
-  // Only ever a node below the container's /dev is removed by it.
-  if (typeof g.devNode !== 'string' || !/^\/dev\/[^\0]+$/.test(g.devNode) || g.devNode.split('/').some((s) => s === '..' || s === '.')) {
-    throw new Error(`${at}.devNode must be a path below /dev/, got ${JSON.stringify(g.devNode)}`)
-  }
-  return {access: g.access, devNode: g.devNode, major: g.major as number, minor: g.minor as number, type: g.type}
+  const device = decodeOwnedDevice(raw, at)
+  const {access} = (raw ?? {}) as Record<string, unknown>
+  if (typeof access !== 'string' || !/^r?w?m?$/.test(access) || access === '') throw new Error(`${at}.access must be r, w, m or several in that order, got ${JSON.stringify(access)}`)
+  return {...device, access}
 }
 
 /**
@@ -125,19 +118,9 @@ export class GrantRecord {
    * (its problem returned, to be reported) and replaced by the next write.
    */
   async load(): Promise<string | undefined> {
-    let text: string
-    try {
-      text = await readFile(this.file, 'utf8')
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined
-      return (error as Error).message
-    }
-    try {
-      this.#records = decodeGrants(text)
-      return undefined
-    } catch (error) {
-      return `${this.file}: ${(error as Error).message}`
-    }
+    const {problem, value} = await readStateFile(this.file, decodeGrants)
+    if (value !== undefined) this.#records = value
+    return problem
   }
 
   grants(containerId: string): readonly RecordedGrant[] {

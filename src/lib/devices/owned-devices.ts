@@ -1,7 +1,6 @@
-import {readFile} from 'node:fs/promises'
 import {join} from 'node:path'
 
-import {CoalescedFile} from '../sys/coalesced-file.js'
+import {CoalescedFile, readStateFile} from '../sys/coalesced-file.js'
 import type {Device} from './types.js'
 
 /** A device number that belonged to a class on this node, and the node it had. */
@@ -56,18 +55,20 @@ export function decodeOwned(text: string): OwnedDevice[] {
   const {devices, version: got} = (state ?? {}) as {devices?: unknown; version?: unknown}
   if (got !== version) throw new Error(`version must be ${version}, got ${JSON.stringify(got)}`)
   if (!Array.isArray(devices)) throw new Error('devices must be a list')
-  return devices.map((raw: unknown, i) => {
-    const d = (raw ?? {}) as Record<string, unknown>
-    const at = `devices[${i}]`
-    if (d.type !== 'b' && d.type !== 'c') throw new Error(`${at}.type must be "b" or "c", got ${JSON.stringify(d.type)}`)
-    if (!Number.isInteger(d.major) || (d.major as number) < 0 || (d.major as number) > 0xfff) throw new Error(`${at}.major must be 0-4095, got ${JSON.stringify(d.major)}`)
-    if (!Number.isInteger(d.minor) || (d.minor as number) < 0 || (d.minor as number) > 0xfffff) throw new Error(`${at}.minor must be 0-1048575, got ${JSON.stringify(d.minor)}`)
-    // Only ever a node below a container's /dev is removed by it.
-    if (typeof d.devNode !== 'string' || !/^\/dev\/[^\0]+$/.test(d.devNode) || d.devNode.split('/').some((s) => s === '..' || s === '.')) {
-      throw new Error(`${at}.devNode must be a path below /dev/, got ${JSON.stringify(d.devNode)}`)
-    }
-    return {devNode: d.devNode, major: d.major as number, minor: d.minor as number, type: d.type}
-  })
+  return devices.map((raw: unknown, i) => decodeOwnedDevice(raw, `devices[${i}]`))
+}
+
+/** Pure: one recorded device number (here, or in another record) at `at`; throws one line naming what is wrong. */
+export function decodeOwnedDevice(raw: unknown, at: string): OwnedDevice {
+  const d = (raw ?? {}) as Record<string, unknown>
+  if (d.type !== 'b' && d.type !== 'c') throw new Error(`${at}.type must be "b" or "c", got ${JSON.stringify(d.type)}`)
+  if (!Number.isInteger(d.major) || (d.major as number) < 0 || (d.major as number) > 0xfff) throw new Error(`${at}.major must be 0-4095, got ${JSON.stringify(d.major)}`)
+  if (!Number.isInteger(d.minor) || (d.minor as number) < 0 || (d.minor as number) > 0xfffff) throw new Error(`${at}.minor must be 0-1048575, got ${JSON.stringify(d.minor)}`)
+  // Only ever a node below a container's /dev is removed by it.
+  if (typeof d.devNode !== 'string' || !/^\/dev\/[^\0]+$/.test(d.devNode) || d.devNode.split('/').some((s) => s === '..' || s === '.')) {
+    throw new Error(`${at}.devNode must be a path below /dev/, got ${JSON.stringify(d.devNode)}`)
+  }
+  return {devNode: d.devNode, major: d.major as number, minor: d.minor as number, type: d.type}
 }
 
 /**
@@ -92,19 +93,9 @@ export class OwnedDevices {
 
   /** Reads the file; a missing one is an empty record, one that cannot be used is reported and replaced by the next write. */
   async load(): Promise<string | undefined> {
-    let text: string
-    try {
-      text = await readFile(this.file, 'utf8')
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined
-      return (error as Error).message
-    }
-    try {
-      for (const d of decodeOwned(text)) this.#devices.set(idOf(d), d)
-      return undefined
-    } catch (error) {
-      return `${this.file}: ${(error as Error).message}`
-    }
+    const {problem, value = []} = await readStateFile(this.file, decodeOwned)
+    for (const d of value) this.#devices.set(idOf(d), d)
+    return problem
   }
 
   /** The owned numbers as devices (for those not present, all that is known of them). */

@@ -1,7 +1,26 @@
-import {mkdir} from 'node:fs/promises'
+import {mkdir, readFile} from 'node:fs/promises'
 import {dirname} from 'node:path'
 
 import {writeFileAtomic, type AtomicWriteOptions} from './atomic-write.js'
+
+/**
+ * Reads a state file: its decoded value, nothing when there is no file, or the problem (to be reported; the
+ * next write replaces the file) when it cannot be read or decoded.
+ */
+export async function readStateFile<T>(file: string, decode: (text: string) => T): Promise<{value?: T; problem?: string}> {
+  let text: string
+  try {
+    text = await readFile(file, 'utf8')
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return {}
+    return {problem: (error as Error).message}
+  }
+  try {
+    return {value: decode(text)}
+  } catch (error) {
+    return {problem: `${file}: ${(error as Error).message}`}
+  }
+}
 
 /**
  * A state file that many changes write: writes are serialised and coalesced, so that every change made
