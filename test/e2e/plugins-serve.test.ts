@@ -23,12 +23,13 @@ import {waitFor} from '../support/wait.js'
 
 const run = promisify(execFile)
 
-// Loop devices 300-399 belong to these tests (devices.test.ts uses 200-249).
+// Loop devices 300-399 belong to these tests (devices.test.ts uses 200-249): loopc takes 390-399, loopd the rest (a
+// device of an allocation Device class in another class too would be served by neither).
 const classes = `apiVersion: devices.nfdctl.io/v1alpha1
 kind: DeviceClass
 metadata: {name: loopc}
 spec:
-  match: [{subsystem: block, devName: "loop3[0-9][0-9]"}]
+  match: [{subsystem: block, devName: "loop39[0-9]"}]
   allocation: Class
   capacity: 2
 ---
@@ -36,7 +37,7 @@ apiVersion: devices.nfdctl.io/v1alpha1
 kind: DeviceClass
 metadata: {name: loopd}
 spec:
-  match: [{subsystem: block, devName: "loop3[0-9][0-9]"}]
+  match: [{subsystem: block, devName: "loop3[0-8][0-9]"}]
   allocation: Device
   permissions: r
 `
@@ -104,9 +105,8 @@ describe('plugins serve on a real node (kubelet + containerd)', function () {
   })
 
   it('registers two classes: allocatable shows them, and a pod gets its device, the variable, the annotation, and no other device', async function () {
-    addLoops(300, 301)
-    await attachBacking(300, 'loop-300-data')
-    await attachBacking(301, 'loop-301-data')
+    addLoops(300, 301, 390, 391)
+    for (const i of [300, 301, 390, 391]) await attachBacking(i, `loop-${i}-data`)
     const cli = serve()
     await registered(cli, 'loopc')
     await registered(cli, 'loopd')
@@ -132,8 +132,8 @@ describe('plugins serve on a real node (kubelet + containerd)', function () {
 
     pods.push('plugins-class')
     const classPod = await runPod(env, {command: ['sleep', '3600'], limits: {'devices.nfdctl.io/loopc': '1'}, name: 'plugins-class'})
-    expect((await env.node.exec(classPod.containerId, ['sh', '-c', 'echo $NFDCTL_DEVICES_LOOPC'])).trim()).to.equal('/dev/loop300,/dev/loop301')
-    expect(await env.node.exec(classPod.containerId, ['dd', 'if=/dev/loop301', 'bs=13', 'count=1', 'status=none'])).to.equal('loop-301-data')
+    expect((await env.node.exec(classPod.containerId, ['sh', '-c', 'echo $NFDCTL_DEVICES_LOOPC'])).trim()).to.equal('/dev/loop390,/dev/loop391')
+    expect(await env.node.exec(classPod.containerId, ['dd', 'if=/dev/loop391', 'bs=13', 'count=1', 'status=none'])).to.equal('loop-391-data')
   })
 
   it('Device allocation follows uevents: an added loop device raises allocatable, a removed one lowers it; GetPreferredAllocation is called and honoured', async function () {
