@@ -27,6 +27,13 @@ export abstract class NfdctlCommand extends Command {
     process.stderr.write(`Warning: ${message}\n`)
   }
 
+  /** oclif's warning, kept on one line when stderr is not a terminal (see {@link unwrappedStderr}). */
+  override warn(input: string | Error): string | Error {
+    if (this.jsonEnabled() || !unwrappedStderr()) return super.warn(input)
+    process.stderr.write(`Warning: ${oneLine(typeof input === 'string' ? new Error(input) : input)}\n`)
+    return input
+  }
+
   /**
    * --json for programs: plain JSON unless stdout is a terminal (oclif colours it for people). oclif
    * tokenises the whole document for colours even when it then prints none: for a 4,000-object sweep
@@ -66,8 +73,22 @@ export abstract class NfdctlCommand extends Command {
       error.message = oneLine(error) // oclif prefixes "Parsing --flag" to errors thrown by flag parsers
       return super.catch(error)
     }
-    throw new Errors.CLIError(oneLine(error), {exit})
+    const line = oneLine(error)
+    if (!unwrappedStderr()) throw new Errors.CLIError(line, {exit})
+    process.stderr.write(`Error: ${line}\n`)
+    const printed = new Errors.CLIError(line, {exit})
+    printed.skipOclifErrorHandling = true
+    throw printed
   }
+}
+
+/**
+ * oclif hard-wraps errors and warnings at the terminal's width, and at 80 columns when stderr is a pipe or a
+ * file: journald and `kubectl logs` would then hold half a message per line. Off a terminal nfdctl prints
+ * them itself, one line each.
+ */
+function unwrappedStderr(): boolean {
+  return !process.stderr.isTTY
 }
 
 /** The error's message as one line: oclif's "Parsing --x" preamble and "See more help" trailer dropped. */
