@@ -372,12 +372,12 @@ describe('deploy/agent and deploy/agent-dra admission policies and a device quot
         subsystem: 'tty',
         type: 'char',
       }
-      const entry = nodeClassStatus('node-a', [device], [{container: 'main', namespace: 'lab', pod: 'admitted'}], 1)
+      const entry = nodeClassStatus('node-a', [device], 1, 1)
       expect(await writer.write(new Map([[className, {condition: {generation: 1, message: 'ok', valid: true}, entry}]]))).to.deep.equal([className])
       const written = await nodesOfClass()
       expect(written.map((e) => e.node)).to.deep.equal(['node-b', 'node-a'])
       expect(written[0]).to.deep.equal(theirs)
-      expect(written[1]).to.deep.include({containers: entry.containers, devices: entry.devices, node: 'node-a', observedGeneration: 1})
+      expect(written[1]).to.deep.include({devices: entry.devices, holders: 1, node: 'node-a', observedGeneration: 1})
 
       // A class that no longer applies to the node: an empty apply takes the entry back.
       expect(await writer.write(new Map())).to.deep.equal([className])
@@ -388,7 +388,7 @@ describe('deploy/agent and deploy/agent-dra admission policies and a device quot
       const message = `the nfdctl agent of node node-a may write only its own entry of status.nodes in DeviceClass (devices.nfdctl.io) ${className}`
       // An agent that claims to be node-b's (its field manager and entry), with node-a's token.
       const impostor = new StatusWriter(agent, 'node-b')
-      const applied = await refusal(() => impostor.write(new Map([[className, {entry: nodeClassStatus('node-b', [], [])}]])))
+      const applied = await refusal(() => impostor.write(new Map([[className, {entry: nodeClassStatus('node-b', [], 0)}]])))
       expect(applied.code).to.equal(403)
       expect(applied.serverMessage).to.contain(message)
 
@@ -406,7 +406,7 @@ describe('deploy/agent and deploy/agent-dra admission policies and a device quot
 
     it("refuses the agent's service account with a token that names no node", async () => {
       const writer = new StatusWriter(unscheduled, 'node-a')
-      const error = await refusal(() => writer.write(new Map([[className, {entry: nodeClassStatus('node-a', [], [])}]])))
+      const error = await refusal(() => writer.write(new Map([[className, {entry: nodeClassStatus('node-a', [], 0)}]])))
       expect(error.serverMessage).to.contain("the nfdctl agent's credentials name no node")
       expect(await nodesOfClass()).to.deep.equal([theirs])
     })

@@ -14,7 +14,7 @@ import {containerRequests, criLabels, requestKey, type ContainerRequest, type No
 import type {ContainerReconciler} from './container-reconciler.js'
 import {containersToReconcile, type ClaimedDevices} from './reconcile-plan.js'
 import type {RefusalNotices} from './refusal-notices.js'
-import type {Holder, StatusReporter} from './status-reporter.js'
+import type {StatusReporter} from './status-reporter.js'
 
 export interface NodeReconcilerOptions {
   readonly nodeName: string
@@ -110,18 +110,14 @@ export class NodeReconciler {
     this.#mayHold = mayHold
     await reconciler.retain(new Set(containers.map((c) => c.id)))
     const decidedAt = performance.now()
-    const holding = new Map<string, Holder[]>()
+    const holding = new Map<string, number>()
     const node = {classes, knownCount: members.knownCount, touchedAt, known: (id: string) => members.known(id), members: members.all()}
     const limit = pLimit(Math.max(1, this.options.workers))
     await Promise.all(
       admitted.map((w) =>
         limit(async () => {
           const {container, request} = w
-          for (const name of request.classes.keys()) {
-            const holders = holding.get(name) ?? []
-            holders.push({container: request.container, namespace: request.namespace, pod: request.pod})
-            holding.set(name, holders)
-          }
+          for (const name of request.classes.keys()) holding.set(name, (holding.get(name) ?? 0) + 1)
           if (allocations === undefined && byLimit(request)) return
           const allocated = new Map(
             [...request.classes].map(([name, via]) => [

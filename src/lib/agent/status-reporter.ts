@@ -8,9 +8,7 @@ import type {KubeClient} from '../kube/kube-client.js'
 import type {Logger} from '../observe/logger.js'
 import type {AgentMetrics} from './agent-metrics.js'
 import type {ClassProblem} from './class-store.js'
-import {nodeClassStatus, StatusWriter, type ClassReport, type NodeClassStatus} from './status-writer.js'
-
-export type Holder = NodeClassStatus['containers'][number]
+import {nodeClassStatus, StatusWriter, type ClassReport} from './status-writer.js'
 
 /** What one batch saw of the node's classes. */
 export interface NodeClassesSeen {
@@ -18,8 +16,8 @@ export interface NodeClassesSeen {
   readonly invalid: readonly ClassProblem[]
   /** The devices of each class present now. */
   readonly members: ReadonlyMap<string, readonly Device[]>
-  /** The containers holding each class. */
-  readonly holding: ReadonlyMap<string, readonly Holder[]>
+  /** How many running containers hold each class. */
+  readonly holding: ReadonlyMap<string, number>
   /** Devices the classes match but do not serve. */
   readonly refused?: readonly MemberRefusal[]
 }
@@ -37,7 +35,7 @@ export function classReports(nodeName: string, seen: NodeClassesSeen): Map<strin
       entry: nodeClassStatus(
         nodeName,
         seen.members.get(name) ?? [],
-        seen.holding.get(name) ?? [],
+        seen.holding.get(name) ?? 0,
         generation,
         (seen.refused ?? []).filter((r) => r.className === name),
       ),
@@ -90,7 +88,7 @@ export class StatusReporter {
     metrics.refusedDevices.reset()
     for (const r of seen.refused ?? []) metrics.refusedDevices.inc({class: r.className, reason: r.reason})
     for (const name of seen.classes.keys()) {
-      metrics.classContainers.set({class: name}, seen.holding.get(name)?.length ?? 0)
+      metrics.classContainers.set({class: name}, seen.holding.get(name) ?? 0)
       metrics.classDevices.set({class: name}, seen.members.get(name)?.length ?? 0)
     }
     this.#next = classReports(this.options.nodeName, seen)

@@ -4,20 +4,25 @@ import {deviceClassApiVersion, type Device} from '../devices/types.js'
 import {isStatus} from '../kube/api-error.js'
 import type {KubeClient} from '../kube/kube-client.js'
 
-/** This node's entry in a DeviceClass's status.nodes. */
+/**
+ * This node's entry in a DeviceClass's status.nodes. Who holds the class is a count: anyone who may read
+ * classes may read their status, and the names of other tenants' namespaces, pods and containers are not
+ * theirs to read (docs/security.md).
+ */
 export interface NodeClassStatus {
   readonly node: string
   readonly devices: ReadonlyArray<{id: string; devName: string; major: number; minor: number}>
-  readonly containers: ReadonlyArray<{namespace: string; pod: string; container: string}>
+  /** How many running containers on this node hold the class. */
+  readonly holders: number
   /** Devices the class matches on this node but does not serve, and why; absent when there are none. */
   readonly refused?: ReadonlyArray<{id: string; devName: string; reason: MemberRefusal['reason']; message: string}>
   readonly observedGeneration?: number
 }
 
-export function nodeClassStatus(node: string, devices: readonly Device[], containers: NodeClassStatus['containers'], generation?: number, refused: readonly MemberRefusal[] = []): NodeClassStatus {
+export function nodeClassStatus(node: string, devices: readonly Device[], holders: number, generation?: number, refused: readonly MemberRefusal[] = []): NodeClassStatus {
   return {
-    containers: [...containers].sort((a, b) => `${a.namespace}/${a.pod}/${a.container}`.localeCompare(`${b.namespace}/${b.pod}/${b.container}`)),
     devices: [...devices].sort((a, b) => a.id.localeCompare(b.id)).map((d) => ({devName: d.devName, id: d.id, major: d.major, minor: d.minor})),
+    holders,
     node,
     observedGeneration: generation,
     ...(refused.length === 0

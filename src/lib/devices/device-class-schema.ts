@@ -416,19 +416,11 @@ const nodeStatus: SchemaNode = {
         },
       },
     },
-    containers: {
-      description: 'The running containers on this node that hold the class.',
-      type: 'array',
-      'x-kubernetes-list-type': 'atomic',
-      items: {
-        type: 'object',
-        required: ['pod', 'container'],
-        properties: {
-          namespace: {type: 'string'},
-          pod: {type: 'string'},
-          container: {type: 'string'},
-        },
-      },
+    holders: {
+      description: 'How many running containers on this node hold the class (a count, not names: see docs/security.md).',
+      type: 'integer',
+      format: 'int32',
+      minimum: 0,
     },
     observedGeneration: {type: 'integer', format: 'int64', minimum: 0},
     lastUpdateTime: {type: 'string', format: 'date-time'},

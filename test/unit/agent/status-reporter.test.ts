@@ -8,16 +8,16 @@ const loop3 = loopDevice(3)
 const loopClass = {...deviceClass('loop'), metadata: {generation: 4, name: 'loop'}}
 
 describe('classReports', function () {
-  it("reports the node's devices and holders of each class in use, with a Valid condition", function () {
+  it("reports the node's devices and how many containers hold each class in use (no names), with a Valid condition", function () {
     const reports = classReports('worker-1', {
       classes: new Map([['loop', loopClass]]),
-      holding: new Map([['loop', [{container: 'app', namespace: 'ns', pod: 'p'}]]]),
+      holding: new Map([['loop', 2]]),
       invalid: [],
       members: new Map([['loop', [loop3]]]),
     })
     expect(reports.get('loop')).to.deep.equal({
       condition: {generation: 4, message: 'the spec is valid and in use on node worker-1', valid: true},
-      entry: {containers: [{container: 'app', namespace: 'ns', pod: 'p'}], devices: [{devName: 'loop3', id: 'b7:3', major: 7, minor: 3}], node: 'worker-1', observedGeneration: 4},
+      entry: {devices: [{devName: 'loop3', id: 'b7:3', major: 7, minor: 3}], holders: 2, node: 'worker-1', observedGeneration: 4},
     })
   })
 
@@ -49,6 +49,7 @@ describe('classReports', function () {
       members: new Map(),
     })
     expect(reports.get('loop')?.entry?.observedGeneration).to.equal(4)
+    expect(reports.get('loop')?.entry?.holders).to.equal(0)
     expect(reports.get('loop')?.condition).to.deep.equal({generation: 5, message: 'invalid spec: spec.capacity: must be at least 1; generation 4, the last valid one, stays in use', valid: false})
     expect(reports.get('broken')).to.deep.equal({condition: {generation: 1, message: 'invalid spec: spec.match: required; the class is not served', valid: false}})
   })
