@@ -10,7 +10,7 @@ import {parseAllDocuments} from 'yaml'
 
 import {unary} from '../../src/lib/grpc-unary.js'
 import {kubeletApi, type AllocateResponse} from '../../src/lib/plugins/kubelet-api.js'
-import {allocatedDevices, listPodResources} from '../../src/lib/plugins/pod-resources.js'
+import {listPodResources, podAllocations} from '../../src/lib/plugins/pod-resources.js'
 import {CliProcess} from '../support/cli-process.js'
 import {deviceClassManifest} from '../support/device-class.js'
 import {freePort} from '../support/free-port.js'
@@ -128,7 +128,9 @@ describe('plugins serve on a real node (kubelet + containerd)', function () {
     const info = JSON.parse(await env.node.containerd.ctr('-n', 'k8s.io', 'containers', 'info', pod.containerId)) as {Spec: {annotations?: Record<string, string>}}
     const ids = info.Spec.annotations?.['classes.devices.nfdctl.io/loopd']
     expect(ids).to.match(/^loop30[01]-[0-9a-f]{12}$/)
-    expect(allocatedDevices(await listPodResources(env.node.kubelet.podResourcesSocket), {name: 'plugins-device', namespace: 'default'}, 'main', 'devices.nfdctl.io/loopd')).to.deep.equal([ids])
+    expect(podAllocations(await listPodResources(env.node.kubelet.podResourcesSocket), []).devicesOf({name: 'plugins-device', namespace: 'default'}, 'main', 'devices.nfdctl.io/loopd')).to.deep.equal([
+      ids,
+    ])
 
     pods.push('plugins-class')
     const classPod = await runPod(env, {command: ['sleep', '3600'], limits: {'devices.nfdctl.io/loopc': '1'}, name: 'plugins-class'})
@@ -154,8 +156,8 @@ describe('plugins serve on a real node (kubelet + containerd)', function () {
     const preferred = await cli.waitForLine<LogLine>('a GetPreferredAllocation call', (l) => l.msg === 'preferred allocation')
     const chosen = preferred.value.chosen![0]
     expect(chosen).to.have.length(2)
-    const given = allocatedDevices(await listPodResources(env.node.kubelet.podResourcesSocket), {name: 'plugins-preferred', namespace: 'default'}, 'main', 'devices.nfdctl.io/loopd')
-    expect([...given].sort()).to.deep.equal([...chosen].sort())
+    const given = podAllocations(await listPodResources(env.node.kubelet.podResourcesSocket), []).devicesOf({name: 'plugins-preferred', namespace: 'default'}, 'main', 'devices.nfdctl.io/loopd')
+    expect([...(given ?? [])].sort()).to.deep.equal([...chosen].sort())
   })
 
   it('kubelet restarted: re-registered within 1 s of its registration socket, the running pod keeps its device, a new pod is admitted', async function () {

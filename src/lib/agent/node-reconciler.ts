@@ -5,7 +5,7 @@ import {errorMessage} from '../errors.js'
 import type {Logger} from '../observe/logger.js'
 import {resourceNameOf} from '../plugins/class-allocation.js'
 import type {PodResources} from '../plugins/kubelet-api.js'
-import {allocatedDevices, listPodResources} from '../plugins/pod-resources.js'
+import {listPodResources, podAllocations, type KnownPod} from '../plugins/pod-resources.js'
 import {decideAccess, limitHoldersOf} from './access-policy.js'
 import type {AgentMetrics} from './agent-metrics.js'
 import type {ListedContainers} from './change-sources.js'
@@ -87,12 +87,18 @@ export class NodeReconciler {
     })
     // A class asked for by limit: whether kubelet allocated it (and with allocation Device, which devices) is PodResources'.
     const byLimit = (r: ContainerRequest): boolean => [...r.classes].some(([name, via]) => via === 'limit' && classes.has(name))
-    const allocations = work.some((w) => byLimit(w.request)) ? await this.#podResources() : []
+    const listedAllocations = work.some((w) => byLimit(w.request)) ? await this.#podResources() : []
+    const allocations = listedAllocations && podAllocations(listedAllocations, knownPods(this.options.pods(), containers, running))
+    if (allocations !== undefined && allocations.ambiguous.length > 0) {
+      logger.info({pods: allocations.ambiguous}, "kubelet's PodResources cannot tell these pods from another of the same name yet; their containers that ask by resource limit stay as they are")
+    }
+    // A limit whose allocation cannot be told (PodResources away, or a name two pods share for now): the
+    // container is skipped below, and its units stay counted meanwhile.
+    const allocatedIds = (r: ContainerRequest, name: string): string[] | undefined => allocations?.devicesOf({name: r.pod, namespace: r.namespace}, r.container, resourceNameOf(name))
     const decision = decideAccess({
       classes,
       holders: this.#annotationHolders,
-      // Skipped below when PodResources is away: true keeps their units counted meanwhile.
-      limitAllocated: (r, name) => allocations === undefined || allocatedDevices(allocations, {name: r.pod, namespace: r.namespace}, r.container, resourceNameOf(name)).length > 0,
+      limitAllocated: (r, name) => (allocatedIds(r, name)?.length ?? 1) > 0,
       limitHolders: limitHoldersOf(pods),
       namespaceLabels: this.options.namespaceLabels,
       nodeName,
@@ -118,13 +124,9 @@ export class NodeReconciler {
         limit(async () => {
           const {container, request} = w
           for (const name of request.classes.keys()) holding.set(name, (holding.get(name) ?? 0) + 1)
-          if (allocations === undefined && byLimit(request)) return
-          const allocated = new Map(
-            [...request.classes].map(([name, via]) => [
-              name,
-              via === 'claim' ? (w.claimed?.get(name) ?? []) : allocatedDevices(allocations ?? [], {name: request.pod, namespace: request.namespace}, request.container, resourceNameOf(name)),
-            ]),
-          )
+          const untold = [...request.classes].some(([name, via]) => via === 'limit' && classes.has(name) && allocatedIds(request, name) === undefined)
+          if (untold) return
+          const allocated = new Map([...request.classes].map(([name, via]) => [name, via === 'claim' ? (w.claimed?.get(name) ?? []) : (allocatedIds(request, name) ?? [])]))
           try {
             // Still holding class devices (a revoke that failed): looked at again in the next batch.
             if (await reconciler.reconcile(w, node, allocated)) mayHold.add(container.id)
@@ -151,4 +153,14 @@ export class NodeReconciler {
       return undefined
     })
   }
+}
+
+/** The pods the node knows of: the informer's, and those of containers that run (an old pod's may outlive its object). */
+function knownPods(pods: Iterable<NodePod>, containers: ListedContainers['containers'], running: ListedContainers['running']): KnownPod[] {
+  const known: KnownPod[] = [...pods].map((p) => ({name: p.metadata.name, namespace: p.metadata.namespace ?? '', uid: p.metadata.uid}))
+  for (const c of containers) {
+    const {[criLabels.namespace]: namespace, [criLabels.pod]: name, [criLabels.podUid]: uid} = c.labels
+    if (running.has(c.id) && namespace !== undefined && name !== undefined && uid !== undefined) known.push({name, namespace, uid})
+  }
+  return known
 }
