@@ -81,6 +81,11 @@ export class ClassMembers {
     return new Map(this.#names.map((name) => [name, this.of(name)]))
   }
 
+  /** Every device present now, in a class or not. */
+  present(): Device[] {
+    return [...this.#present.values()]
+  }
+
   /** A device by id that has been in one of the classes since start, or was remembered (gone or not). */
   known(id: string): Device | undefined {
     return this.#known.get(id)

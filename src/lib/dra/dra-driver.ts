@@ -11,7 +11,7 @@ import type {RuntimeContainer} from '../runtime/containerd-client.js'
 import {claimCdiSpec, parseClaimMarker, removeClaimCdi, writeClaimCdi} from './claim-cdi.js'
 import {prepareClaim, type ResourceClaimObject} from './claim-preparation.js'
 import {ClaimStatusWriter} from './claim-status-writer.js'
-import {claimDeviceStatuses, devicesHealth} from './device-health.js'
+import {claimDeviceStatuses, claimedOutsideClass, devicesHealth} from './device-health.js'
 import {DraDeviceClasses} from './dra-device-classes.js'
 import type {DraMetrics} from './dra-metrics.js'
 import {DraPluginServer} from './dra-plugin-server.js'
@@ -59,6 +59,8 @@ export class DraDriver {
   readonly #claims: PreparedClaims
   readonly #status: ClaimStatusWriter
   #devices: NodeDevices = {byName: new Map(), devices: [], dropped: new Map()}
+  /** Devices of prepared claims that are on the node but out of their class (a class edit), not unplugged. */
+  #outsideClass: ReadonlySet<string> = new Set()
   #registered: boolean | undefined
   readonly #watchers: FSWatcher[] = []
   #statusRetry: NodeJS.Timeout | undefined
@@ -269,6 +271,7 @@ export class DraDriver {
   #recompute(): void {
     const {members} = this.options
     this.#devices = nodeDevicesOf(members.classes, (name) => members.of(name))
+    this.#outsideClass = claimedOutsideClass(this.#claims.all(), this.#devices.byName, members.present())
     for (const [device, classes] of this.#devices.dropped) {
       if (this.#toldDropped.has(device)) continue
       this.#toldDropped.add(device)
@@ -280,7 +283,7 @@ export class DraDriver {
   #health(): NodeWatchResourcesResponse {
     const now = Math.floor(Date.now() / 1000)
     return {
-      devices: devicesHealth(this.#devices.byName, this.#claims.all()).map((h) => ({
+      devices: devicesHealth(this.#devices.byName, this.#claims.all(), this.#outsideClass).map((h) => ({
         device: {device_name: h.device, pool_name: this.options.nodeName},
         health: h.healthy ? 'HEALTHY' : 'UNHEALTHY',
         health_check_timeout_seconds: 0,
@@ -293,7 +296,7 @@ export class DraDriver {
   #writeStatuses(): void {
     const now = new Date().toISOString().replace(/\.\d+Z$/, 'Z')
     for (const claim of this.#claims.all()) {
-      void this.#status.write(claim, claimDeviceStatuses(claim, this.options.nodeName, this.#devices.byName, now, this.#status.conditions(claim.uid)))
+      void this.#status.write(claim, claimDeviceStatuses(claim, this.options.nodeName, this.#devices.byName, now, this.#status.conditions(claim.uid), this.#outsideClass))
     }
   }
 

@@ -1,7 +1,8 @@
 import {expect} from 'chai'
 
+import {stableDeviceId} from '../../../src/lib/devices/device-identity.js'
 import type {Device} from '../../../src/lib/devices/types.js'
-import {claimDeviceStatuses, devicesHealth, type DeviceCondition} from '../../../src/lib/dra/device-health.js'
+import {claimDeviceStatuses, claimedOutsideClass, devicesHealth, type DeviceCondition} from '../../../src/lib/dra/device-health.js'
 import type {PreparedClaim, PreparedDevice} from '../../../src/lib/dra/prepared-claims.js'
 import {loopDevice as loop} from '../../support/loop-device.js'
 
@@ -36,6 +37,14 @@ describe('devicesHealth', function () {
     ])
     expect(health[2].message).to.equal('unplugged: device gone-disk (Gone_Disk-0123) is not present on the node')
     expect(health[1].message).to.equal('present as /dev/loop1')
+  })
+
+  it('a device taken out of its class while on the node is unhealthy as not in class, not as unplugged', function () {
+    const health = devicesHealth(new Map(), [claim('u1', device('disk-a', 'Disk_A-1'), device('disk-b', 'Disk_B-2'))], new Set(['disk-a']))
+    expect(health).to.deep.equal([
+      {device: 'disk-a', healthy: false, message: 'not in class: device disk-a (Disk_A-1) is on the node but DeviceClass (devices.nfdctl.io) disks no longer serves it'},
+      {device: 'disk-b', healthy: false, message: 'unplugged: device disk-b (Disk_B-2) is not present on the node'},
+    ])
   })
 
   it('nothing present and nothing prepared: nothing to tell', function () {
@@ -109,7 +118,45 @@ describe('claimDeviceStatuses', function () {
     ])
   })
 
+  it('a device out of its class is not Ready with reason DeviceNotInClass, and Ready again once back in the pool', function () {
+    const outside = claimDeviceStatuses(prepared, 'worker-1', present, '2026-12-05T10:00:00Z', new Map([['disk-b', condition('True', '2026-12-05T09:00:00Z')]]), new Set(['disk-b']))
+    expect(outside[1].conditions).to.deep.equal([
+      {
+        lastTransitionTime: '2026-12-05T10:00:00Z',
+        message:
+          "device Disk_B-42 is on the node but DeviceClass (devices.nfdctl.io) disks no longer serves it (edited, deleted, or the device refused: see the class's status); the containers of the claim get it back when the class serves it again",
+        reason: 'DeviceNotInClass',
+        status: 'False',
+        type: 'Ready',
+      },
+    ])
+    expect(outside[1].data).to.equal(undefined)
+    expect(outside[0].conditions[0].reason).to.equal('DevicePresent')
+    const back = claimDeviceStatuses(prepared, 'worker-1', new Map([['disk-b', loop(7)]]), '2026-12-05T11:00:00Z', new Map(outside.map((s) => [s.device, s.conditions[0]])), new Set())
+    expect([back[1].conditions[0].reason, back[1].conditions[0].lastTransitionTime]).to.deep.equal(['DevicePresent', '2026-12-05T11:00:00Z'])
+  })
+
   it('a claim without devices has no entries', function () {
     expect(claimDeviceStatuses(claim('u9'), 'worker-1', present, '2026-12-05T10:00:00Z')).to.deep.equal([])
+  })
+})
+
+describe('claimedOutsideClass', function () {
+  const serial = loop(3, {ID_SERIAL: 'Disk_3', ID_SERIAL_SHORT: 'S3'})
+  const ported = loop(4, {ID_PATH: 'pci-0000:00:1d.0-usb-0:1:1.0'})
+  const held = (name: string, d: Device, follows: 'Serial' | 'Port' = 'Serial'): PreparedDevice => device(name, stableDeviceId(d, follows))
+
+  it('a claimed device on the node but not in the pool is out of its class; one not on the node is unplugged; one in the pool is neither', function () {
+    const claims = [claim('u1', held('disk-3', serial), held('disk-4', ported, 'Port'), held('disk-5', loop(5, {ID_SERIAL_SHORT: 'S5'})))]
+    const pool = new Map<string, Device>()
+    // disk-4 followed its port: matched by that identity, whatever the class followed.
+    expect([...claimedOutsideClass(claims, pool, [serial, ported, loop(9)])].sort()).to.deep.equal(['disk-3', 'disk-4'])
+    expect([...claimedOutsideClass(claims, new Map([['disk-3', serial]]), [serial, ported])]).to.deep.equal(['disk-4'])
+    expect([...claimedOutsideClass(claims, pool, [])]).to.deep.equal([])
+  })
+
+  it('another device under the same kernel name is not the claimed one', function () {
+    const claims = [claim('u1', held('disk-3', serial))]
+    expect([...claimedOutsideClass(claims, new Map(), [loop(3, {ID_SERIAL: 'Other', ID_SERIAL_SHORT: 'O1'})])]).to.deep.equal([])
   })
 })
