@@ -422,6 +422,39 @@ describe('devices agent --dra on a real node: claims, CDI, and devices that come
     )
   })
 
+  it('a class edit that drops a claimed device: the container loses it, the claim stays allocated and says DeviceNotInClass, not unplugged; edited back, the container reads it again', async function () {
+    this.timeout(120_000)
+    await plug(467, 'h')
+    await createClaimPod('edited', 'one-disk')
+    const running = await waitForPod(env, `${namespace}/edited`, 60_000)
+    const held = (await claimOf('edited')).status?.allocation?.devices?.results?.[0]?.device
+    const index = held === undefined ? undefined : pluggedAt.get(held)
+    if (held === undefined || index === undefined) throw new Error(`the claim of pod edited holds ${held}, no test disk`)
+    await readsDisk(running, index)
+    const setMatch = (match: Array<{devName: string; subsystem: string}>): Promise<unknown> =>
+      env.client.request('PATCH', `${classesPath}/dral`, {body: {spec: {match}}, contentType: 'application/merge-patch+json'})
+    const whole = [
+      {devName: 'loop46[0-9]', subsystem: 'block'},
+      {devName: 'loop470', subsystem: 'block'},
+    ]
+    await setMatch(whole.flatMap((rule) => (rule.devName === 'loop46[0-9]' && index < 470 ? [{...rule, devName: `loop46[!${index - 460}]`}] : rule.devName === `loop${index}` ? [] : [rule])))
+
+    await waitFor('read fails once the class leaves the device out', async () => (await readLoop(env.node, running.containerId, index)).startsWith('failed'), {intervalMs: 20})
+    await waitForSlice('the device gone from the slice', (n) => !n.includes(held))
+    const notReady = await waitFor('claim status not Ready', async () => readyCondition('edited', held).then((c) => (c?.status === 'False' ? c : undefined)))
+    expect(notReady.reason).to.equal('DeviceNotInClass')
+    await waitFor('pod allocatedResourcesStatus Unhealthy', async () => (await health('edited', held)) === 'Unhealthy', {timeoutMs: 30_000})
+    // The allocation is the scheduler's: the claim keeps its device while its pod runs.
+    expect((await claimOf('edited')).status?.allocation?.devices?.results?.map((r) => r.device)).to.deep.equal([held])
+
+    await setMatch(whole)
+    await readsDisk(running, index)
+    await waitFor('claim status Ready again', async () => (await readyCondition('edited', held))?.status === 'True', {timeoutMs: 10_000})
+    await deletePods(env, [`${namespace}/edited`])
+    pods.splice(pods.indexOf(`${namespace}/edited`), 1)
+    await unplug(467)
+  })
+
   it('claims kubelet cannot have prepared get an error each, on v1 and v1beta1, and the driver goes on', async function () {
     const api = await kubeletDraApi()
     const socket = join(env.node.kubelet.rootDir, 'plugins', 'devices.nfdctl.io', 'dra.sock')
