@@ -3,6 +3,9 @@ import {spawn, type ChildProcess} from 'node:child_process'
 import {mkdir, readdir, readFile, rmdir, stat, writeFile} from 'node:fs/promises'
 import {join} from 'node:path'
 
+import {applyAccess, currentAccess} from '../../src/lib/agent/access-applier.js'
+import {programAfter} from '../../src/lib/agent/reconcile-plan.js'
+import type {Device} from '../../src/lib/devices/types.js'
 import {ContainerHandle, ContainerGoneError} from '../../src/lib/runtime/container-handle.js'
 import {ContainerdClient, type RuntimeContainer} from '../../src/lib/runtime/containerd-client.js'
 import {cgroupOfSpec} from '../../src/lib/runtime/device-cgroup.js'
@@ -170,6 +173,11 @@ describe("container handle on the real node: containerd's cgroupsPath, the conta
     expect(cgroupsPath).to.be.a('string').and.include(container.id)
     const handle = await ContainerHandle.open(container, pid)
     try {
+      // Its root is its rootfs, which containerd mounted on the host.
+      expect(handle.rootProblem).to.equal(undefined)
+      expect(handle.rootVerdict.rootfs)
+        .to.have.property('mountPoint')
+        .that.match(new RegExp(`/io\\.containerd\\.runtime\\.v2\\.task/k8s\\.io/${container.id}/rootfs$`))
       expect(handle.control.dir.endsWith(cgroupOfSpec(cgroupsPath!))).to.equal(true)
       expect(await readFile(`/proc/${pid}/cgroup`, 'utf8')).to.include(cgroupOfSpec(cgroupsPath!))
       const spec = {gid: 0, major: 1, minor: 3, mode: 0o666, type: 'char' as const, uid: 0}
@@ -183,6 +191,69 @@ describe("container handle on the real node: containerd's cgroupsPath, the conta
       handle.close()
     }
   })
+
+  /** A busybox pod whose init process copies busybox into `jail` (an emptyDir on the host's disk with `volume`) and chroots there. */
+  const runChrootedPod = async (name: string, jail: string, volume: boolean): Promise<{container: RuntimeContainer; pid: number}> => {
+    pods.push(name)
+    const script = `mkdir -p ${jail}/bin ${jail}/dev && cp /bin/busybox ${jail}/bin/busybox && exec chroot ${jail} /bin/busybox sleep 3600`
+    const main = {command: ['sh', '-c', script], image: 'localhost/nfdctl-test/busybox:1', imagePullPolicy: 'Never', name: 'main'}
+    await env.client.request('POST', '/api/v1/namespaces/default/pods', {
+      body: {
+        apiVersion: 'v1',
+        kind: 'Pod',
+        metadata: {name},
+        spec: {
+          automountServiceAccountToken: false,
+          containers: [volume ? {...main, volumeMounts: [{mountPath: jail, name: 'jail'}]} : main],
+          nodeName: env.node.name,
+          terminationGracePeriodSeconds: 1,
+          volumes: volume ? [{emptyDir: {}, name: 'jail'}] : [],
+        },
+      },
+    })
+    const pod = await waitForPod(env, name)
+    const container = (await containerd.getContainer(pod.containerId))!
+    const pid = (await containerd.getTask(pod.containerId))!.pid
+    await waitFor('the init process chrooted', async () => (await readFile(`/proc/${pid}/cmdline`, 'utf8')).startsWith('/bin/busybox\0sleep'))
+    return {container, pid}
+  }
+
+  // /dev/kmsg's numbers: no runtime allows them by default, so the rule read back is the one applied here.
+  const kmsg: Device = {
+    devName: 'kmsg',
+    devNode: '/dev/kmsg',
+    devPath: '/devices/virtual/mem/kmsg',
+    id: 'c1:11',
+    kernelName: 'kmsg',
+    major: 1,
+    minor: 11,
+    properties: {},
+    subsystem: 'mem',
+    type: 'char',
+  }
+
+  for (const [where, jail, volume, problem] of [
+    ["a volume (the host's disk)", '/data', true, 'is on another filesystem \\(\\d+:\\d+\\) than its rootfs \\S+/ID/rootfs \\(\\d+:\\d+\\)'],
+    ['a directory of its image', '/jail', false, 'is a directory inside its rootfs \\S+/ID/rootfs, not its top'],
+  ] as const) {
+    it(`a container whose init process chroots into ${where}: its root is not its rootfs, the rule is applied and no node is made there`, async function () {
+      const {container, pid} = await runChrootedPod(`handle-chroot${volume ? '-volume' : '-image'}`, jail, volume)
+      const handle = await ContainerHandle.open(container, pid)
+      try {
+        expect(handle.rootProblem).to.match(new RegExp(`^its root ${problem.replace('ID', container.id)}: its init process changed its root \\(chroot\\)$`))
+        const ours = (id: string): Device | undefined => (id === kmsg.id ? kmsg : undefined)
+        const held = await currentAccess(handle.control, ours)
+        const access = {access: 'rw', device: kmsg}
+        await applyAccess(handle, {grant: [access], revoke: []}, programAfter(held, new Map([[kmsg.id, access]]), new Set()))
+        expect([...(await currentAccess(handle.control, ours)).devices.keys()]).to.deep.equal([kmsg.id])
+      } finally {
+        handle.close()
+      }
+      // A process exec'd into the container has its real root: the jail's dev/ and the container's /dev have no node.
+      expect((await env.node.exec(container.id, ['ls', '-A', `${jail}/dev`])).trim()).to.equal('')
+      expect(await env.node.execFailure(container.id, ['ls', '/dev/kmsg'])).to.match(/No such file/)
+    })
+  }
 
   it("refuses another container's PID (as a reused PID would be), and one whose container has gone", async function () {
     const a = await runPodWithVolumes('handle-a')

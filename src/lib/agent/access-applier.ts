@@ -66,8 +66,9 @@ export interface V2Program {
  * Applies a change to one running container: revokes first, then grants. On v1 the rule (deny, allow)
  * goes to its devices cgroup; on v2 the program read is replaced by `v2` (its own rules plus the wanted
  * class devices, never more), and on a hybrid host its v1 cgroup gets the rule too, as both must allow. The device node inside the container's root goes on revoke, and comes first on grant, with the
- * host node's mode and owner, made beneath the handle's root fd on the container's own /dev only.
- * Every step is tried; the failures are thrown together.
+ * host node's mode and owner, made beneath the handle's root fd on the container's own /dev only. A
+ * container whose root is not its rootfs (handle.rootProblem) gets the rules, which are its cgroup's, and no
+ * node is made or removed beneath that root. Every step is tried; the failures are thrown together.
  */
 export async function applyAccess(handle: ContainerHandle, change: AccessChange, v2?: V2Program): Promise<void> {
   const {control, root} = handle
@@ -77,7 +78,7 @@ export async function applyAccess(handle: ContainerHandle, change: AccessChange,
   for (const access of change.revoke) {
     try {
       if (v1Dir !== undefined) await denyDevice(v1Dir, ruleOf(access))
-      removeDeviceNode(root, access.device.devNode, access.device.major, access.device.minor)
+      if (handle.rootProblem === undefined) removeDeviceNode(root, access.device.devNode, access.device.major, access.device.minor)
     } catch (error) {
       failures.push(`revoke ${access.device.devNode}: ${(error as Error).message}`)
     }
@@ -93,15 +94,17 @@ export async function applyAccess(handle: ContainerHandle, change: AccessChange,
   for (const access of change.grant) {
     try {
       const host = await stat(access.device.devNode).catch(() => undefined)
-      createDeviceNode(root, {
-        gid: host?.gid ?? 0,
-        major: access.device.major,
-        minor: access.device.minor,
-        mode: host === undefined ? 0o660 : host.mode & 0o777,
-        path: access.device.devNode,
-        type: access.device.type,
-        uid: host?.uid ?? 0,
-      })
+      if (handle.rootProblem === undefined) {
+        createDeviceNode(root, {
+          gid: host?.gid ?? 0,
+          major: access.device.major,
+          minor: access.device.minor,
+          mode: host === undefined ? 0o660 : host.mode & 0o777,
+          path: access.device.devNode,
+          type: access.device.type,
+          uid: host?.uid ?? 0,
+        })
+      }
       if (v1Dir !== undefined) await allowDevice(v1Dir, ruleOf(access))
     } catch (error) {
       failures.push(`grant ${access.device.devNode}: ${(error as Error).message}`)

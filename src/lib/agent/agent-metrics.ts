@@ -25,7 +25,12 @@ export function createAgentMetrics(registry: Registry): AgentMetrics {
     batchSize: new Histogram({buckets: [1, 2, 5, 10, 20, 50, 100, 500], help: 'Events per processed batch', name: 'nfdctl_agent_batch_events', registers}),
     classContainers: new Gauge({help: 'Running containers holding the class', labelNames: ['class'], name: 'nfdctl_agent_class_containers', registers}),
     classDevices: new Gauge({help: 'Devices of the class present on this node', labelNames: ['class'], name: 'nfdctl_agent_class_devices', registers}),
-    errors: new Counter({help: 'Errors by kind: containerd, cgroup, pod-resources, status, state, events, unsupported-cgroup', labelNames: ['kind'], name: 'nfdctl_agent_errors_total', registers}),
+    errors: new Counter({
+      help: 'Errors by kind: containerd, cgroup, pod-resources, status, state, events, unsupported-cgroup, container-root',
+      labelNames: ['kind'],
+      name: 'nfdctl_agent_errors_total',
+      registers,
+    }),
     invalidClasses: new Gauge({help: 'Cluster DeviceClasses whose spec is invalid (condition Valid=False)', name: 'nfdctl_agent_invalid_classes', registers}),
     refusedDevices: new Gauge({
       help: 'Devices a class matches on this node but serves to nobody, by reason: ExclusiveOverlap, DuplicateIdentity, HostCritical',

@@ -71,7 +71,16 @@ export class ContainerReconciler {
     seen.settled = undefined
     try {
       const devVerdict = seen.devVerdict?.pid === work.pid ? seen.devVerdict.verdict : undefined
-      const handle = await ContainerHandle.open(container, work.pid, {devVerdict, hasDeviceProgram, mode: this.options.cgroupMode})
+      const handle = await ContainerHandle.open(container, work.pid, {devVerdict, hasDeviceProgram, mode: this.options.cgroupMode, rootVerdict: seen.rootVerdict})
+      seen.rootVerdict = handle.rootVerdict
+      if (handle.rootProblem !== undefined && work.asked && !seen.rootTold) {
+        seen.rootTold = true
+        this.options.metrics.errors.inc({kind: 'container-root'})
+        this.#log.warn(
+          {container: container.id, err: handle.rootProblem, pod: `${request.namespace}/${request.pod}`},
+          'no device node is made in the container: its root is not its own; its device rules still follow its classes',
+        )
+      }
       try {
         const {asPlanned, holds} = await this.#reconcileHandle(handle, work, plan, seen)
         seen.gone = false
@@ -177,6 +186,10 @@ interface Seen {
    * mount and unmount on the node, so it is done once per container process.
    */
   devVerdict?: {readonly pid: number; readonly verdict: NonNullable<ContainerHandleOptions['devVerdict']>}
+  /** Its rootfs on the host (or why it was not found) and the verdict on its root: mount tables read once. */
+  rootVerdict?: ContainerHandleOptions['rootVerdict']
+  /** Its root is not its rootfs: told once. */
+  rootTold?: boolean
   /**
    * It was found exactly as planned, and what that plan was made of (settledKey): the same plan again, with no
    * containerd event of it since, is not looked at. Its cgroup and /proc files take the kernel's cgroup lock,

@@ -1,6 +1,7 @@
 import {closeRoot, openRoot, type RootDir} from '../sys/path-inside.js'
 import {PinnedProcess, ProcessGoneError} from '../sys/pidfd.js'
 import type {RuntimeContainer} from './containerd-client.js'
+import {judgeRoot, type RootVerdict} from './container-rootfs.js'
 import {CgroupMismatchError, cgroupOfSpec, deviceControlOf, type DeviceControl, type DeviceControlOptions} from './device-cgroup.js'
 
 /**
@@ -25,13 +26,17 @@ export interface ContainerHandleOptions extends Omit<DeviceControlOptions, 'cont
   readonly pidfd?: boolean
   /** What an earlier handle of the same process found of its /dev (judged again if its /dev is another mount). */
   readonly devVerdict?: RootDir['devVerdict']
+  /** What an earlier handle of the same container found of its root (ContainerHandle.rootVerdict). */
+  readonly rootVerdict?: RootVerdict
 }
 
 /**
  * One running container, pinned while its devices change: its init process (a pidfd), its root directory
  * (one O_PATH fd, which device nodes are made beneath) and its device cgroup, found from that process and
  * checked against the container's own (its OCI spec's linux.cgroupsPath, or its id where the spec names
- * none). Everything is read through /proc/<pid> and then the process is checked to be still running, so it
+ * none). The root is checked to be the top of the container's rootfs as containerd mounted it on the host: a
+ * process can chroot into a volume, and a device node made there would land on the host's disk (rootProblem
+ * says so). Everything is read through /proc/<pid> and then the process is checked to be still running, so it
  * was read from that process and no later one with its PID. Close it when done.
  */
 export class ContainerHandle {
@@ -42,7 +47,14 @@ export class ContainerHandle {
     readonly root: RootDir,
     readonly control: DeviceControl,
     readonly process: PinnedProcess,
+    /** The container's rootfs and the verdict on `root` (kept for the next handle of the container). */
+    readonly rootVerdict: RootVerdict,
   ) {}
+
+  /** Why `root` is not the container's rootfs, so that no device node may be made beneath it; undefined when it is. */
+  get rootProblem(): string | undefined {
+    return this.rootVerdict.judged.problem
+  }
 
   get pid(): number {
     return this.process.pid
@@ -64,8 +76,10 @@ export class ContainerHandle {
       const control = await deviceControlOf(pid, {...options, container: {cgroup, id: container.id}})
       root = openRoot(`/proc/${pid}/root`, {openat2: options.openat2})
       root.devVerdict = options.devVerdict
+      // The fd is checked, not the path: what the process does with its root later does not move the fd.
+      const rootVerdict = judgeRoot(container.id, pid, root.fd, options.rootVerdict)
       if (!pinned.isRunning()) throw new ContainerGoneError(container.id, pid, 'exited while its cgroup and root were looked up')
-      return new ContainerHandle(container.id, root, control, pinned)
+      return new ContainerHandle(container.id, root, control, pinned, rootVerdict)
     } catch (error) {
       if (root !== undefined) closeRoot(root)
       const running = pinned.isRunning()

@@ -96,7 +96,7 @@ function makedev(major: number, minor: number): bigint {
 }
 
 /** glibc's major() and minor(), as mountinfo writes them. */
-function majorMinor(dev: bigint): string {
+export function majorMinor(dev: bigint): string {
   const major = ((dev >> 8n) & 0xfffn) | ((dev >> 32n) & ~0xfffn)
   const minor = (dev & 0xffn) | ((dev >> 12n) & ~0xffn)
   return `${major}:${minor}`
@@ -156,7 +156,7 @@ function withRoot<T>(root: RootDir | string, work: (root: RootDir) => T): T {
 }
 
 /** The mount id of an fd (mountinfo's first field): statx (Linux 5.8), else the fd's fdinfo. */
-function mountIdOf(fd: number): bigint {
+export function mountIdOf(fd: number): bigint {
   const buffer = Buffer.alloc(256) // struct statx
   const result = Number(sys.syscall(sysStatx, 'int', fd, 'const char *', '', 'int', AT_EMPTY_PATH, 'unsigned int', STATX_MNT_ID, 'void *', buffer))
   if (result === 0 && (buffer.readUInt32LE(0) & STATX_MNT_ID) !== 0) return buffer.readBigUInt64LE(144)
@@ -213,7 +213,7 @@ function judgeDev(root: RootDir, devFd: number, devMount: bigint): string | unde
 }
 
 /** mountinfo writes space, tab, newline and backslash as octal escapes. */
-function unescapeMountPath(path: string): string {
+export function unescapeMountPath(path: string): string {
   return path.replaceAll(/\\([0-7]{3})/g, (_, octal: string) => String.fromCodePoint(Number.parseInt(octal, 8)))
 }
 
