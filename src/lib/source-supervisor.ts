@@ -1,6 +1,6 @@
 import {errorMessage, ExitCode, NfdctlError} from './errors.js'
 import {noopLogger, type Logger} from './observe/logger.js'
-import {describeSource, isUp, retryDelayMs, sourceFailed, sourceUp, startingSource, type SourceState, type SupervisionPolicy} from './source-health.js'
+import {describeSource, retryDelayMs, sourceFailed, sourceUp, startingSource, type SourceState, type SupervisionPolicy} from './source-health.js'
 
 /**
  * A source restarted on this node's own resources (a socket, a file): 1 s doubling to 30 s, given up on after
@@ -140,6 +140,6 @@ export class SourceSupervisor {
         () => this.#up(name, source),
         (restartError: unknown) => this.#failed(name, source, errorMessage(restartError)),
       )
-    }, delay)
+    }, delay).unref() // the sources keep the process alive, not their restarts
   }
 }

@@ -10,17 +10,20 @@ import {createAgentMetrics} from '../../lib/agent/agent-metrics.js'
 import {agentOptionsFrom} from '../../lib/agent/agent-options.js'
 import {ClassStore} from '../../lib/agent/class-store.js'
 import {GrantRecord} from '../../lib/agent/grant-record.js'
+import {checkHost} from '../../lib/agent/host-check.js'
 import {NodeAgent} from '../../lib/agent/node-agent.js'
+import {lockStateDir} from '../../lib/agent/state-dir-lock.js'
 import {loadClassFiles} from '../../lib/devices/class-file.js'
 import {OwnedDevices} from '../../lib/devices/owned-devices.js'
-import {errorMessage} from '../../lib/errors.js'
 import {DraDriver} from '../../lib/dra/dra-driver.js'
+import {errorMessage, ExitCode} from '../../lib/errors.js'
 import {createDraMetrics} from '../../lib/dra/dra-metrics.js'
 import {openCluster} from '../../lib/kube/connect.js'
 import {HealthServer} from '../../lib/observe/health-server.js'
 import {createLogger} from '../../lib/observe/logger.js'
 import {Registry} from '../../lib/observe/prometheus.js'
 import {ContainerdClient} from '../../lib/runtime/containerd-client.js'
+import {SourceSupervisor} from '../../lib/source-supervisor.js'
 
 export default class DevicesAgent extends NfdctlCommand {
   static override description =
@@ -57,6 +60,10 @@ Containers ask by resource limit devices.nfdctl.io/<class> (the agent also serve
       default: '/var/lib/nfdctl/agent',
       description: "where the node's classes (for a start without the API server) and the devices granted to containers (taken back after a restart) are kept",
     }),
+    'wait-for-lock': Flags.boolean({
+      description:
+        'when another agent holds --state-dir, wait until it exits and then start (a DaemonSet update with maxSurge; /readyz answers 200 meanwhile, so the old pod is replaced), instead of exiting 1',
+    }),
     workers: Flags.integer({default: 4, description: 'containers updated in parallel'}),
     ...nodeFlags,
     ...pluginFlags,
@@ -70,9 +77,20 @@ Containers ask by resource limit devices.nfdctl.io/<class> (the agent also serve
     const log = createLogger({base: {component: 'agent', node: nodeName}, format: options.logFormat, level: options.logLevel})
 
     const fileClasses = await loadClassFiles(flags['class-file'] ?? [])
-    const {client} = await openCluster({context: flags.context, kubeconfig: flags.kubeconfig}, {burst: 20, qps: 50})
-
+    const stateDir = flags['state-dir']
+    const host = await checkHost({containerdAddress: flags['containerd-address']})
+    if (typeof host.pidNamespace === 'object') log.warn({err: host.pidNamespace.unknown}, "containerd does not answer: whether the agent runs in the host's PID namespace is not checked")
     const registry = new Registry()
+    // Waiting for the lock, the agent is ready: a maxSurge update deletes the old pod only once the new one is.
+    let readiness = (): {ready: boolean; reason: string} => ({ready: true, reason: `standby: waiting for the lock on ${stateDir}`})
+    const health = new HealthServer({host: options.metricsHost, port: options.metricsPort, readiness: () => readiness(), registry})
+    if (options.metricsPort > 0) await health.start()
+    const lock = await lockStateDir(stateDir, this.signal, {
+      onWaiting: (holder) => log.warn({holder, stateDir}, 'another agent holds the state directory; waiting for it to exit (--wait-for-lock)'),
+      wait: flags['wait-for-lock'],
+    })
+    const {client} = await openCluster({context: flags.context, kubeconfig: flags.kubeconfig}, {burst: 20, qps: 50})
+    const supervisor = new SourceSupervisor({logger: log})
     const metrics = createAgentMetrics(registry)
     const containerd = new ContainerdClient({address: flags['containerd-address'], namespace: flags['containerd-namespace']})
     const classStore = new ClassStore({
@@ -81,9 +99,9 @@ Containers ask by resource limit devices.nfdctl.io/<class> (the agent also serve
       logger: log,
       nodeName,
       onPersistError: () => metrics.errors.inc({kind: 'state'}),
-      stateDir: flags['state-dir'],
+      stateDir,
     })
-    const owned = new OwnedDevices({stateDir: flags['state-dir']})
+    const owned = new OwnedDevices({stateDir})
     const onOwnedError = (error: unknown): void => {
       metrics.errors.inc({kind: 'state'})
       log.error({err: errorMessage(error), file: owned.file}, "cannot record the node's class device numbers; kubelet's Allocate and DRA's prepare are refused until it can")
@@ -104,7 +122,8 @@ Containers ask by resource limit devices.nfdctl.io/<class> (the agent also serve
           nodeName,
           beforePrepare: () => owned.saved(),
           onClaimsChanged: () => agentRef?.changed('claims changed'),
-          stateDir: flags['state-dir'],
+          stateDir,
+          supervisor,
         })
       : undefined
     const agent = new NodeAgent({
@@ -114,7 +133,7 @@ Containers ask by resource limit devices.nfdctl.io/<class> (the agent also serve
       containerd,
       devices: scanner,
       dra,
-      grants: new GrantRecord({stateDir: flags['state-dir']}),
+      grants: new GrantRecord({stateDir}),
       logger: log,
       maxWaitMs: options.maxWaitMs,
       members,
@@ -124,19 +143,26 @@ Containers ask by resource limit devices.nfdctl.io/<class> (the agent also serve
       plugins,
       podResourcesSocket: flags['pod-resources-socket'],
       quietMs: options.quietMs,
+      supervisor,
       workers: options.workers,
     })
     agentRef = agent
-    const health = new HealthServer({host: options.metricsHost, port: options.metricsPort, readiness: () => agent.status(), registry})
-    if (options.metricsPort > 0) await health.start()
-    log.info({containerd: flags['containerd-address'], dra: flags.dra, metricsPort: options.metricsPort, stateDir: flags['state-dir']}, 'devices agent starting')
+    readiness = () => agent.status()
+    log.info({containerd: flags['containerd-address'], dra: flags.dra, metricsPort: options.metricsPort, stateDir}, 'devices agent starting')
     await agent.start(this.signal)
-    await untilAborted(this.signal)
-    log.info({reason: this.signal.reason instanceof Error ? this.signal.reason.message : String(this.signal.reason)}, 'shutting down; granted access stays')
+    const ended = AbortSignal.any([this.signal, supervisor.fatal])
+    await untilAborted(ended)
+    supervisor.stop()
+    if (supervisor.fatal.aborted) {
+      // One line naming the source and its last error; exit 1, and the DaemonSet starts a new agent.
+      log.error({err: errorMessage(supervisor.fatal.reason)}, 'a source cannot come back; exiting 1, granted access stays')
+      process.exitCode = ExitCode.failed
+    } else log.info({reason: errorMessage(this.signal.reason)}, 'shutting down; granted access stays')
     await agent.stop()
     await health.stop()
     containerd.close()
     client.close()
+    lock.release()
     log.info({}, 'stopped')
   }
 }

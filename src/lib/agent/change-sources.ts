@@ -6,6 +6,7 @@ import type {Logger} from '../observe/logger.js'
 import type {DraDriver} from '../dra/dra-driver.js'
 import type {PluginSet} from '../plugins/plugin-set.js'
 import type {ContainerdClient, RuntimeContainer} from '../runtime/containerd-client.js'
+import type {SourceReport, SourceSupervisor} from '../source-supervisor.js'
 import type {AgentMetrics} from './agent-metrics.js'
 import {containerRequests, criLabels, podCodec, type NodePod} from './container-access.js'
 import {ContainerdFollower} from './containerd-follower.js'
@@ -25,6 +26,8 @@ export interface ChangeSourcesOptions {
   readonly metrics: AgentMetrics
   /** Something that can change a container's access happened (named for the logs). */
   readonly onChange: (what: string) => void
+  /** Restarts the uevent socket when it fails, and is told how containerd and the API server's watches fare. */
+  readonly supervisor: SourceSupervisor
 }
 
 /** What runs now. */
@@ -49,12 +52,17 @@ export class ChangeSources {
   readonly #pods: Informer<NodePod>
   readonly #namespaces: MetadataInformer
   readonly #containerd: ContainerdFollower
+  readonly #uevents: SourceReport
 
   constructor(readonly options: ChangeSourcesOptions) {
-    const {client, logger, members, metrics, onChange, plugins} = options
+    const {client, logger, members, metrics, onChange, plugins, supervisor} = options
+    // A new socket and a rescan: what changed while the agent was deaf arrives as add and remove events.
+    this.#uevents = supervisor.restartable('uevents', () => this.#watcher.reopen())
+    const connection = (report: SourceReport) => (connected: boolean, error?: unknown) => (connected ? report.up() : report.failed(error))
     this.#watcher = new DeviceWatcher({
       coalesceChanges: true,
       logger,
+      onError: (error) => this.#uevents.failed(error),
       source: options.devices,
       onEvent: ({action, device}) => {
         const touched = members.deviceEvent(action, device)
@@ -71,6 +79,7 @@ export class ChangeSources {
         fieldSelector: `spec.nodeName=${options.nodeName}`,
         logger,
         onChanged: (pod, previous) => this.#podChanged(pod, previous),
+        onConnection: connection(supervisor.followed('API server (pods)')),
         onDeleted: (pod) => onChange(`pod ${pod.metadata.namespace}/${pod.metadata.name} deleted`),
         pageSize: 500,
         resource: podsResource,
@@ -80,6 +89,7 @@ export class ChangeSources {
     this.#namespaces = new MetadataInformer({
       client,
       logger,
+      onConnection: connection(supervisor.followed('API server (namespaces)')),
       onDeleted: (ns) => onChange(`namespace ${ns.name} deleted`),
       pageSize: 500,
       resource: namespacesResource,
@@ -87,7 +97,7 @@ export class ChangeSources {
         if (ns === undefined || previous === undefined || JSON.stringify(ns.labels ?? {}) !== JSON.stringify(previous.labels ?? {})) onChange(`namespace ${ns?.name ?? 'list'}`)
       },
     })
-    this.#containerd = new ContainerdFollower({containerd: options.containerd, logger, metrics, onChange})
+    this.#containerd = new ContainerdFollower({connection: supervisor.followed('containerd'), containerd: options.containerd, logger, metrics, onChange})
   }
 
   /** The node's pods and the namespaces are listed: only then can a batch judge who asks for what. */
@@ -95,11 +105,10 @@ export class ChangeSources {
     return this.#pods.synced && this.#namespaces.synced
   }
 
-  /** Why the agent is not ready yet, as far as its sources go; undefined when they are. */
+  /** Why the agent cannot judge who asks for what yet; undefined once it can (the supervisor tells the rest). */
   notReady(): string | undefined {
     if (!this.#pods.synced) return 'pods not listed yet'
     if (!this.#namespaces.synced) return 'namespaces not listed yet'
-    if (!this.#containerd.connected) return 'containerd not connected'
     return undefined
   }
 
@@ -127,6 +136,7 @@ export class ChangeSources {
     await this.#watcher.start(signal, (devices) => {
       for (const device of devices) this.options.members.deviceEvent('add', device)
     })
+    this.#uevents.up()
   }
 
   /** The API server and containerd, which may answer later: their first lists are changes of their own. */

@@ -16,6 +16,8 @@ export interface ContainerReconcilerOptions {
   readonly grants: GrantRecord
   readonly logger: Logger
   readonly metrics: AgentMetrics
+  /** A container was skipped: its process is gone or not its own (every time, for the agent's readiness). */
+  readonly onSkipped?: (error: ContainerGoneError) => void
 }
 
 /** What a batch knows of the node's classes and devices, the same for every container. */
@@ -93,6 +95,7 @@ export class ContainerReconciler {
       }
     } catch (error) {
       if (!(error instanceof ContainerGoneError)) throw error
+      this.options.onSkipped?.(error)
       if (!seen.gone) {
         seen.gone = true
         this.#log.warn({container: container.id, err: error.message, pod: `${request.namespace}/${request.pod}`}, 'container skipped: its process is gone or not its own; the next batch looks again')

@@ -4,6 +4,7 @@ import {Backoff} from '../backoff.js'
 import {errorMessage} from '../errors.js'
 import type {Logger} from '../observe/logger.js'
 import type {ContainerdClient, RuntimeContainer, RuntimeEvent} from '../runtime/containerd-client.js'
+import type {SourceReport} from '../source-supervisor.js'
 import type {AgentMetrics} from './agent-metrics.js'
 
 export interface ContainerdFollowerOptions {
@@ -12,6 +13,8 @@ export interface ContainerdFollowerOptions {
   readonly metrics: AgentMetrics
   /** A container or task changed, or the stream (re)connected and the running tasks were listed again. */
   readonly onChange: (what: string) => void
+  /** Told when the connection is made or lost (the agent's readiness). */
+  readonly connection?: SourceReport
 }
 
 /** The events that can change which containers run: an exec's exit (payload id is the exec id) does not. */
@@ -152,8 +155,11 @@ export class ContainerdFollower {
     if (this.#connected === up) return
     this.#connected = up
     const {address} = this.options.containerd.options
-    if (up) this.options.logger.info({address}, 'containerd connected')
-    else {
+    if (up) {
+      this.options.logger.info({address}, 'containerd connected')
+      this.options.connection?.up()
+    } else {
+      this.options.connection?.failed(error ?? new Error('connection lost'))
       this.options.metrics.errors.inc({kind: 'containerd'})
       this.options.logger.warn({address, err: error?.message}, 'containerd connection lost; retrying with back-off')
     }

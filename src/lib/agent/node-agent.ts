@@ -10,10 +10,12 @@ import type {DraDriver} from '../dra/dra-driver.js'
 import type {PluginSet} from '../plugins/plugin-set.js'
 import type {ContainerdClient} from '../runtime/containerd-client.js'
 import type {CgroupMode} from '../runtime/device-cgroup.js'
+import type {SourceSupervisor} from '../source-supervisor.js'
 import type {AgentMetrics} from './agent-metrics.js'
 import {ChangeSources} from './change-sources.js'
 import type {ClassStore, ClassView} from './class-store.js'
 import {ContainerReconciler} from './container-reconciler.js'
+import {afterBatch, grantProblem, healthyGrants, type GrantHealth} from './grant-health.js'
 import type {GrantRecord} from './grant-record.js'
 import {NodeReconciler} from './node-reconciler.js'
 import {PodEvents} from './pod-events.js'
@@ -46,6 +48,8 @@ export interface NodeAgentOptions {
   readonly owned: OwnedDevices
   readonly logger: Logger
   readonly metrics: AgentMetrics
+  /** Owns the restarts of the agent's sources and says which are down (/readyz). */
+  readonly supervisor: SourceSupervisor
 }
 
 /**
@@ -64,11 +68,14 @@ export class NodeAgent {
   #classNames = ''
   /** DRA classes that no driver serves (the agent runs without --dra), said once per set. */
   #unservedDra = ''
+  #grants: GrantHealth = healthyGrants
 
   constructor(readonly options: NodeAgentOptions) {
     const {client, logger, metrics, nodeName} = options
     this.#log = logger
     const changed = (what: string): void => this.#batcher.add(what)
+    // Containers skipped in the running batch (their process gone or not their own): failures for readiness.
+    let skipped: {count: number; last?: string} = {count: 0}
     this.#sources = new ChangeSources({...options, onChange: changed})
     this.#events = new PodEvents({client, logger, nodeName, onError: () => metrics.errors.inc({kind: 'events'})})
     this.#status = new StatusReporter({client, logger, metrics, nodeName, retry: () => changed('status retry')})
@@ -85,7 +92,19 @@ export class NodeAgent {
       notices: new RefusalNotices({events: this.#events, logger, metrics}),
       podResourcesSocket: options.podResourcesSocket,
       pods: () => this.#sources.pods(),
-      reconciler: new ContainerReconciler({cgroupMode: options.cgroupMode, grants: options.grants, logger, metrics}),
+      outcome: (outcome) => {
+        const gone = skipped
+        skipped = {count: 0}
+        const failed = outcome.failed + gone.count
+        this.#setGrants(afterBatch(this.#grants, {failed, lastError: outcome.lastError ?? gone.last, succeeded: outcome.succeeded - gone.count}))
+      },
+      reconciler: new ContainerReconciler({
+        cgroupMode: options.cgroupMode,
+        grants: options.grants,
+        logger,
+        metrics,
+        onSkipped: (error) => (skipped = {count: skipped.count + 1, last: error.message}),
+      }),
       status: this.#status,
       workers: options.workers,
     })
@@ -111,11 +130,16 @@ export class NodeAgent {
     })
   }
 
+  /** Ready while every source is up, the servers are registered and grants work; else the reason lists what is not. */
   status(): {ready: boolean; reason: string} {
     const waiting = this.#sources.notReady()
     if (waiting !== undefined) return {ready: false, reason: waiting}
-    const servers = [this.options.plugins.status(), ...(this.options.dra === undefined ? [] : [this.options.dra.status()])]
-    return {ready: servers.every((s) => s.ready), reason: servers.map((s) => s.reason).join('; ')}
+    const parts = [this.options.supervisor.status(), this.options.plugins.status(), ...(this.options.dra === undefined ? [] : [this.options.dra.status()])]
+    const grants = grantProblem(this.#grants)
+    if (grants !== undefined) parts.unshift({ready: false, reason: grants})
+    const notReady = parts.filter((p) => !p.ready)
+    if (notReady.length > 0) return {ready: false, reason: notReady.map((p) => p.reason).join('; ')}
+    return {ready: true, reason: parts.map((p) => p.reason).join('; ')}
   }
 
   /** Classes first (from the cluster, or persisted when it does not answer), then devices, the plugins, pods and containerd. */
@@ -161,6 +185,15 @@ export class NodeAgent {
     await this.#status.stop()
     await this.options.plugins.stop()
     await this.options.dra?.stop()
+  }
+
+  /** Said once when grants start and stop failing. */
+  #setGrants(health: GrantHealth): void {
+    const before = grantProblem(this.#grants)
+    this.#grants = health
+    const now = grantProblem(health)
+    if (now !== undefined && before === undefined) this.#log.error({err: health.lastError, failingBatches: health.failingBatches}, 'grants keep failing; /readyz says not ready until one succeeds')
+    if (now === undefined && before !== undefined) this.#log.info({}, 'grants work again')
   }
 
   /** Every present device is placed in the new classes, and the plugins follow. */

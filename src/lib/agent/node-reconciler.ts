@@ -37,6 +37,8 @@ export interface NodeReconcilerOptions {
   readonly status: StatusReporter
   readonly logger: Logger
   readonly metrics: AgentMetrics
+  /** How the batch's containers fared (those changed or checked; the ones whose allocation is unknown are not counted). */
+  readonly outcome?: (outcome: {succeeded: number; failed: number; lastError?: string}) => void
 }
 
 /**
@@ -119,6 +121,7 @@ export class NodeReconciler {
     const holding = new Map<string, number>()
     const node = {classes, knownCount: members.knownCount, touchedAt, known: (id: string) => members.known(id), members: members.all()}
     const limit = pLimit(Math.max(1, this.options.workers))
+    const outcome: {succeeded: number; failed: number; lastError?: string} = {failed: 0, succeeded: 0}
     await Promise.all(
       admitted.map((w) =>
         limit(async () => {
@@ -130,13 +133,17 @@ export class NodeReconciler {
           try {
             // Still holding class devices (a revoke that failed): looked at again in the next batch.
             if (await reconciler.reconcile(w, node, allocated)) mayHold.add(container.id)
+            outcome.succeeded++
           } catch (error) {
+            outcome.failed++
+            outcome.lastError = errorMessage(error)
             mayHold.add(container.id)
             logger.warn({container: container.id, err: errorMessage(error), pod: `${request.namespace}/${request.pod}`}, "could not update a container's devices")
           }
         }),
       ),
     )
+    this.options.outcome?.(outcome)
     const refused = members.refusals()
     this.options.notices.tellDevices(refused, classes)
     this.options.status.report({classes, holding, invalid: view.invalid, members: node.members, refused})

@@ -41,7 +41,7 @@ export interface DeviceWatcherOptions {
  */
 export class DeviceWatcher {
   readonly devices = new Map<string, Device>()
-  readonly #socket: NetlinkUeventSocket
+  #socket: NetlinkUeventSocket
   readonly #log: Logger
   #queue: Promise<void> = Promise.resolve()
   #rescanQueued = false
@@ -50,33 +50,7 @@ export class DeviceWatcher {
 
   constructor(readonly options: DeviceWatcherOptions) {
     this.#log = options.logger ?? noopLogger
-    this.#socket = new NetlinkUeventSocket(
-      {
-        onDatagram: (datagram) => {
-          const event = parseUevent(datagram)
-          if (!event) return
-          // A storm of `change` events for one device needs one sysfs read, not one each: a change still
-          // queued for the same device reads the latest state when its turn comes.
-          if (event.action === 'change' && options.coalesceChanges) {
-            const key = event.devPath
-            if (this.#changesQueued.has(key)) return
-            this.#changesQueued.add(key)
-            this.#enqueue(() => {
-              this.#changesQueued.delete(key)
-              return this.#handle(event)
-            })
-            return
-          }
-          this.#enqueue(() => this.#handle(event))
-        },
-        onError: (error) => {
-          this.#log.error({err: errorMessage(error)}, 'uevent socket failed; no more device events')
-          this.options.onError?.(error)
-        },
-        onOverflow: () => this.#rescan(),
-      },
-      options.receiveBufferBytes,
-    )
+    this.#socket = this.#newSocket()
   }
 
   /**
@@ -104,11 +78,60 @@ export class DeviceWatcher {
     return initial
   }
 
+  /**
+   * After the socket failed (onError): listens on a new one, then rescans, and the differences from what
+   * was known become add and remove events, as after an overflow. Rejects when the new socket cannot be opened.
+   */
+  async reopen(): Promise<void> {
+    if (this.#stopped) return
+    await this.#socket.stop()
+    const socket = this.#newSocket()
+    await socket.start()
+    if (this.#stopped) {
+      await socket.stop()
+      return
+    }
+    this.#socket = socket
+    this.#rescan('the uevent socket was opened again')
+  }
+
   /** Closes the socket and waits for queued events. Idempotent. */
   async stop(): Promise<void> {
     this.#stopped = true
     await this.#socket.stop()
     await this.#queue
+  }
+
+  #newSocket(): NetlinkUeventSocket {
+    const {options} = this
+    return new NetlinkUeventSocket(
+      {
+        onDatagram: (datagram) => {
+          const event = parseUevent(datagram)
+          if (!event) return
+          // A storm of `change` events for one device needs one sysfs read, not one each: a change still
+          // queued for the same device reads the latest state when its turn comes.
+          if (event.action === 'change' && options.coalesceChanges) {
+            const key = event.devPath
+            if (this.#changesQueued.has(key)) return
+            this.#changesQueued.add(key)
+            this.#enqueue(() => {
+              this.#changesQueued.delete(key)
+              return this.#handle(event)
+            })
+            return
+          }
+          this.#enqueue(() => this.#handle(event))
+        },
+        onError: (error) => {
+          // An owner that handles the failure says what it does about it.
+          if (options.onError === undefined) this.#log.error({err: errorMessage(error)}, 'uevent socket failed; no more device events')
+          else options.onError(error)
+        },
+        onOverflow: () => this.#rescan(),
+      },
+      options.receiveBufferBytes,
+    )
   }
 
   #enqueue(task: () => Promise<void>): void {
@@ -134,10 +157,10 @@ export class DeviceWatcher {
     this.options.onEvent({action: event.action, device})
   }
 
-  #rescan(): void {
+  #rescan(why = 'uevents were lost (receive buffer overflow)'): void {
     if (this.#rescanQueued) return
     this.#rescanQueued = true
-    this.#log.warn({}, 'uevents were lost (receive buffer overflow); rescanning all devices')
+    this.#log.warn({}, `${why}; rescanning all devices`)
     this.#enqueue(async () => {
       this.#rescanQueued = false
       const now = await this.options.source.scanAll()

@@ -4,6 +4,7 @@ import {isStatus} from '../kube/api-error.js'
 import {MetadataInformer} from '../kube/informer.js'
 import type {KubeClient} from '../kube/kube-client.js'
 import type {Logger} from '../observe/logger.js'
+import {followPolicy, SourceSupervisor, type SourceReport} from '../source-supervisor.js'
 import {classAttribute, draDriver} from './resource-slices.js'
 
 const suffix = `.${draDriver}`
@@ -66,6 +67,11 @@ export interface DraDeviceClassesOptions {
    * without the API server): only then are DeviceClasses of other classes deleted.
    */
   readonly complete?: () => boolean
+  /**
+   * Retries a failed sync with the shared back-off and shows it on /readyz while it fails; never gives up on
+   * it (only the API server can bring it back). Default: one of its own.
+   */
+  readonly supervisor?: SourceSupervisor
 }
 
 /**
@@ -81,8 +87,11 @@ export class DraDeviceClasses {
   #last: readonly DeviceClass[] | undefined
   readonly #informer: MetadataInformer
   #retry: NodeJS.Timeout | undefined
+  readonly #health: SourceReport
+  #stopped = false
 
   constructor(readonly options: DraDeviceClassesOptions) {
+    this.#health = (options.supervisor ?? new SourceSupervisor({logger: options.logger})).restartable('resource.k8s.io DeviceClasses', () => this.#run(this.#last ?? []), followPolicy)
     this.#informer = new MetadataInformer({
       client: options.client,
       logger: options.logger,
@@ -104,6 +113,7 @@ export class DraDeviceClasses {
   }
 
   async stop(): Promise<void> {
+    this.#stopped = true
     clearTimeout(this.#retry)
     await this.#informer.stop()
     await this.#queue
@@ -112,16 +122,21 @@ export class DraDeviceClasses {
   /** Brings the cluster's resource.k8s.io DeviceClasses in step with these classes (the cluster's valid ones). */
   sync(classes: readonly DeviceClass[]): Promise<void> {
     this.#last = classes
-    this.#queue = this.#queue
-      .then(() => this.#sync(classes))
-      .catch((error: unknown) => {
-        this.options.onError()
-        this.options.logger.warn({err: errorMessage(error)}, 'cannot update the resource.k8s.io DeviceClasses; trying again in 10 s')
-        this.#applied.clear()
-        clearTimeout(this.#retry)
-        this.#retry = setTimeout(() => void this.sync(this.#last ?? classes), 10_000).unref()
-      })
-    return this.#queue
+    return this.#run(classes).then(
+      () => this.#health.up(),
+      (error: unknown) => this.#health.failed(error),
+    )
+  }
+
+  /** One sync after the ones queued; rejects when it fails (the supervisor then retries the latest classes). */
+  #run(classes: readonly DeviceClass[]): Promise<void> {
+    const run = this.#queue.then(() => (this.#stopped ? undefined : this.#sync(classes)))
+    // Logged by the supervisor, once per outage.
+    this.#queue = run.catch(() => {
+      this.options.onError()
+      this.#applied.clear()
+    })
+    return run
   }
 
   async #sync(classes: readonly DeviceClass[]): Promise<void> {

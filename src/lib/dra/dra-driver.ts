@@ -8,6 +8,7 @@ import {isStatus} from '../kube/api-error.js'
 import type {KubeClient} from '../kube/kube-client.js'
 import type {Logger} from '../observe/logger.js'
 import type {RuntimeContainer} from '../runtime/containerd-client.js'
+import type {SourceReport, SourceSupervisor} from '../source-supervisor.js'
 import {claimCdiSpec, parseClaimMarker, removeClaimCdi, writeClaimCdi} from './claim-cdi.js'
 import {prepareClaim, type ResourceClaimObject} from './claim-preparation.js'
 import {ClaimStatusWriter} from './claim-status-writer.js'
@@ -41,6 +42,8 @@ export interface DraDriverOptions {
   readonly onClaimsChanged: () => void
   /** Awaited before a claim's CDI spec is written: its device numbers are recorded as the agent's (OwnedDevices.saved). */
   readonly beforePrepare?: () => Promise<void>
+  /** Serves the plugin sockets again with back-off when they cannot be (given up on: the agent exits 1), and retries the DeviceClasses. */
+  readonly supervisor: SourceSupervisor
 }
 
 /**
@@ -58,6 +61,7 @@ export class DraDriver {
   readonly #server: DraPluginServer
   readonly #claims: PreparedClaims
   readonly #status: ClaimStatusWriter
+  readonly #sockets: SourceReport
   #devices: NodeDevices = {byName: new Map(), devices: [], dropped: new Map()}
   /** Devices of prepared claims that are on the node but out of their class (a class edit), not unplugged. */
   #outsideClass: ReadonlySet<string> = new Set()
@@ -85,7 +89,13 @@ export class DraDriver {
       onError: () => metrics.errors.inc({kind: 'slices'}),
       onPublished: (devices) => metrics.publishedDevices.set(devices.length),
     })
-    this.#deviceClasses = new DraDeviceClasses({client, complete: options.clusterListed, logger: this.#log, onError: () => metrics.errors.inc({kind: 'deviceclasses'})})
+    this.#deviceClasses = new DraDeviceClasses({
+      client,
+      complete: options.clusterListed,
+      logger: this.#log,
+      onError: () => metrics.errors.inc({kind: 'deviceclasses'}),
+      supervisor: options.supervisor,
+    })
     this.#claims = new PreparedClaims(options.stateDir)
     this.#status = new ClaimStatusWriter(
       client,
@@ -111,6 +121,12 @@ export class DraDriver {
       pluginDir: join(options.kubeletDir, 'plugins', draDriver),
       registrationDir: join(options.kubeletDir, 'plugins_registry'),
     })
+    // In the same queue as the directory checks: two serve() at once would close each other's sockets.
+    this.#sockets = options.supervisor.restartable('DRA plugin sockets', () => {
+      const serving = this.#checking.then(() => this.#serve())
+      this.#checking = serving.catch(() => {})
+      return serving
+    })
   }
 
   /** Loads the prepared claims, publishes the pool, then serves kubelet (which may call at once). */
@@ -130,6 +146,7 @@ export class DraDriver {
     void this.#slices.start(signal).synced.then(() => this.#forgetGoneClaims())
     this.classesChanged()
     await this.#server.serve()
+    this.#sockets.up()
     // kubelet does not remove our sockets, but an operator or a wiped directory may.
     for (const dir of [join(this.options.kubeletDir, 'plugins_registry'), join(this.options.kubeletDir, 'plugins', draDriver)]) {
       const watcher = watch(dir, () => void this.#check())
@@ -396,18 +413,28 @@ export class DraDriver {
     } else this.#log.warn({err: error}, `DRA driver ${draDriver}: kubelet refused the registration`)
   }
 
-  /** Serves again when our sockets are gone. */
+  /** Serves again when our sockets are gone; one that cannot be served is the supervisor's to retry. */
   #check(): Promise<void> {
     this.#checking = this.#checking.then(async () => {
       if (this.#stopped || (await this.#server.isServing())) return
       this.#log.info({socket: this.#server.registrationSocket}, 'our plugin sockets are gone; serving again')
-      this.#registered = undefined
-      await this.#server.serve().catch((error: unknown) => {
-        this.options.metrics.errors.inc({kind: 'serve'})
-        this.#log.error({err: errorMessage(error)}, 'cannot serve the DRA plugin')
-      })
+      await this.#serve().then(
+        () => this.#sockets.up(),
+        (error: unknown) => this.#sockets.failed(error),
+      )
     })
     return this.#checking
+  }
+
+  async #serve(): Promise<void> {
+    if (this.#stopped) return
+    this.#registered = undefined
+    try {
+      await this.#server.serve()
+    } catch (error) {
+      this.options.metrics.errors.inc({kind: 'serve'})
+      throw new Error(`cannot serve the DRA plugin: ${errorMessage(error)}`, {cause: error})
+    }
   }
 }
 

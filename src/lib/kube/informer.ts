@@ -28,6 +28,8 @@ export interface InformerOptions<T = ObjectMeta> {
   readonly reconnectBaseMs?: number
   /** Reconnect a watch that delivered no event or bookmark for this long (default 150 s). */
   readonly watchIdleTimeoutMs?: number
+  /** The connection was made or lost (once per change, as logged), for a supervisor's view of the API server. */
+  readonly onConnection?: (connected: boolean, error?: unknown) => void
 }
 
 interface WatchEvent {
@@ -191,6 +193,7 @@ export class Informer<T> {
     const resource = describeResource(this.options.resource)
     if (connected && before === false) this.#log.info({resource}, 'watch reconnected')
     if (!connected) this.#log.warn({err: errorMessage(error), resource}, 'watch connection lost; retrying with back-off')
+    this.options.onConnection?.(connected, error)
   }
 }
 

@@ -8,7 +8,9 @@ const libc = koffi.load(null as unknown as string)
 export const sys = {
   bind: libc.func('int bind(int fd, void *addr, uint32_t addrlen)'),
   close: libc.func('int close(int fd)'),
+  connect: libc.func('int connect(int fd, void *addr, uint32_t addrlen)'),
   eventfd: libc.func('int eventfd(unsigned int initval, int flags)'),
+  flock: libc.func('int flock(int fd, int operation)'),
   getsockopt: libc.func('int getsockopt(int fd, int level, int name, _Out_ void *val, _Inout_ uint32_t *len)'),
   ioctl: libc.func('int ioctl(int fd, unsigned long request, long arg)'),
   mkdirat: libc.func('int mkdirat(int dirfd, const char *path, uint32_t mode)'),
@@ -78,6 +80,7 @@ export const errnoNames: Record<number, string> = {
   16: 'EBUSY',
   18: 'EXDEV',
   38: 'ENOSYS',
+  111: 'ECONNREFUSED',
 }
 
 export function errnoText(code: number): string {

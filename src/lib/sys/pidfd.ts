@@ -87,6 +87,25 @@ export class PinnedProcess {
     return ready === 0
   }
 
+  /**
+   * Resolves once the process has exited or `timeoutMs` has passed, whichever is first (the pidfd becomes
+   * readable at exit; without one, the time passes). Nothing here can be woken early: keep the bound short.
+   */
+  async exitedWithin(timeoutMs: number): Promise<void> {
+    if (this.#closed) throw new Error(`process ${this.pid}: pin already closed`)
+    if (this.#pidfd === undefined) {
+      await new Promise((resolve) => setTimeout(resolve, timeoutMs))
+      return
+    }
+    const poll = Buffer.alloc(8)
+    poll.writeInt32LE(this.#pidfd, 0)
+    poll.writeInt16LE(POLLIN, 4)
+    // On koffi's worker thread; errno is not read after it: an interrupted poll is just an early return.
+    await new Promise<void>((resolve, reject) => {
+      sys.poll.async(poll, 1, timeoutMs, (error: unknown) => (error ? reject(error as Error) : resolve()))
+    })
+  }
+
   /** Idempotent. */
   close(): void {
     if (this.#closed) return
