@@ -77,6 +77,7 @@ Containers ask by resource limit devices.nfdctl.io/<class> (the agent also serve
     const log = createLogger({base: {component: 'agent', node: nodeName}, format: options.logFormat, level: options.logLevel})
 
     const fileClasses = await loadClassFiles(flags['class-file'] ?? [])
+    const {client} = await openCluster({context: flags.context, kubeconfig: flags.kubeconfig}, {burst: 20, qps: 50})
     const stateDir = flags['state-dir']
     const host = await checkHost({containerdAddress: flags['containerd-address']})
     if (typeof host.pidNamespace === 'object') log.warn({err: host.pidNamespace.unknown}, "containerd does not answer: whether the agent runs in the host's PID namespace is not checked")
@@ -89,7 +90,6 @@ Containers ask by resource limit devices.nfdctl.io/<class> (the agent also serve
       onWaiting: (holder) => log.warn({holder, stateDir}, 'another agent holds the state directory; waiting for it to exit (--wait-for-lock)'),
       wait: flags['wait-for-lock'],
     })
-    const {client} = await openCluster({context: flags.context, kubeconfig: flags.kubeconfig}, {burst: 20, qps: 50})
     const supervisor = new SourceSupervisor({logger: log})
     const metrics = createAgentMetrics(registry)
     const containerd = new ContainerdClient({address: flags['containerd-address'], namespace: flags['containerd-namespace']})

@@ -4,7 +4,7 @@ import {hostProblems, type HostFacts} from '../../../src/lib/agent/host-check.js
 
 const host: HostFacts = {cgroups: [{path: '/sys/fs/cgroup/devices'}, {path: '/sys/fs/cgroup/unified'}], devNodes: {inDev: 92, kernel: 92}, pidNamespace: 'same'}
 
-describe("host-check: what the agent needs of the host, and the DaemonSet field that gives it", () => {
+describe('host-check: what the agent needs of the host, and the DaemonSet field that gives it', () => {
   it('the host as the DaemonSet gives it: nothing missing (containerd not answering leaves the PID namespace unjudged)', () => {
     expect(hostProblems(host)).to.deep.equal([])
     expect(hostProblems({...host, pidNamespace: {unknown: 'cannot connect to /run/containerd/containerd.sock: ENOENT'}})).to.deep.equal([])

@@ -15,7 +15,11 @@ async function holdLock(path: string): Promise<{pid: number; kill: () => Promise
     child.once('exit', (code) => reject(new Error(`flock exited ${code}`)))
   })
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
-  return {kill: () => (process.kill(-child.pid!, 'SIGKILL'), exited), pid: child.pid!}
+  const kill = (): Promise<void> => {
+    process.kill(-child.pid!, 'SIGKILL')
+    return exited
+  }
+  return {kill, pid: child.pid!}
 }
 
 describe('state-dir-lock: one agent per state directory', () => {

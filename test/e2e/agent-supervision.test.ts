@@ -1,0 +1,127 @@
+import {expect} from 'chai'
+import {execFile} from 'node:child_process'
+import {mkdtemp, readFile, rm} from 'node:fs/promises'
+import {tmpdir} from 'node:os'
+import {join} from 'node:path'
+import {fileURLToPath} from 'node:url'
+import {promisify} from 'node:util'
+
+import {CliProcess} from '../support/cli-process.js'
+import {freePort} from '../support/free-port.js'
+import {testNode, type NodeEnv} from '../support/test-node.js'
+import {waitFor} from '../support/wait.js'
+
+const devBin = fileURLToPath(new URL('../../bin/dev.js', import.meta.url))
+
+/** The error lines of a command's stderr: oclif's one line (the development entry adds a stack trace below it). */
+const errorLines = (stderr: readonly string[]): string[] =>
+  stderr
+    .map((l) => l.trim())
+    .filter((l) => l !== '' && !l.startsWith('at '))
+    .map((l) => l.replace(/^› +/, ''))
+
+interface LogLine {
+  msg: string
+  holder?: number
+}
+
+describe('devices agent on a real node: one agent per node, and a start-up check of what it needs', function () {
+  let env: NodeEnv
+  let dir: string
+  const agents: CliProcess[] = []
+
+  const agentArgs = (stateDir: string, extra: string[] = []): string[] => [
+    'devices',
+    'agent',
+    '--kubeconfig',
+    env.plane.kubeconfig,
+    '--node-name',
+    env.node.name,
+    '--containerd-address',
+    env.node.containerd.socket,
+    '--pod-resources-socket',
+    env.node.kubelet.podResourcesSocket,
+    '--state-dir',
+    stateDir,
+    '--log-format',
+    'json',
+    ...extra,
+  ]
+  const startAgent = (stateDir: string, extra: string[] = []): CliProcess => {
+    const cli = new CliProcess(agentArgs(stateDir, extra))
+    agents.push(cli)
+    return cli
+  }
+  /** The agent run through a wrapper (unshare …): its exit code and stderr. */
+  const runWrapped = async (wrapper: string[], stateDir: string): Promise<{code: number; stderr: string}> => {
+    const [command, ...args] = wrapper
+    return promisify(execFile)(command, [...args, process.execPath, devBin, ...agentArgs(stateDir)], {timeout: 60_000}).then(
+      () => ({code: 0, stderr: ''}),
+      (error: {code: number; stderr: string}) => ({code: error.code, stderr: error.stderr}),
+    )
+  }
+
+  before(async function () {
+    env = await testNode(this)
+    dir = await mkdtemp(join(tmpdir(), 'nfdctl-supervision-'))
+  })
+  afterEach(async function () {
+    this.timeout(60_000)
+    for (const agent of agents.splice(0)) await agent.stop('SIGTERM')
+  })
+  after(async () => {
+    if (dir) await rm(dir, {force: true, recursive: true})
+  })
+
+  it("a second agent on the same --state-dir exits 1 naming the holder's PID; with --wait-for-lock it waits (ready, as a maxSurge update needs) and starts once the first is SIGKILLed", async function () {
+    this.timeout(120_000)
+    const stateDir = join(dir, 'state-lock')
+    const first = startAgent(stateDir)
+    await first.waitForLine<LogLine>('the first agent started', (l) => l.msg === 'devices agent starting', 30_000)
+    expect(await readFile(join(stateDir, 'agent.lock'), 'utf8')).to.equal(`${first.pid}\n`)
+
+    const second = startAgent(stateDir)
+    expect((await second.ended).code).to.equal(1)
+    expect(errorLines(second.stderr)).to.deep.equal([
+      `Error: another devices agent (PID ${first.pid}) holds ${join(stateDir, 'agent.lock')}: one agent per node; stop it, or start this one with --wait-for-lock to take over when it exits`,
+    ])
+    expect(second.json<LogLine>().map((l) => l.msg)).to.not.include('devices agent starting')
+
+    const metricsPort = await freePort()
+    const waiting = startAgent(stateDir, ['--wait-for-lock', '--metrics-port', String(metricsPort)])
+    const told = await waiting.waitForLine<LogLine>('told it waits', (l) => l.msg.startsWith('another agent holds the state directory'), 30_000)
+    expect(told.value.holder).to.equal(first.pid)
+    const standby = await fetch(`http://127.0.0.1:${metricsPort}/readyz`)
+    expect(standby.status).to.equal(200)
+    expect(await standby.text()).to.equal(`standby: waiting for the lock on ${stateDir}\n`)
+    expect(waiting.json<LogLine>().map((l) => l.msg)).to.not.include('devices agent starting')
+
+    const killedAt = performance.now()
+    expect(await first.stop('SIGKILL')).to.equal(null)
+    const started = await waiting.waitForLine<LogLine>('the waiting agent started', (l) => l.msg === 'devices agent starting', 30_000)
+    expect(started.at - killedAt, 'ms from the kill to the start').to.be.below(3000)
+    expect(await readFile(join(stateDir, 'agent.lock'), 'utf8')).to.equal(`${waiting.pid}\n`)
+    await waitFor('/readyz no longer in standby', async () => !(await (await fetch(`http://127.0.0.1:${metricsPort}/readyz`)).text()).startsWith('standby'), {timeoutMs: 10_000})
+  })
+
+  it("outside the host's PID namespace (hostPID missing) it exits 1 with one line naming hostPID", async function () {
+    this.timeout(90_000)
+    const {code, stderr} = await runWrapped(['unshare', '--pid', '--fork', '--mount-proc'], join(dir, 'state-pidns'))
+    expect(code).to.equal(1)
+    expect(errorLines(stderr.split('\n'))).to.deep.equal([
+      "Error: the agent cannot work here: containerd runs in another PID namespace, so the PIDs it reports name no process here: run the agent in the host's PID namespace (hostPID: true in the pod spec)",
+    ])
+  })
+
+  it("with a /dev of its own (the host's not mounted) it exits 1 with one line naming the /dev mount", async function () {
+    this.timeout(90_000)
+    // A container's /dev: a tmpfs with the few nodes a runtime makes.
+    const nodes = ['null c 1 3', 'zero c 1 5', 'full c 1 7', 'random c 1 8', 'urandom c 1 9', 'tty c 5 0'].map((n) => `mknod -m 666 /dev/${n}`)
+    const containerDev = ['mount -t tmpfs none /dev', ...nodes, 'exec "$@"'].join(' && ')
+    const {code, stderr} = await runWrapped(['unshare', '--mount', '--propagation', 'private', 'sh', '-c', containerDev, 'sh'], join(dir, 'state-dev'))
+    expect(code).to.equal(1)
+    const lines = errorLines(stderr.split('\n'))
+    expect(lines).to.have.length(1)
+    expect(lines[0]).to.match(/^Error: the agent cannot work here: \/dev has 6 of the kernel's \d+ character devices, so it is not the host's \/dev: mount it \(a hostPath volume \/dev at \/dev\)$/)
+  })
+})
