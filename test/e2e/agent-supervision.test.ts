@@ -30,7 +30,7 @@ describe('devices agent on a real node: one agent per node, and a start-up check
   let dir: string
   const agents: CliProcess[] = []
 
-  const agentArgs = (stateDir: string, extra: string[] = []): string[] => [
+  const agentArgs = (stateDir: string, extra = ['--metrics-port', '0']): string[] => [
     'devices',
     'agent',
     '--kubeconfig',
@@ -47,7 +47,7 @@ describe('devices agent on a real node: one agent per node, and a start-up check
     'json',
     ...extra,
   ]
-  const startAgent = (stateDir: string, extra: string[] = []): CliProcess => {
+  const startAgent = (stateDir: string, extra?: string[]): CliProcess => {
     const cli = new CliProcess(agentArgs(stateDir, extra))
     agents.push(cli)
     return cli

@@ -85,22 +85,15 @@ Containers ask by resource limit devices.nfdctl.io/<class> (the agent also serve
     // Waiting for the lock, the agent is ready: a maxSurge update deletes the old pod only once the new one is.
     let readiness = (): {ready: boolean; reason: string} => ({ready: true, reason: `standby: waiting for the lock on ${stateDir}`})
     const health = new HealthServer({host: options.metricsHost, port: options.metricsPort, readiness: () => readiness(), registry})
+    // Refused at once without --wait-for-lock, before the health port (the holder's, on the same network) is asked for.
+    const taken = flags['wait-for-lock'] ? undefined : await lockStateDir(stateDir, this.signal, {wait: false})
     if (options.metricsPort > 0) await health.start()
-    const lock = await lockStateDir(stateDir, this.signal, {
-      onWaiting: (holder) => log.warn({holder, stateDir}, 'another agent holds the state directory; waiting for it to exit (--wait-for-lock)'),
-      wait: flags['wait-for-lock'],
-    })
+    const onWaiting = (holder?: number): void => log.warn({holder, stateDir}, 'another agent holds the state directory; waiting for it to exit (--wait-for-lock)')
+    const lock = taken ?? (await lockStateDir(stateDir, this.signal, {onWaiting, wait: true}))
     const supervisor = new SourceSupervisor({logger: log})
     const metrics = createAgentMetrics(registry)
     const containerd = new ContainerdClient({address: flags['containerd-address'], namespace: flags['containerd-namespace']})
-    const classStore = new ClassStore({
-      client,
-      fileClasses,
-      logger: log,
-      nodeName,
-      onPersistError: () => metrics.errors.inc({kind: 'state'}),
-      stateDir,
-    })
+    const classStore = new ClassStore({client, fileClasses, logger: log, nodeName, onPersistError: () => metrics.errors.inc({kind: 'state'}), stateDir})
     const owned = new OwnedDevices({stateDir})
     const onOwnedError = (error: unknown): void => {
       metrics.errors.inc({kind: 'state'})
