@@ -1,12 +1,13 @@
 import {expect} from 'chai'
 import {execFile} from 'node:child_process'
-import {mkdtemp, readFile, rm} from 'node:fs/promises'
+import {mkdir, mkdtemp, readFile, rm, writeFile} from 'node:fs/promises'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 import {fileURLToPath} from 'node:url'
 import {promisify} from 'node:util'
 
 import {CliProcess} from '../support/cli-process.js'
+import {draAgentArgs} from '../support/dra-agent.js'
 import {freePort} from '../support/free-port.js'
 import {testNode, type NodeEnv} from '../support/test-node.js'
 import {waitFor} from '../support/wait.js'
@@ -23,6 +24,7 @@ const errorLines = (stderr: readonly string[]): string[] =>
 interface LogLine {
   msg: string
   holder?: number
+  err?: string
 }
 
 describe('devices agent on a real node: one agent per node, and a start-up check of what it needs', function () {
@@ -123,5 +125,45 @@ describe('devices agent on a real node: one agent per node, and a start-up check
     const lines = errorLines(stderr.split('\n'))
     expect(lines).to.have.length(1)
     expect(lines[0]).to.match(/^Error: the agent cannot work here: \/dev has 6 of the kernel's \d+ character devices, so it is not the host's \/dev: mount it \(a hostPath volume \/dev at \/dev\)$/)
+  })
+
+  it('a source that cannot come back (the DRA plugin directory replaced by a file) is retried with back-off while /readyz names it, then the agent exits 1 with one line naming it', async function () {
+    this.timeout(300_000)
+    const udevDir = join(dir, 'udev')
+    await mkdir(udevDir, {recursive: true})
+    const pluginDir = join(env.node.kubelet.rootDir, 'plugins', 'devices.nfdctl.io')
+    const metricsPort = await freePort()
+    const args = draAgentArgs(env.node, {kubeconfig: env.plane.kubeconfig, stateDir: join(dir, 'state-dra'), udevDir})
+    const agent = new CliProcess([...args.slice(0, args.indexOf('--metrics-port')), ...args.slice(args.indexOf('--metrics-port') + 2), '--metrics-port', String(metricsPort)])
+    agents.push(agent)
+    const readyz = async (): Promise<{status: number; text: string}> => {
+      const response = await fetch(`http://127.0.0.1:${metricsPort}/readyz`)
+      return {status: response.status, text: await response.text()}
+    }
+    try {
+      await agent.waitForLine<LogLine>('the DRA driver registered', (l) => l.msg === 'DRA driver devices.nfdctl.io: registered with kubelet', 60_000)
+      await rm(pluginDir, {force: true, recursive: true})
+      await writeFile(pluginDir, 'not a directory')
+      const down = await waitFor(
+        '/readyz naming the DRA plugin sockets',
+        async () => {
+          const r = await readyz().catch(() => undefined)
+          return r?.text.includes('DRA plugin sockets: down') ? r : undefined
+        },
+        {timeoutMs: 30_000},
+      )
+      expect(down.status).to.equal(503)
+      expect(down.text).to.match(/DRA plugin sockets: down for \d+ s \(\d+ failures? in \d+ s\): cannot serve the DRA plugin: /)
+      const startedAt = performance.now()
+      const end = await agent.ended
+      expect(end.code, agent.transcript()).to.equal(1)
+      // Given up after the run of failures lasted 2 minutes: no sooner.
+      expect(performance.now() - startedAt, 'ms from the first failure to the exit').to.be.above(100_000)
+      const errors = agent.json<LogLine & {level: string}>().filter((l) => l.level === 'error')
+      expect(errors.map((l) => l.msg)).to.deep.equal(['a source cannot come back; exiting 1, granted access stays'])
+      expect(errors[0].err).to.match(/^DRA plugin sockets cannot come back: \d+ failures in 1\d\d s, the last: cannot serve the DRA plugin: E(EXIST|NOTDIR)/)
+    } finally {
+      await rm(pluginDir, {force: true, recursive: true})
+    }
   })
 })
