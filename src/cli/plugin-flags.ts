@@ -2,6 +2,7 @@ import * as Flags from '@oclif/core/flags'
 
 import {ClassMembers} from '../lib/devices/class-members.js'
 import type {OwnedDevices} from '../lib/devices/owned-devices.js'
+import {errorMessage} from '../lib/errors.js'
 import {SysfsScanner} from '../lib/devices/sysfs-scanner.js'
 import type {DeviceClass} from '../lib/devices/types.js'
 import type {Logger} from '../lib/observe/logger.js'
@@ -46,7 +47,14 @@ export function classPlugins(
   const {owned} = options
   const scanner = new SysfsScanner({udevDataDir: flags['udev-data-dir']})
   const members = new ClassMembers(scanner.readAttribute, options.classes, {
-    onKnown: owned === undefined ? undefined : (device) => void owned.add([device]).catch((error: unknown) => options.onOwnedError?.(error)),
+    onKnown:
+      owned === undefined
+        ? undefined
+        : (device) =>
+            void owned.add([device]).catch((error: unknown) => {
+              options.onOwnedError?.(error)
+              options.logger.error({err: errorMessage(error), file: owned.file}, "cannot record the node's class device numbers; kubelet's Allocate and DRA's prepare are refused until it can")
+            }),
   })
   const plugins = new PluginSet({
     beforeAllocate: owned === undefined ? undefined : () => owned.saved(),

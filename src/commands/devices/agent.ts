@@ -95,11 +95,7 @@ Containers ask by resource limit devices.nfdctl.io/<class> (the agent also serve
     const containerd = new ContainerdClient({address: flags['containerd-address'], namespace: flags['containerd-namespace']})
     const classStore = new ClassStore({client, fileClasses, logger: log, nodeName, onPersistError: () => metrics.errors.inc({kind: 'state'}), stateDir})
     const owned = new OwnedDevices({stateDir})
-    const onOwnedError = (error: unknown): void => {
-      metrics.errors.inc({kind: 'state'})
-      log.error({err: errorMessage(error), file: owned.file}, "cannot record the node's class device numbers; kubelet's Allocate and DRA's prepare are refused until it can")
-    }
-    const {members, plugins, scanner} = classPlugins(flags, {logger: log, onOwnedError, owned, registry})
+    const {members, plugins, scanner} = classPlugins(flags, {logger: log, onOwnedError: () => metrics.errors.inc({kind: 'state'}), owned, registry})
     // Claims prepared or unprepared change what containers may hold: the agent runs a batch (it exists by then).
     let agentRef: NodeAgent | undefined
     const dra = flags.dra
