@@ -86,6 +86,7 @@ export const deviceClassDefaults = {allocation: 'Class', capacity: 1, permission
 const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value)
 const field = (self: unknown, name: string): unknown => (isRecord(self) ? self[name] : undefined)
 const size = (value: unknown): number => (Array.isArray(value) ? value.length : 0)
+const celList = (values: readonly string[]): string => `[${values.map((v) => `'${v}'`).join(', ')}]`
 
 const labelKeyMessage = "must be a label key: an optional DNS subdomain prefix and '/', then a name of at most 63 alphanumerics, '-', '_' or '.', starting and ending alphanumeric"
 const labelKeyIssue = (key: unknown, at?: string[]): RuleIssue[] => {
@@ -292,12 +293,52 @@ const matchRule: SchemaNode = {
   },
 }
 
+/**
+ * Devices that hand the node itself to whoever holds them: /dev/mem, /dev/kmem, /dev/port and /dev/kmsg (the
+ * mem subsystem's other members are harmless), and block devices that back the node's mounts or swap. A class
+ * serves them only with spec.hostCritical: Allow. The API server can see only what a class names outright, a
+ * mem rule other than the harmless names or one of those four kernel names; which disk backs `/` is known
+ * on the node alone, where the agent refuses the devices themselves (host-critical.ts).
+ */
+export const harmlessMemDevices = ['null', 'zero', 'full', 'random', 'urandom'] as const
+export const criticalMemDevices = ['mem', 'kmem', 'port', 'kmsg'] as const
+
+const namesHostCritical = (rule: unknown): boolean => {
+  const subsystem = field(rule, 'subsystem')
+  const devName = field(rule, 'devName')
+  if (subsystem === 'mem') return typeof devName !== 'string' || !(harmlessMemDevices as readonly string[]).includes(devName)
+  return typeof devName === 'string' && (criticalMemDevices as readonly string[]).includes(devName)
+}
+
+const hostCriticalOptIn: CelRule = {
+  rule:
+    `(has(self.hostCritical) && self.hostCritical == 'Allow') || !self.match.exists(r, has(r.subsystem) && r.subsystem == 'mem' ? !has(r.devName) || !(r.devName in ${celList(harmlessMemDevices)}) : `
+    + `has(r.devName) && r.devName in ${celList(criticalMemDevices)})`,
+  message: `a rule names host-critical devices (the mem subsystem beyond ${harmlessMemDevices.join(', ')}, or ${criticalMemDevices.join(', ')}): whoever holds them owns the node; set hostCritical: Allow to serve them`,
+  fieldPath: '.hostCritical',
+  reason: 'FieldValueRequired',
+  check: (self) => {
+    if (field(self, 'hostCritical') === 'Allow') return []
+    const rules = field(self, 'match')
+    return (Array.isArray(rules) ? rules : []).flatMap((rule, i) =>
+      namesHostCritical(rule)
+        ? [
+            {
+              at: ['match', i],
+              message: `names host-critical devices (/dev/mem, /dev/kmem, /dev/port, /dev/kmsg: the mem subsystem beyond ${harmlessMemDevices.join(', ')}), which give whoever holds them the node; name only the devices meant, such as {subsystem: mem, devName: null}, or set spec.hostCritical: Allow`,
+            },
+          ]
+        : [],
+    )
+  },
+}
+
 const spec: SchemaNode = {
   type: 'object',
   required: ['match'],
   'x-nfdctl-text': {
     fieldsOf: 'spec',
-    is: 'a mapping with match and optionally nodeSelector, permissions, allocation, capacity, identity, annotationAccess',
+    is: 'a mapping with match and optionally nodeSelector, permissions, allocation, capacity, identity, annotationAccess, hostCritical',
     required: 'required: a mapping with match (the device rules) and optionally nodeSelector, permissions, allocation, capacity',
   },
   'x-kubernetes-validations': [
@@ -327,6 +368,7 @@ const spec: SchemaNode = {
           ? [{at: ['capacity'], message: 'capacity applies only to allocation Class; remove it (each device is one unit) or set allocation: Class'}]
           : [],
     },
+    hostCriticalOptIn,
   ],
   properties: {
     nodeSelector,
@@ -379,6 +421,15 @@ const spec: SchemaNode = {
       'x-nfdctl-text': {is: 'a whole number >= 1'},
     },
     annotationAccess,
+    hostCritical: {
+      description:
+        'Allow: the class may serve host-critical devices (/dev/mem, /dev/kmem, /dev/port, /dev/kmsg, and block devices that back '
+        + "the node's mounts or swap), which give whoever holds them the node. Refuse, or absent: such devices are left out of "
+        + 'the class on every node and reported in its status.',
+      type: 'string',
+      enum: ['Refuse', 'Allow'],
+      'x-nfdctl-text': {is: 'Refuse or Allow'},
+    },
   },
 }
 

@@ -58,6 +58,11 @@ export interface DeviceClassSpec {
   readonly capacity: number
   /** What a device is followed by across re-plugs (default Serial: its serial number when it has one, else its port). */
   readonly identity?: IdentitySource
+  /**
+   * Allow: the class may serve host-critical devices (/dev/mem, /dev/kmem, /dev/port, /dev/kmsg, block
+   * devices that back the node's mounts or swap). Absent or Refuse: they are left out and reported.
+   */
+  readonly hostCritical?: 'Allow' | 'Refuse'
 }
 
 export interface MatchRule {
