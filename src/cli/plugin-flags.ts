@@ -1,6 +1,8 @@
 import * as Flags from '@oclif/core/flags'
 
 import {ClassMembers} from '../lib/devices/class-members.js'
+import {hostCriticalRefusal} from '../lib/devices/host-critical.js'
+import {HostMounts} from '../lib/devices/host-mounts.js'
 import type {OwnedDevices} from '../lib/devices/owned-devices.js'
 import {errorMessage} from '../lib/errors.js'
 import {SysfsScanner} from '../lib/devices/sysfs-scanner.js'
@@ -34,6 +36,8 @@ export interface ClassPlugins {
   /** Which of them are in which class; the caller keeps them in step with uevents and tells the plugins. */
   readonly members: ClassMembers
   readonly plugins: PluginSet
+  /** Logs each device the classes match and do not serve, once while it lasts (plugins serve; the agent has its notices). */
+  readonly logRefusals: () => void
 }
 
 /**
@@ -44,8 +48,9 @@ export function classPlugins(
   flags: RawPluginFlags,
   options: {readonly logger: Logger; readonly registry: Registry; readonly classes?: readonly DeviceClass[]; readonly owned?: OwnedDevices; readonly onOwnedError?: (error: unknown) => void},
 ): ClassPlugins {
-  const {owned} = options
+  const {logger, owned} = options
   const scanner = new SysfsScanner({udevDataDir: flags['udev-data-dir']})
+  const mounts = new HostMounts({onReadError: (what, error) => logger.warn({err: errorMessage(error)}, `cannot read ${what}; the devices it would show as the node's own are not refused`)})
   const members = new ClassMembers(scanner.readAttribute, options.classes, {
     onKnown:
       owned === undefined
@@ -55,6 +60,7 @@ export function classPlugins(
               options.onOwnedError?.(error)
               options.logger.error({err: errorMessage(error), file: owned.file}, "cannot record the node's class device numbers; kubelet's Allocate and DRA's prepare are refused until it can")
             }),
+    refuse: (device, deviceClass) => hostCriticalRefusal(device, deviceClass, mounts.reasonFor),
   })
   const plugins = new PluginSet({
     beforeAllocate: owned === undefined ? undefined : () => owned.saved(),
@@ -64,5 +70,15 @@ export function classPlugins(
     metrics: createPluginMetrics(options.registry),
     pluginDir: flags['plugin-dir'],
   })
-  return {members, plugins, scanner}
+  let told = new Set<string>()
+  const logRefusals = (): void => {
+    const now = new Set<string>()
+    for (const r of members.refusals()) {
+      const key = `${r.className}/${r.device.id}/${r.reason}/${r.message}`
+      now.add(key)
+      if (!told.has(key)) logger.warn({class: r.className, device: r.device.devNode, reason: r.reason}, `device refused: ${r.message}`)
+    }
+    told = now
+  }
+  return {logRefusals, members, plugins, scanner}
 }

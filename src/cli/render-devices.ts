@@ -11,16 +11,20 @@ export interface ListedDevice {
   readonly subsystem: string
   readonly devType?: string
   readonly devPath: string
+  /** The classes that serve the device. */
   readonly classes: string[]
+  /** The classes that match it and do not serve it (host-critical), each with why. */
+  readonly refused?: Record<string, string>
 }
 
 export interface WatchedDevice extends ListedDevice {
   readonly event: string
 }
 
-export function listedDevice(device: Device, classes: string[]): ListedDevice {
+export function listedDevice(device: Device, matched: string[], refused: ReadonlyMap<string, string> = new Map()): ListedDevice {
   return {
-    classes,
+    classes: matched.filter((name) => !refused.has(name)),
+    ...(refused.size > 0 ? {refused: Object.fromEntries(refused)} : {}),
     devName: device.devName,
     devNode: device.devNode,
     devPath: device.devPath,
@@ -32,7 +36,13 @@ export function listedDevice(device: Device, classes: string[]): ListedDevice {
   }
 }
 
-const cells = (d: ListedDevice): string[] => [d.devNode, d.type, `${d.major}:${d.minor}`, d.subsystem, d.classes.join(',') || '<none>']
+// A class that matches and does not serve the device shows as !<class>; the reason goes to stderr (refusalLines).
+const cells = (d: ListedDevice): string[] => [d.devNode, d.type, `${d.major}:${d.minor}`, d.subsystem, [...d.classes, ...Object.keys(d.refused ?? {}).map((name) => `!${name}`)].join(',') || '<none>']
+
+/** One line per class that does not serve a listed device, saying why and what to change. */
+export function refusalLines(devices: readonly ListedDevice[]): string[] {
+  return devices.flatMap((d) => Object.entries(d.refused ?? {}).map(([name, why]) => `${d.devNode} is not served by DeviceClass ${name}: ${why}`))
+}
 const headers = ['DEVICE', 'TYPE', 'MAJ:MIN', 'SUBSYSTEM', 'CLASSES']
 
 export function renderDevices(devices: readonly ListedDevice[], format: 'json' | 'table' | 'yaml'): string {

@@ -3,11 +3,14 @@ import * as Flags from '@oclif/core/flags'
 import {DeviceWatch} from '../../cli/device-watch.js'
 import {NfdctlCommand} from '../../cli/nfdctl-command.js'
 import {clusterGiven, nodeFlags, readNodeClasses} from '../../cli/node-flags.js'
-import {listedDevice, renderDevices, renderWatchEvent, type ListedDevice} from '../../cli/render-devices.js'
+import {listedDevice, refusalLines, renderDevices, renderWatchEvent, type ListedDevice} from '../../cli/render-devices.js'
 import {untilAborted} from '../../lib/abort.js'
 import {ClassMemory, DeviceMatcher} from '../../lib/devices/device-matcher.js'
+import {refusingClasses} from '../../lib/devices/host-critical.js'
+import {HostMounts} from '../../lib/devices/host-mounts.js'
 import {SysfsScanner} from '../../lib/devices/sysfs-scanner.js'
-import {UsageError} from '../../lib/errors.js'
+import type {Device} from '../../lib/devices/types.js'
+import {errorMessage, UsageError} from '../../lib/errors.js'
 
 export default class DevicesList extends NfdctlCommand {
   static override description = `Show this machine's character and block devices and the DeviceClasses (devices.nfdctl.io) they belong to.
@@ -39,28 +42,34 @@ Classes come from --class-file (YAML or JSON, several documents) and/or the clus
     if (classes.length === 0 && !this.jsonEnabled()) this.warn('no DeviceClasses given (--class-file, --kubeconfig): showing every device')
     const matcher = new DeviceMatcher(applicable)
     const scanner = new SysfsScanner({})
+    const mounts = new HostMounts({onReadError: (what, error) => this.warnAlways(`cannot read ${what} (${errorMessage(error)}): devices it would show as the node's own are not marked`)})
+    const byName = new Map(applicable.map((c) => [c.metadata.name, c]))
+    const listed = (device: Device, matched: string[]): ListedDevice => listedDevice(device, matched, refusingClasses(device, matched, byName, mounts.reasonFor))
     const format = flags.output as 'json' | 'table' | 'yaml'
-    const keep = (d: ListedDevice): boolean => showAll || d.classes.length > 0
+    const keep = (d: ListedDevice): boolean => showAll || d.classes.length > 0 || d.refused !== undefined
 
     if (!flags.watch) {
-      const listed = (await scanner.scanAll()).map((d) => listedDevice(d, matcher.classesOf(d, scanner.readAttribute))).filter(keep)
-      this.log(renderDevices(listed, format))
-      return listed
+      const devices = (await scanner.scanAll()).map((d) => listed(d, matcher.classesOf(d, scanner.readAttribute))).filter(keep)
+      this.log(renderDevices(devices, format))
+      if (format === 'table') for (const line of refusalLines(devices)) this.warnAlways(line)
+      return devices
     }
 
     const memory = new ClassMemory(matcher, scanner.readAttribute)
     const watch = new DeviceWatch(this.signal, {
       onEvent: ({action, device}) => {
-        const listed = listedDevice(device, memory.classesAfter(action, device))
-        if (keep(listed)) this.log(renderWatchEvent({...listed, event: action}, format))
+        const event = listed(device, memory.classesAfter(action, device))
+        if (keep(event)) this.log(renderWatchEvent({...event, event: action}, format))
       },
       source: scanner,
     })
     let initial: ListedDevice[] = []
     await watch.start((devices) => {
-      initial = devices.map((d) => listedDevice(d, memory.classesAfter('add', d))).filter(keep)
-      if (format === 'table') this.log(renderDevices(initial, 'table'))
-      else for (const d of initial) this.log(renderWatchEvent({...d, event: 'present'}, format))
+      initial = devices.map((d) => listed(d, memory.classesAfter('add', d))).filter(keep)
+      if (format === 'table') {
+        this.log(renderDevices(initial, 'table'))
+        for (const line of refusalLines(initial)) this.warnAlways(line)
+      } else for (const d of initial) this.log(renderWatchEvent({...d, event: 'present'}, format))
     })
     await untilAborted(watch.signal)
     await watch.stop()

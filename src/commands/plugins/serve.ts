@@ -53,16 +53,20 @@ Each class is served on <plugin-dir>/nfdctl-<class>.sock and registered with kub
     }
 
     const registry = new Registry()
-    const {members, plugins, scanner} = classPlugins(flags, {classes, logger: log, registry})
+    const {logRefusals, members, plugins, scanner} = classPlugins(flags, {classes, logger: log, registry})
     const health = new HealthServer({host: observe.metricsHost, port: observe.metricsPort, readiness: () => plugins.status(), registry})
     const watch = new DeviceWatch(this.signal, {
       coalesceChanges: true,
       logger: log,
-      onEvent: ({action, device}) => plugins.publish(members.deviceEvent(action, device)),
+      onEvent: ({action, device}) => {
+        plugins.publish(members.deviceEvent(action, device))
+        logRefusals()
+      },
       source: scanner,
     })
     await watch.start((devices) => {
       for (const device of devices) members.deviceEvent('add', device)
+      logRefusals()
     })
     if (observe.metricsPort > 0) await health.start()
     log.info({cdi: flags.cdi, classes: plugins.classNames, metricsPort: observe.metricsPort, pluginDir: flags['plugin-dir']}, 'plugins serve starting')

@@ -46,7 +46,7 @@ export interface LocalRule {
 
 /** Where a rule failed (`at`, below the node) and the message. */
 export interface RuleIssue {
-  readonly at?: readonly string[]
+  readonly at?: ReadonlyArray<number | string>
   /** {got} is the value at `at`. */
   readonly message: string
 }

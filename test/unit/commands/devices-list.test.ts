@@ -1,3 +1,7 @@
+import {mkdtempSync, rmSync, statSync, writeFileSync} from 'node:fs'
+import {tmpdir} from 'node:os'
+import path from 'node:path'
+
 import {expect} from 'chai'
 
 import {nfdctl} from '../../support/run-cli.js'
@@ -28,4 +32,42 @@ describe('devices list: bad input', function () {
       expect(run.stdout).to.not.match(/\/dev\//)
     })
   }
+})
+
+// The disk under / on this machine, as devices list shows it with classes that match every block device.
+describe('devices list: host-critical devices', function () {
+  let tmp: string
+  let root: {major: number; minor: number}
+
+  before(function () {
+    const {dev} = statSync('/')
+    root = {major: Math.floor(dev / 256) & 0xfff, minor: (dev & 0xff) | ((Math.floor(dev / 4096) & ~0xff) >>> 0)}
+    if (root.major === 0) {
+      if (process.env.CI === 'true') expect.fail('/ is not on a block device on this CI machine')
+      this.skip() // a container's overlay root: no disk to find
+    }
+    tmp = mkdtempSync(path.join(tmpdir(), 'nfdctl-list-'))
+    const classes = [
+      {apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', metadata: {name: 'disks'}, spec: {match: [{subsystem: 'block'}]}},
+      {apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', metadata: {name: 'admin-disks'}, spec: {hostCritical: 'Allow', match: [{subsystem: 'block'}]}},
+    ]
+    writeFileSync(path.join(tmp, 'classes.json'), JSON.stringify({apiVersion: 'v1', items: classes, kind: 'List'}))
+  })
+
+  after(function () {
+    if (tmp !== undefined) rmSync(tmp, {force: true, recursive: true})
+  })
+
+  it("shows the root filesystem's disk as not served by a class without hostCritical: Allow, and why; served by one with it", async function () {
+    const run = await nfdctl<Array<{major: number; minor: number; classes: string[]; refused?: Record<string, string>}>>(['devices', 'list', '--class-file', path.join(tmp, 'classes.json'), '--json'])
+    expect(run.exitCode, run.stderr).to.equal(0)
+    const disk = run.result?.find((d) => d.major === root.major && d.minor === root.minor)
+    expect(disk, JSON.stringify(run.result)).to.not.equal(undefined)
+    expect(disk?.classes).to.deep.equal(['admin-disks'])
+    expect(disk?.refused?.disks).to.match(/^\/dev\/\S+ backs the node's mount \/; set spec\.hostCritical: Allow in the class to serve it$/)
+
+    const table = await nfdctl(['devices', 'list', '--class-file', path.join(tmp, 'classes.json')])
+    expect(table.stdout).to.match(/admin-disks,!disks/)
+    expect(table.stderr).to.match(/is not served by DeviceClass disks: \/dev\/\S+ backs the node's mount \/; set spec\.hostCritical: Allow in the class to serve it/)
+  })
 })

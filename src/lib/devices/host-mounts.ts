@@ -1,0 +1,134 @@
+import {existsSync, readdirSync, readFileSync, realpathSync} from 'node:fs'
+import path from 'node:path'
+
+import {type BlockDeviceNode, hostCriticalReason, type MountEntry, type NodeBlockUse, nodeBlockUse, parseMountInfo, parseSwaps} from './host-critical.js'
+import type {Device} from './types.js'
+
+export interface HostMountsOptions {
+  /** Default `/proc`. */
+  readonly procRoot?: string
+  /** Default `/sys`. */
+  readonly sysRoot?: string
+  /** Default `/dev`: where mount sources such as /dev/disk/by-uuid/… links are resolved. */
+  readonly devRoot?: string
+  /** How long one reading of the mount table is used; default 1 s (a class change judges every device at once). */
+  readonly maxAgeMs?: number
+  readonly now?: () => number
+  /** A source that could not be read (told once per source). */
+  readonly onReadError?: (what: string, error: unknown) => void
+}
+
+/**
+ * Reads what makes a device host-critical on this machine: the mount table of PID 1 (with hostPID, the
+ * node's own; the agent DaemonSet runs so) and of this process (a container sees the node's disks under its
+ * bind mounts too), /proc/swaps, and sysfs's block devices with what each sits on. There is no event for
+ * a mount, so the table is read again when a block device is judged and the last reading is older than
+ * `maxAgeMs`: a device mounted on the node while a container holds it is taken back at the device's next
+ * event or class change.
+ */
+export class HostMounts {
+  readonly #proc: string
+  readonly #sys: string
+  readonly #dev: string
+  readonly #told = new Set<string>()
+  #read: {at: number; use: NodeBlockUse} | undefined
+
+  constructor(readonly options: HostMountsOptions = {}) {
+    this.#proc = options.procRoot ?? '/proc'
+    this.#sys = options.sysRoot ?? '/sys'
+    this.#dev = options.devRoot ?? '/dev'
+  }
+
+  /** Why the device is host-critical here, or undefined (ClassMembers' `refuse`). */
+  readonly reasonFor = (device: Device): string | undefined => {
+    if (device.type === 'char') return hostCriticalReason(device, {block: new Map()})
+    return hostCriticalReason(device, this.blockUse())
+  }
+
+  /** The node's block devices in use, read again when the last reading is older than `maxAgeMs`. */
+  blockUse(): NodeBlockUse {
+    const now = (this.options.now ?? Date.now)()
+    if (this.#read === undefined || now - this.#read.at > (this.options.maxAgeMs ?? 1000)) this.#read = {at: now, use: this.#readNow()}
+    return this.#read.use
+  }
+
+  #readNow(): NodeBlockUse {
+    const mounts: MountEntry[] = []
+    for (const pid of ['1', 'self']) {
+      // Without root, PID 1's table is closed (ptrace rules); outside a container this process's is the same.
+      const text = this.#readText(path.join(this.#proc, pid, 'mountinfo'), pid === '1' ? ['EACCES', 'EPERM'] : [])
+      if (text !== undefined) mounts.push(...parseMountInfo(text).map((m) => ({...m, source: this.#resolve(m.source)})))
+    }
+    const swaps = parseSwaps(this.#readText(path.join(this.#proc, 'swaps')) ?? '').map((s) => this.#resolve(s))
+    return nodeBlockUse(mounts, swaps, this.#blockDevices())
+  }
+
+  #blockDevices(): BlockDeviceNode[] {
+    const classDir = path.join(this.#sys, 'class', 'block')
+    let names: string[]
+    try {
+      names = readdirSync(classDir)
+    } catch (error) {
+      this.#tell(classDir, error)
+      return []
+    }
+    const devices: BlockDeviceNode[] = []
+    for (const name of names) {
+      const dir = path.join(classDir, name)
+      const devNumber = this.#readText(path.join(dir, 'dev'))?.trim()
+      if (devNumber === undefined) continue
+      const below = listOrEmpty(path.join(dir, 'slaves'))
+      // A partition's sysfs directory is inside its disk's.
+      const disk = existsSync(path.join(dir, 'partition')) ? parentName(dir) : undefined
+      if (disk !== undefined) below.push(disk)
+      const mapperName = existsSync(path.join(dir, 'dm', 'name')) ? this.#readText(path.join(dir, 'dm', 'name'))?.trim() : undefined
+      devices.push({below, devNumber, mapperName, name})
+    }
+    return devices
+  }
+
+  /** A /dev/… source as the kernel names it: links (/dev/disk/by-uuid/…, /dev/root) followed where they resolve. */
+  #resolve(source: string): string {
+    if (!source.startsWith('/dev/') || source.startsWith('/dev/mapper/')) return source
+    try {
+      const real = realpathSync(path.join(this.#dev, source.slice('/dev/'.length)))
+      const relative = path.relative(this.#dev, real)
+      return relative.startsWith('..') ? source : `/dev/${relative}`
+    } catch {
+      // Not a path on this machine's /dev (a container without the host's /dev): the name as written.
+      return source
+    }
+  }
+
+  #readText(file: string, expected: readonly string[] = []): string | undefined {
+    try {
+      return readFileSync(file, 'utf8')
+    } catch (error) {
+      if (!expected.includes((error as NodeJS.ErrnoException).code ?? '')) this.#tell(file, error)
+      return undefined
+    }
+  }
+
+  #tell(what: string, error: unknown): void {
+    if (this.#told.has(what)) return
+    this.#told.add(what)
+    this.options.onReadError?.(what, error)
+  }
+}
+
+function parentName(dir: string): string | undefined {
+  try {
+    return path.basename(path.dirname(realpathSync(dir)))
+  } catch {
+    return undefined // removed meanwhile
+  }
+}
+
+function listOrEmpty(dir: string): string[] {
+  try {
+    return readdirSync(dir)
+  } catch {
+    // Devices that nothing can sit on (loop devices before 5.x, some virtual ones) have no slaves directory.
+    return []
+  }
+}
