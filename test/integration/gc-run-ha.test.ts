@@ -3,12 +3,14 @@ import {readFile} from 'node:fs/promises'
 import {fileURLToPath} from 'node:url'
 import {parseAllDocuments} from 'yaml'
 
-import {isStatus} from '../../src/lib/kube/api-error.js'
+import {isStatus, KubeApiError} from '../../src/lib/kube/api-error.js'
+import {openCluster} from '../../src/lib/kube/connect.js'
 import type {KubeClient} from '../../src/lib/kube/kube-client.js'
 import type {ControlPlane} from '../controlplane/control-plane.js'
 import {adminClient, startControlPlane} from '../support/cluster.js'
 import {GcProcess} from '../support/gc-process.js'
 import {upsert} from '../support/rbac.js'
+import {rejection} from '../support/thrown.js'
 import {createNodeFeature, createTopology, ensureNamespace, exists, nodeFeaturePath, resetCluster, seedNodesWithObjects, topologyPath, waitUntilGone} from '../support/seed.js'
 import {waitFor} from '../support/wait.js'
 
@@ -138,7 +140,11 @@ describe('gc run: the RBAC in deploy/ is enough, and no broader', function () {
       {apiGroups: ['nfd.k8s-sigs.io'], resources: ['nodefeatures'], verbs: ['list', 'delete']},
       {apiGroups: ['topology.node.k8s.io'], resources: ['noderesourcetopologies'], verbs: ['get', 'list', 'delete']},
     ])
-    expect(role.rules).to.deep.equal([{apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['get', 'create', 'update']}])
+    // The Lease by its name only; create cannot be limited to a name (it is in the body), so it stands apart.
+    expect(role.rules).to.deep.equal([
+      {apiGroups: ['coordination.k8s.io'], resourceNames: ['nfdctl-gc'], resources: ['leases'], verbs: ['get', 'update']},
+      {apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['create']},
+    ])
 
     // Bind the same rules to a client-certificate user, with the same binding kinds and namespace.
     const user = 'nfdctl-gc-deployed'
@@ -175,6 +181,24 @@ describe('gc run: the RBAC in deploy/ is enough, and no broader', function () {
       gc.transcript(),
     ).to.deep.equal([])
     expect((await gc.get('/readyz')).status).to.equal(200)
+
+    // Another Lease of the namespace (another controller's election) is out of the identity's reach.
+    const other = '/apis/coordination.k8s.io/v1/namespaces/node-feature-discovery/leases/another-controller'
+    await client.request('POST', '/apis/coordination.k8s.io/v1/namespaces/node-feature-discovery/leases', {
+      body: {apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: {name: 'another-controller'}, spec: {holderIdentity: 'them'}},
+    })
+    const deployed = (await openCluster({kubeconfig}, {burst: 10, qps: 10})).client
+    try {
+      for (const [what, attempt] of [
+        ['read', () => deployed.request('GET', other)],
+        ['taken over', () => deployed.request('PUT', other, {body: {apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: {name: 'another-controller'}, spec: {holderIdentity: 'gc'}}})],
+      ] as Array<[string, () => Promise<unknown>]>) {
+        const error = await rejection(attempt(), KubeApiError)
+        expect(error.code, `another Lease ${what}`).to.equal(403)
+      }
+    } finally {
+      deployed.close()
+    }
   })
 })
 

@@ -134,9 +134,9 @@ export interface NodeLayout {
   readonly containerdDir: string
   /** kubelet's PodResources socket directory (below its --root-dir). */
   readonly podResourcesDir: string
-  /** Holds the agent's state/, cdi/ and udev/ (udev/ for the plugins too). */
+  /** Holds the agent's state/ and udev/ (udev/ for the plugins too). */
   readonly dir: string
-  /** Where containerd reads CDI specs, for an agent whose specs it must read (DRA claims); default: cdi/ in `dir`. */
+  /** Where containerd reads CDI specs, for an agent whose specs it must read (DRA claims); none for deploy/agent. */
   readonly cdiDir?: string
 }
 
@@ -154,7 +154,8 @@ export function nodeLayoutPatch(workload: 'nfdctl-agent' | 'nfdctl-plugins', lay
           hostPath('containerd', layout.containerdDir),
           hostPath('pod-resources', layout.podResourcesDir),
           hostPath('state', join(layout.dir, 'state')),
-          hostPath('cdi', layout.cdiDir ?? join(layout.dir, 'cdi')),
+          // deploy/agent-dra's alone: deploy/agent mounts no CDI directory.
+          ...(layout.cdiDir === undefined ? [] : [hostPath('cdi', layout.cdiDir)]),
           udev,
         ]
       : [udev]
