@@ -1,10 +1,14 @@
+import {readFile, writeFile} from 'node:fs/promises'
+import {join} from 'node:path'
+
 import {expect} from 'chai'
+import {parse, stringify} from 'yaml'
 
 import {nodeClassStatus, StatusWriter} from '../../src/lib/agent/status-writer.js'
 import {deviceClassesPath} from '../../src/lib/devices/cluster-classes.js'
 import {ClaimStatusWriter} from '../../src/lib/dra/claim-status-writer.js'
 import type {ClaimDeviceStatus} from '../../src/lib/dra/device-health.js'
-import {DraDeviceClasses} from '../../src/lib/dra/dra-device-classes.js'
+import {classSelector, DraDeviceClasses, draDeviceClassOf} from '../../src/lib/dra/dra-device-classes.js'
 import type {SliceDevice} from '../../src/lib/dra/resource-slices.js'
 import {SlicePublisher} from '../../src/lib/dra/slice-publisher.js'
 import {matchesLabelSelector} from '../../src/lib/devices/label-selector.js'
@@ -89,6 +93,9 @@ const annotationPolicy = 'nfdctl-device-annotation-access'
 const statusPolicy = 'nfdctl-agent-own-node-status'
 const slicePolicy = 'nfdctl-agent-own-node-slices'
 const draClassPolicy = 'nfdctl-agent-dra-device-classes'
+const claimPolicy = 'nfdctl-agent-own-node-claims'
+/** The agent's service account's user name, impersonated: a user with no extras at all. */
+const agentUser = 'system:serviceaccount:nfdctl-system:nfdctl-agent'
 
 describe('deploy/agent and deploy/agent-dra admission policies and a device quota, on a real kube-apiserver', function () {
   let plane: ControlPlane
@@ -140,6 +147,15 @@ describe('deploy/agent and deploy/agent-dra admission policies and a device quot
     })
     const kubeconfig = await plane.kubeconfigWithToken(podName, request.status.token)
     return (await openCluster({kubeconfig}, {burst: 100, qps: 100})).client
+  }
+
+  /** A kubeconfig of the administrator impersonating `user` with no groups or extras: a user with no extras at all. */
+  async function impersonating(user: string): Promise<string> {
+    const config = parse(await readFile(plane.kubeconfig, 'utf8')) as {users: Array<{user: Json}>}
+    for (const entry of config.users) entry.user.as = user
+    const path = join(plane.options.dir, `kubeconfig-as-${user.replaceAll(':', '_')}`)
+    await writeFile(path, stringify(config))
+    return path
   }
 
   before(async function () {
@@ -411,6 +427,19 @@ describe('deploy/agent and deploy/agent-dra admission policies and a device quot
       expect(await nodesOfClass()).to.deep.equal([theirs])
     })
 
+    // A client certificate's user has an extra (its credential ID) on this API server; an impersonated user has none.
+    it("answers a request without user extras (the agent's name, impersonated) with its own message, not a CEL error", async () => {
+      const impersonated = (await openCluster({kubeconfig: await impersonating(agentUser)}, {burst: 10, qps: 10})).client
+      try {
+        const error = await refusal(() => new StatusWriter(impersonated, 'node-a').write(new Map([[className, {entry: nodeClassStatus('node-a', [], [])}]])))
+        expect(error.code).to.equal(403)
+        expect(error.serverMessage).to.contain(`ValidatingAdmissionPolicy '${statusPolicy}'`).and.contain("the nfdctl agent's credentials name no node").and.not.contain('no such key')
+      } finally {
+        impersonated.close()
+      }
+      expect(await nodesOfClass()).to.deep.equal([theirs])
+    })
+
     it('does not judge other identities (an administrator may still edit any entry)', async () => {
       await client.request('PATCH', classStatusPath(className), {body: {status: {nodes: []}}, contentType: mergePatch})
       expect(await nodesOfClass()).to.deep.equal([])
@@ -449,7 +478,7 @@ describe('deploy/agent and deploy/agent-dra admission policies and a device quot
 
     before(async function () {
       this.timeout(60_000)
-      const {docs, namespace: kustomized} = await readManifests('agent-dra', ['rbac.yaml', 'slice-policy.yaml', 'device-class-policy.yaml'])
+      const {docs, namespace: kustomized} = await readManifests('agent-dra', ['rbac.yaml', 'slice-policy.yaml', 'device-class-policy.yaml', 'claim-status-policy.yaml'])
       for (const {doc} of docs) {
         const {body, collection} = placeManifest(doc, kustomized)!
         await client.request('POST', collection, {body})
@@ -514,7 +543,6 @@ describe('deploy/agent and deploy/agent-dra admission policies and a device quot
           () => apply(agent, `${slicesPath}/${theirs}`, slice(theirs, {devices: [device(9)], nodeName: 'dra-b', pool: {generation: 2, name: 'dra-b', resourceSliceCount: 1}})),
         ],
         ['a merge patch', () => agent.request('PATCH', `${slicesPath}/${theirs}`, {body: {metadata: {labels: {taken: 'yes'}}}, contentType: mergePatch})],
-        ['an update', () => agent.request('PUT', `${slicesPath}/${theirs}`, {body: {...stored, metadata: {...stored.metadata, labels: {taken: 'yes'}}}})],
         ['a delete', () => agent.request('DELETE', `${slicesPath}/${theirs}`)],
       ]
       for (const [what, attempt] of attempts) {
@@ -522,6 +550,10 @@ describe('deploy/agent and deploy/agent-dra admission policies and a device quot
         expect(error.code, what).to.equal(403)
         expect(error.serverMessage, what).to.contain(`ValidatingAdmissionPolicy '${slicePolicy}'`).and.contain(others)
       }
+      // No PUT at all: the role grants only what server-side apply needs, so RBAC refuses an update first.
+      const updated = await refusal(() => agent.request('PUT', `${slicesPath}/${theirs}`, {body: {...stored, metadata: {...stored.metadata, labels: {taken: 'yes'}}}}))
+      expect(updated.code).to.equal(403)
+      expect(updated.serverMessage).to.contain('cannot update resource "resourceslices"').and.not.contain('ValidatingAdmissionPolicy')
       const everywhere = await refusal(() => apply(agent, `${slicesPath}/everywhere`, slice('everywhere', {allNodes: true})))
       expect(everywhere.serverMessage).to.contain('the nfdctl agent of node dra-a may write only the ResourceSlices of its own node, not a slice of no single node')
       const otherDriver = await refusal(() => apply(agent, `${slicesPath}/dra-a-gpu`, slice('dra-a-gpu', {driver: 'gpu.example.com', nodeName: 'dra-a'})))
@@ -568,6 +600,64 @@ describe('deploy/agent and deploy/agent-dra admission policies and a device quot
       }
       const kept = await client.request<{spec: Json}>('GET', `${draClassesPath}/gpu.example.com`)
       expect(kept.spec).to.deep.equal(gpu.spec)
+    })
+
+    describe(`the spec of <class>.devices.nfdctl.io is pinned to the one DraDeviceClasses generates (${draClassPolicy})`, function () {
+      /** The devices.nfdctl.io DRA class `name`, created by an administrator, as the agent holds it (with its UID). */
+      const draClass = async (name: string): Promise<ReturnType<typeof heldClass>> => {
+        const created = await client.request<{metadata: {uid: string}}>('POST', deviceClassesPath, {body: deviceClassManifest(name, {allocation: 'DRA'})})
+        return {...heldClass(name, {allocation: 'DRA'}), metadata: {name, uid: created.metadata.uid}}
+      }
+      let readable: ReturnType<typeof heldClass>
+      let dotted: ReturnType<typeof heldClass>
+
+      before(async function () {
+        readable = await draClass('dra-pinned')
+        // A dotted name: its attribute is cls_<prefix>_<hash>, which the policy checks but for the hash.
+        dotted = await draClass('dra.pinned')
+      })
+
+      it('lets DraDeviceClasses apply both, the readable attribute and the hashed one, as it generates them', async () => {
+        let errors = 0
+        const classes = new DraDeviceClasses({client: agent, complete: () => false, logger, onError: () => errors++})
+        await classes.sync([readable, dotted])
+        expect(errors, log.text()).to.equal(0)
+        for (const c of [readable, dotted]) {
+          const made = await client.request<{spec: Json}>('GET', `${draClassesPath}/${c.metadata.name}.devices.nfdctl.io`)
+          expect(made.spec, c.metadata.name).to.deep.equal(draDeviceClassOf(c).spec)
+        }
+      })
+
+      it("refuses another selector (another class's attribute, a wider one, a second one), spec.config, extendedResourceName, another class label", async () => {
+        const made = draDeviceClassOf(readable) as unknown as Json & {metadata: Json; spec: Json}
+        const name = 'dra-pinned.devices.nfdctl.io'
+        const selector = (expression: string): Json => ({cel: {expression}})
+        const onlyItsSelector = `may give resource.k8s.io DeviceClass ${name} only the selector it generates for class dra-pinned`
+        const attempts: Array<[string, Json, string]> = [
+          ["another class's attribute", {...made, spec: {selectors: [selector(classSelector('victim'))]}}, onlyItsSelector],
+          ['every device of the driver', {...made, spec: {selectors: [selector('device.driver == "devices.nfdctl.io"')]}}, onlyItsSelector],
+          ['a second selector', {...made, spec: {selectors: [...(made.spec.selectors as Json[]), selector('true')]}}, onlyItsSelector],
+          [
+            'spec.config',
+            {...made, spec: {...made.spec, config: [{opaque: {driver: 'devices.nfdctl.io', parameters: {mode: 'raw'}}}]}},
+            `may not set spec.config or spec.extendedResourceName of resource.k8s.io DeviceClass ${name}`,
+          ],
+          ['spec.extendedResourceName', {...made, spec: {...made.spec, extendedResourceName: 'example.com/serial'}}, 'may not set spec.config or spec.extendedResourceName'],
+          ['another class label', {...made, metadata: {...made.metadata, labels: {...(made.metadata.labels as Json), 'devices.nfdctl.io/class': 'victim'}}}, 'devices.nfdctl.io/class=dra-pinned'],
+          [
+            "a dotted class given another prefix's hashed attribute",
+            {...(draDeviceClassOf(dotted) as unknown as Json), spec: {selectors: [selector(classSelector('other.serial'))]}},
+            'only the selector it generates for class dra.pinned',
+          ],
+        ]
+        for (const [what, body, says] of attempts) {
+          const path = `${draClassesPath}/${(body.metadata as {name: string}).name}`
+          const error = await refusal(() => apply(agent, path, body))
+          expect(error.code, what).to.equal(403)
+          expect(error.serverMessage, what).to.contain(`ValidatingAdmissionPolicy '${draClassPolicy}'`).and.contain(says)
+        }
+        expect((await client.request<{spec: Json}>('GET', `${draClassesPath}/${name}`)).spec).to.deep.equal(made.spec)
+      })
     })
 
     describe("a claim's status.devices: resourceclaims/driver associated-node:patch only (its own node's claims, no arbitrary-node)", function () {
@@ -647,6 +737,178 @@ describe('deploy/agent and deploy/agent-dra admission policies and a device quot
         }
         expect(await devicesOf('on-dra-b')).to.deep.equal([])
         expect(await devicesOf('on-dra-a')).to.deep.equal([])
+      })
+
+      /**
+       * Kubernetes 1.34 and 1.35 have neither check (resourceclaims/driver for status.devices, resourceclaims/binding
+       * for allocation and reservedFor; both came with 1.36's DRAResourceClaimGranularStatusAuthorization): there,
+       * resourceclaims/status patch is all a writer needs. Granting the agent both synthetic permissions in full
+       * makes this 1.37 API server answer as those do, so that only the policy stands between the agent and
+       * every claim. It uses nothing newer than 1.34 (resource.k8s.io/v1, the token's node-name extra).
+       */
+      describe(`as on Kubernetes 1.34 and 1.35 (no per-driver or binding check): ValidatingAdmissionPolicy ${claimPolicy}`, function () {
+        const rbac = '/apis/rbac.authorization.k8s.io/v1'
+        const olderServer = 'nfdctl-test-as-before-1-36'
+        const gpu = {device: 'gpu-0', driver: 'gpu.example.com', pool: 'dra-a'}
+        const gpuEntry = {...gpu, conditions: [{lastTransitionTime: '2026-01-01T00:00:00Z', message: 'ok', reason: 'Ok', status: 'True', type: 'Ready'}]}
+        let impersonated: KubeClient
+        /** A server-side apply of `status`, as the agent of node dra-a writes. */
+        const applyStatus = (as: KubeClient, name: string, status: Json): Promise<unknown> =>
+          as.request('PATCH', `${claimsPath}/${name}/status`, {
+            body: {apiVersion: 'resource.k8s.io/v1', kind: 'ResourceClaim', metadata: {name, namespace: 'claims'}, status},
+            contentType: 'application/apply-patch+yaml',
+            query: {fieldManager: 'nfdctl-dra-dra-a', force: true},
+          })
+        const claim = async (name: string): Promise<Json & {status: Json}> => client.request('GET', `${claimsPath}/${name}`)
+
+        before(async function () {
+          this.timeout(60_000)
+          await client.request('POST', `${rbac}/clusterroles`, {
+            body: {
+              apiVersion: 'rbac.authorization.k8s.io/v1',
+              kind: 'ClusterRole',
+              metadata: {name: olderServer},
+              rules: [
+                {apiGroups: ['resource.k8s.io'], resources: ['resourceclaims/driver'], verbs: ['arbitrary-node:patch', 'associated-node:patch']},
+                {apiGroups: ['resource.k8s.io'], resources: ['resourceclaims/binding'], verbs: ['patch']},
+              ],
+            },
+          })
+          await client.request('POST', `${rbac}/clusterrolebindings`, {
+            body: {
+              apiVersion: 'rbac.authorization.k8s.io/v1',
+              kind: 'ClusterRoleBinding',
+              metadata: {name: olderServer},
+              roleRef: {apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: olderServer},
+              subjects: [{kind: 'ServiceAccount', name: 'nfdctl-agent', namespace}],
+            },
+          })
+          // A claim of node dra-a with a device of another driver beside this driver's, whose entry its driver wrote.
+          const created = await client.request<{metadata: {uid: string}}>('POST', claimsPath, {
+            body: {
+              apiVersion: 'resource.k8s.io/v1',
+              kind: 'ResourceClaim',
+              metadata: {name: 'two-drivers'},
+              spec: {
+                devices: {
+                  requests: [
+                    {exactly: {deviceClassName: 'dra-serial.devices.nfdctl.io'}, name: 'serial'},
+                    {exactly: {deviceClassName: 'gpu.example.com'}, name: 'gpu'},
+                  ],
+                },
+              },
+            },
+          })
+          uids['two-drivers'] = created.metadata.uid
+          await client.request('PATCH', `${claimsPath}/two-drivers/status`, {
+            body: {
+              status: {
+                allocation: {
+                  devices: {
+                    results: [
+                      {device: 'serial-0', driver, pool: 'dra-a', request: 'serial'},
+                      {...gpu, request: 'gpu'},
+                    ],
+                  },
+                  nodeSelector: {nodeSelectorTerms: [{matchFields: [{key: 'metadata.name', operator: 'In', values: ['dra-a']}]}]},
+                },
+              },
+            },
+            contentType: mergePatch,
+          })
+          await client.request('PATCH', `${claimsPath}/two-drivers/status`, {body: {status: {devices: [gpuEntry]}}, contentType: mergePatch})
+          impersonated = (await openCluster({kubeconfig: await impersonating(agentUser)}, {burst: 10, qps: 10})).client
+          // In force, as an older server: node dra-a's agent writing dra-b's claim is refused by the policy, not the API server.
+          await untilRefused(
+            `the API server to let the agent past its own checks, and ${claimPolicy} to refuse a claim of another node`,
+            () => agent.request('PATCH', `${claimsPath}/on-dra-b/status`, {body: {status: {devices: [entry('dra-b')]}}, contentType: mergePatch, query: {dryRun: 'All'}}),
+            (error) => refusedBy(error, claimPolicy),
+            (error) => error instanceof KubeApiError && error.serverMessage.includes('requires resource="resourceclaims/driver"'),
+          )
+        })
+
+        after(async function () {
+          impersonated?.close()
+          await client.request('DELETE', `${rbac}/clusterrolebindings/${olderServer}`)
+          await client.request('DELETE', `${rbac}/clusterroles/${olderServer}`)
+        })
+
+        it("refuses node dra-a's agent the status of a claim allocated on node dra-b (server-side apply, merge patch, the entry removed)", async () => {
+          await client.request('PATCH', `${claimsPath}/on-dra-b/status`, {body: {status: {devices: [entry('dra-b')]}}, contentType: mergePatch})
+          const message = 'the nfdctl agent of node dra-a may write the status only of ResourceClaims allocated on its node, not of claims/on-dra-b, allocated on node dra-b'
+          for (const [what, attempt] of [
+            ['a server-side apply', () => applyStatus(agent, 'on-dra-b', {devices: [{...entry('dra-b'), data: {devNode: '/dev/mem'}}]})],
+            ['a merge patch', () => agent.request('PATCH', `${claimsPath}/on-dra-b/status`, {body: {status: {devices: []}}, contentType: mergePatch})],
+          ] as Array<[string, () => Promise<unknown>]>) {
+            const error = await refusal(attempt)
+            expect(error.code, what).to.equal(403)
+            expect(error.serverMessage, what).to.contain(`ValidatingAdmissionPolicy '${claimPolicy}'`).and.contain(message)
+          }
+          expect(await devicesOf('on-dra-b')).to.deep.equal([entry('dra-b')])
+        })
+
+        it("refuses the agent changing allocation or reservedFor of its own node's claim", async () => {
+          const before = await claim('on-dra-a')
+          const message = 'the nfdctl agent of node dra-a may not change status.allocation or status.reservedFor of ResourceClaim claims/on-dra-a'
+          const reserved = {resource: 'pods', name: 'intruder', uid: '6f0e1d2c-0000-4000-8000-000000000001'}
+          for (const [what, attempt] of [
+            ['reservedFor given a pod', () => agent.request('PATCH', `${claimsPath}/on-dra-a/status`, {body: {status: {reservedFor: [reserved]}}, contentType: mergePatch})],
+            ['the allocation taken away', () => agent.request('PATCH', `${claimsPath}/on-dra-a/status`, {body: {status: {allocation: null}}, contentType: mergePatch})],
+          ] as Array<[string, () => Promise<unknown>]>) {
+            const error = await refusal(attempt)
+            expect(error.code, what).to.equal(403)
+            expect(error.serverMessage, what).to.contain(`ValidatingAdmissionPolicy '${claimPolicy}'`).and.contain(message)
+          }
+          expect((await claim('on-dra-a')).status).to.deep.equal(before.status)
+        })
+
+        it("refuses the agent another driver's entry (changed or removed), and lets its own through beside it (ClaimStatusWriter)", async () => {
+          const message = 'the nfdctl agent of node dra-a may write only the status.devices entries of driver devices.nfdctl.io and pool dra-a in ResourceClaim claims/two-drivers'
+          for (const [what, attempt] of [
+            ['changed', () => applyStatus(agent, 'two-drivers', {devices: [{...gpuEntry, data: {stolen: true}}]})],
+            ['removed', () => agent.request('PATCH', `${claimsPath}/two-drivers/status`, {body: {status: {devices: []}}, contentType: mergePatch})],
+          ] as Array<[string, () => Promise<unknown>]>) {
+            const error = await refusal(attempt)
+            expect(error.code, what).to.equal(403)
+            expect(error.serverMessage, what).to.contain(`ValidatingAdmissionPolicy '${claimPolicy}'`).and.contain(message)
+          }
+          let errors = 0
+          const writer = new ClaimStatusWriter(
+            agent,
+            'dra-a',
+            logger,
+            () => errors++,
+            () => {},
+          )
+          await writer.write({name: 'two-drivers', namespace: 'claims', uid: uids['two-drivers']}, [entry('dra-a')])
+          expect(errors, log.text()).to.equal(0)
+          expect(await devicesOf('two-drivers')).to.deep.equal([gpuEntry, entry('dra-a')])
+          await writer.write({name: 'two-drivers', namespace: 'claims', uid: uids['two-drivers']}, [])
+          expect(errors, log.text()).to.equal(0)
+          expect(await devicesOf('two-drivers')).to.deep.equal([gpuEntry])
+        })
+
+        it("refuses a token that names no node, and a user without extras in the agent's name, with its own message", async () => {
+          for (const [what, as] of [
+            ['a token of an unscheduled pod', unscheduled],
+            ["the agent's name impersonated, without extras", impersonated],
+          ] as Array<[string, KubeClient]>) {
+            const error = await refusal(() => applyStatus(as, 'on-dra-a', {devices: [entry('dra-a')]}))
+            expect(error.code, what).to.equal(403)
+            expect(error.serverMessage, what).to.contain(`ValidatingAdmissionPolicy '${claimPolicy}'`).and.contain("the nfdctl agent's credentials name no node").and.not.contain('no such key')
+          }
+          // The slice policy answers such a user with its own message as well.
+          const slice = await refusal(() =>
+            apply(impersonated, `${slicesPath}/dra-a-devices.nfdctl.io-5`, {
+              apiVersion: 'resource.k8s.io/v1',
+              kind: 'ResourceSlice',
+              metadata: {name: 'dra-a-devices.nfdctl.io-5'},
+              spec: {devices: [], driver, nodeName: 'dra-a', pool: {generation: 1, name: 'dra-a', resourceSliceCount: 1}},
+            }),
+          )
+          expect(slice.serverMessage).to.contain(`ValidatingAdmissionPolicy '${slicePolicy}'`).and.contain("the nfdctl agent's credentials name no node")
+          expect(await devicesOf('on-dra-a')).to.deep.equal([])
+        })
       })
     })
   })
