@@ -1,5 +1,6 @@
 import {expect} from 'chai'
-import {chmodSync, mkdtempSync, writeFileSync} from 'node:fs'
+import {spawnSync} from 'node:child_process'
+import {chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync} from 'node:fs'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 import {randomUUID} from 'node:crypto'
@@ -144,5 +145,68 @@ describe('devices list --watch with real loop devices', function () {
     expect(added.value.classes).to.deep.equal(['test-loops'])
     removeLoopDevice(loopIndex)
     expect(await watch.stop('SIGINT')).to.equal(0)
+  })
+})
+
+describe('devices list: a loop device the node mounts is host-critical (the real kernel and mount table)', function () {
+  this.timeout(60_000)
+  const index = 250 + Math.floor(Math.random() * 40)
+  const work = mkdtempSync(join(tmpdir(), 'nfdctl-mounted-'))
+  const mountPoint = join(work, 'mnt')
+  let attached = false
+  let mounted = false
+
+  before(function () {
+    if (!canUseLoopControl()) missingPrerequisite(this, '/dev/loop-control is not usable (needs root and the loop driver)')
+    for (const tool of ['losetup', 'mkfs.ext4', 'mount', 'umount']) {
+      if (spawnSync('sh', ['-c', `command -v ${tool}`]).status !== 0) missingPrerequisite(this, `${tool} is not installed (util-linux, e2fsprogs)`)
+    }
+  })
+
+  after(function () {
+    if (mounted) spawnSync('umount', [mountPoint])
+    if (attached) spawnSync('losetup', ['-d', `/dev/loop${index}`])
+    removeLoopDevice(index)
+    rmSync(work, {force: true, recursive: true})
+  })
+
+  it('leaves it out of a class without hostCritical: Allow, naming the mount, and serves it in one with it; once unmounted, in both', async function () {
+    const run = (command: string, ...args: string[]): void => {
+      const result = spawnSync(command, args, {encoding: 'utf8'})
+      if (result.status !== 0) expect.fail(`${command} ${args.join(' ')}: ${result.stderr}`)
+    }
+    addLoopDevice(index)
+    const image = join(work, 'image')
+    writeFileSync(image, Buffer.alloc(8 * 2 ** 20))
+    run('losetup', `/dev/loop${index}`, image)
+    attached = true
+    run('mkfs.ext4', '-q', `/dev/loop${index}`)
+    mkdirSync(mountPoint)
+    run('mount', `/dev/loop${index}`, mountPoint)
+    mounted = true
+    const classes = join(work, 'classes.yaml')
+    writeFileSync(
+      classes,
+      [
+        {apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', metadata: {name: 'the-loop'}, spec: {match: [{devName: `loop${index}`, subsystem: 'block'}]}},
+        {apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', metadata: {name: 'admin-loop'}, spec: {hostCritical: 'Allow', match: [{devName: `loop${index}`}]}},
+      ]
+        .map((c) => JSON.stringify(c))
+        .join('\n---\n'),
+    )
+    const listed = async (): Promise<ListedDevice | undefined> => {
+      const result = await nfdctl<ListedDevice[]>(['devices', 'list', '--class-file', classes, '--json'])
+      expect(result.exitCode, result.stderr).to.equal(0)
+      return result.result?.find((d) => d.devName === `loop${index}`)
+    }
+    const whileMounted = await listed()
+    expect(whileMounted?.classes).to.deep.equal(['admin-loop'])
+    expect(whileMounted?.refused).to.deep.equal({'the-loop': `/dev/loop${index} backs the node's mount ${mountPoint}`})
+
+    run('umount', mountPoint)
+    mounted = false
+    const unmounted = await listed()
+    expect(unmounted?.classes).to.deep.equal(['the-loop', 'admin-loop'])
+    expect(unmounted).to.not.have.property('refused')
   })
 })

@@ -44,7 +44,7 @@ const renders: Record<string, {options: RenderOptions; kinds: Record<string, num
     kinds: {ClusterRole: 2, ClusterRoleBinding: 2, CronJob: 1, DaemonSet: 1, DeviceClass: 2, PodMonitor: 1, ServiceAccount: 2, ValidatingAdmissionPolicy: 2, ValidatingAdmissionPolicyBinding: 2},
     options: {valuesFiles: [everything]},
   },
-  // The agent's DRA driver too (everything.yaml turns it on): its ClusterRole, binding and two policies.
+  // The agent's DRA driver too (everything.yaml turns it on): its ClusterRole, binding and three policies.
   'everything.yaml with the agent and the gc Deployment back on': {
     kinds: {
       ClusterRole: 3,
@@ -59,8 +59,8 @@ const renders: Record<string, {options: RenderOptions; kinds: Record<string, num
       Service: 1,
       ServiceAccount: 2,
       ServiceMonitor: 1,
-      ValidatingAdmissionPolicy: 4,
-      ValidatingAdmissionPolicyBinding: 4,
+      ValidatingAdmissionPolicy: 5,
+      ValidatingAdmissionPolicyBinding: 5,
     },
     options: {values: {'agent.enable': true, 'gc.cronJob.enable': false, 'plugins.enable': false}, valuesFiles: [everything]},
   },
@@ -163,13 +163,16 @@ describe('charts/nfdctl: helm lint, helm template, and a server-side dry run on 
         'pod-resources': '/data/kubelet/pod-resources',
         state: '/data/nfdctl',
       })
-      expect(container(moved).volumeMounts).to.deep.equal(container(defaults).volumeMounts)
+      // --cdi in extraArgs brings the CDI directory, which an agent that writes no CDI spec does not mount.
+      expect(container(moved).volumeMounts).to.deep.equal([...(container(defaults).volumeMounts as Json[]), {mountPath: '/var/run/cdi', name: 'cdi'}])
+      expect(hostPaths(defaults)).to.not.have.property('cdi')
       expect(container(moved).args).to.deep.equal([...(container(defaults).args as string[]), '--workers=8', '--cdi'])
     })
 
     for (const component of ['agent', 'plugins'] as const) {
       it(`every ${component}.hostPaths value moves the host side of one volume, and only that`, async function () {
-        const enabled = {agent: {}, plugins: {'agent.enable': false, 'plugins.enable': true}}[component]
+        // --cdi, so that the agent mounts its CDI directory (agent.hostPaths.cdiDir).
+        const enabled = {agent: {'agent.extraArgs': ['--cdi']}, plugins: {'agent.enable': false, 'plugins.enable': true}}[component]
         const values = parse(await readFile(join(chartDir, 'values.yaml'), 'utf8')) as Record<string, {hostPaths: Record<string, string>}>
         const keys = Object.keys(values[component].hostPaths)
         expect(keys, `${component}.hostPaths in values.yaml`).to.not.be.empty
@@ -204,18 +207,21 @@ describe('charts/nfdctl: helm lint, helm template, and a server-side dry run on 
       const [before, after] = [only(plain, 'DaemonSet'), only(dra, 'DaemonSet')]
       // kubelet dials the socket path the driver registers: host path, mount path and --kubelet-dir agree.
       expect(container(after).args).to.deep.equal([...(container(before).args as string[]), '--dra', '--kubelet-dir=/data/kubelet'])
+      // The claims' CDI specs go to --cdi-dir's default, which the cdi volume (agent.hostPaths.cdiDir) is: mounted
+      // for the driver, not for an agent that writes no CDI spec.
       expect(byName(podSpec(after).volumes)).to.deep.equal({
         ...byName(podSpec(before).volumes),
+        cdi: {hostPath: {path: '/var/run/cdi', type: 'DirectoryOrCreate'}},
         'dra-plugin': {hostPath: {path: '/data/kubelet/plugins/devices.nfdctl.io', type: 'DirectoryOrCreate'}},
         'plugins-registry': {hostPath: {path: '/data/kubelet/plugins_registry', type: 'Directory'}},
       })
       expect(byName(container(after).volumeMounts)).to.deep.equal({
         ...byName(container(before).volumeMounts),
+        cdi: {mountPath: '/var/run/cdi'},
         'dra-plugin': {mountPath: '/data/kubelet/plugins/devices.nfdctl.io'},
         'plugins-registry': {mountPath: '/data/kubelet/plugins_registry'},
       })
-      // The claims' CDI specs go to --cdi-dir's default, which the cdi volume (agent.hostPaths.cdiDir) is.
-      expect(byName(container(after).volumeMounts).cdi).to.deep.equal({mountPath: '/var/run/cdi'})
+      expect(byName(container(before).volumeMounts)).to.not.have.property('cdi')
 
       const added = async (values: Json): Promise<string[]> => {
         const objects = await render({'agent.dra.enable': true, ...values})
@@ -227,14 +233,18 @@ describe('charts/nfdctl: helm lint, helm template, and a server-side dry run on 
         'ClusterRole nfdctl-agent-dra',
         'ClusterRoleBinding nfdctl-agent-dra',
         'ValidatingAdmissionPolicy nfdctl-agent-dra-device-classes',
+        'ValidatingAdmissionPolicy nfdctl-agent-own-node-claims',
         'ValidatingAdmissionPolicy nfdctl-agent-own-node-slices',
         'ValidatingAdmissionPolicyBinding nfdctl-agent-dra-device-classes',
+        'ValidatingAdmissionPolicyBinding nfdctl-agent-own-node-claims',
         'ValidatingAdmissionPolicyBinding nfdctl-agent-own-node-slices',
       ])
       expect(await added({'agent.rbac.create': false}), 'agent.rbac.create=false').to.deep.equal([
         'ValidatingAdmissionPolicy nfdctl-agent-dra-device-classes',
+        'ValidatingAdmissionPolicy nfdctl-agent-own-node-claims',
         'ValidatingAdmissionPolicy nfdctl-agent-own-node-slices',
         'ValidatingAdmissionPolicyBinding nfdctl-agent-dra-device-classes',
+        'ValidatingAdmissionPolicyBinding nfdctl-agent-own-node-claims',
         'ValidatingAdmissionPolicyBinding nfdctl-agent-own-node-slices',
       ])
       expect(await added({'admissionPolicies.enable': false}), 'admissionPolicies.enable=false').to.deep.equal(['ClusterRole nfdctl-agent-dra', 'ClusterRoleBinding nfdctl-agent-dra'])
@@ -248,14 +258,19 @@ describe('charts/nfdctl: helm lint, helm template, and a server-side dry run on 
       // Claims' device status for its own node's claims only: associated-node verbs, never arbitrary-node.
       const role = dra.find((o) => o.kind === 'ClusterRole' && o.metadata.name === 'nfdctl-agent-dra') as Json
       expect((role.rules as Json[]).filter((r) => (r.resources as string[]).includes('resourceclaims/driver'))).to.deep.equal([
-        {apiGroups: ['resource.k8s.io'], resourceNames: ['devices.nfdctl.io'], resources: ['resourceclaims/driver'], verbs: ['associated-node:patch', 'associated-node:update']},
+        {apiGroups: ['resource.k8s.io'], resourceNames: ['devices.nfdctl.io'], resources: ['resourceclaims/driver'], verbs: ['associated-node:patch']},
       ])
     })
 
-    it("the agent's policies (own-node status, and with agent.dra.enable own-node slices and the driver's DeviceClasses) name its service account in the release namespace", async function () {
+    it("the agent's policies (own-node status, and with agent.dra.enable own-node slices and claims and the driver's DeviceClasses) name its service account in the release namespace", async function () {
       const {objects} = await renderChart(tools, {namespace: 'edge', release: 'devices', values: {'agent.dra.enable': true, 'agent.serviceAccount.name': 'node-agent'}})
       const policies = objects.filter((o) => o.kind === 'ValidatingAdmissionPolicy' && o.metadata.name.startsWith('devices-nfdctl-agent-'))
-      expect(policies.map((p) => p.metadata.name).sort()).to.deep.equal(['devices-nfdctl-agent-dra-device-classes', 'devices-nfdctl-agent-own-node-slices', 'devices-nfdctl-agent-own-node-status'])
+      expect(policies.map((p) => p.metadata.name).sort()).to.deep.equal([
+        'devices-nfdctl-agent-dra-device-classes',
+        'devices-nfdctl-agent-own-node-claims',
+        'devices-nfdctl-agent-own-node-slices',
+        'devices-nfdctl-agent-own-node-status',
+      ])
       for (const policy of policies) {
         const conditions = (policy.spec as Json).matchConditions as Array<{expression: string}>
         expect(
