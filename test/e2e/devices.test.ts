@@ -201,7 +201,7 @@ describe('devices list: a loop device the node mounts is host-critical (the real
     }
     const whileMounted = await listed()
     expect(whileMounted?.classes).to.deep.equal(['admin-loop'])
-    expect(whileMounted?.refused).to.deep.equal({'the-loop': `/dev/loop${index} backs the node's mount ${mountPoint}`})
+    expect(whileMounted?.refused).to.deep.equal({'the-loop': `/dev/loop${index} backs the node's mount ${mountPoint}; set spec.hostCritical: Allow in the class to serve it`})
 
     run('umount', mountPoint)
     mounted = false

@@ -400,6 +400,29 @@ describe('deploy/agent and deploy/agent-dra admission policies and a device quot
       expect(await nodesOfClass()).to.deep.equal([theirs])
     })
 
+    it('the agent lists a host-critical device it leaves out in its own entry (refused, reason HostCritical), and takes it back', async () => {
+      const writer = new StatusWriter(agent, 'node-a')
+      const disk: Device = {
+        devName: 'vda',
+        devNode: '/dev/vda',
+        devPath: '/devices/pci0000:00/virtio1/block/vda',
+        id: 'b254:0',
+        kernelName: 'vda',
+        major: 254,
+        minor: 0,
+        properties: {},
+        subsystem: 'block',
+        type: 'block',
+      }
+      const message = "/dev/vda backs the node's mount /; set spec.hostCritical: Allow in the class to serve it"
+      const entry = nodeClassStatus('node-a', [], [], 1, [{className, device: disk, message, reason: 'HostCritical'}])
+      await writer.write(new Map([[className, {entry}]]))
+      const written = (await nodesOfClass()).find((e) => e.node === 'node-a')
+      expect(written?.refused).to.deep.equal([{devName: 'vda', id: 'b254:0', message, reason: 'HostCritical'}])
+      await writer.write(new Map())
+      expect(await nodesOfClass()).to.deep.equal([theirs])
+    })
+
     it("refuses the agent applying, changing or removing another node's entry", async () => {
       const message = `the nfdctl agent of node node-a may write only its own entry of status.nodes in DeviceClass (devices.nfdctl.io) ${className}`
       // An agent that claims to be node-b's (its field manager and entry), with node-a's token.
