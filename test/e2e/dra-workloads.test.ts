@@ -187,7 +187,7 @@ describe('deploy/agent-dra and the chart with agent.dra.enable on the real node:
         kubectl(
           env,
           'delete',
-          ...['nfdctl-device-annotation-access', 'nfdctl-agent-own-node-status', 'nfdctl-agent-own-node-slices', 'nfdctl-agent-dra-device-classes'].flatMap((name) => [
+          ...['nfdctl-device-annotation-access', 'nfdctl-agent-own-node-status', 'nfdctl-agent-own-node-slices', 'nfdctl-agent-dra-device-classes', 'nfdctl-agent-own-node-claims'].flatMap((name) => [
             `validatingadmissionpolicy/${name}`,
             `validatingadmissionpolicybinding/${name}`,
           ]),
