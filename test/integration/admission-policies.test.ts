@@ -911,6 +911,19 @@ describe('deploy/agent and deploy/agent-dra admission policies and a device quot
           expect(await devicesOf('two-drivers')).to.deep.equal([gpuEntry])
         })
 
+        it("lets through a write that changes nothing: the agent's empty apply to a claim no longer allocated (an unprepare after deallocation)", async () => {
+          await client.request('POST', claimsPath, {
+            body: {
+              apiVersion: 'resource.k8s.io/v1',
+              kind: 'ResourceClaim',
+              metadata: {name: 'deallocated'},
+              spec: {devices: {requests: [{exactly: {deviceClassName: 'dra-serial.devices.nfdctl.io'}, name: 'serial'}]}},
+            },
+          })
+          await applyStatus(agent, 'deallocated', {devices: []})
+          expect((await claim('deallocated')).status ?? {}).to.not.have.property('allocation')
+        })
+
         it("refuses a token that names no node, and a user without extras in the agent's name, with its own message", async () => {
           for (const [what, as] of [
             ['a token of an unscheduled pod', unscheduled],
