@@ -43,6 +43,7 @@ const cells = (d: ListedDevice): string[] => [d.devNode, d.type, `${d.major}:${d
 export function refusalLines(devices: readonly ListedDevice[]): string[] {
   return devices.flatMap((d) => Object.entries(d.refused ?? {}).map(([name, why]) => `${d.devNode} is not served by DeviceClass ${name}: ${why}`))
 }
+
 const headers = ['DEVICE', 'TYPE', 'MAJ:MIN', 'SUBSYSTEM', 'CLASSES']
 
 export function renderDevices(devices: readonly ListedDevice[], format: 'json' | 'table' | 'yaml'): string {

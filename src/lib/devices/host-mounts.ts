@@ -23,8 +23,8 @@ export interface HostMountsOptions {
  * node's own; the agent DaemonSet runs so) and of this process (a container sees the node's disks under its
  * bind mounts too), /proc/swaps, and sysfs's block devices with what each sits on. There is no event for
  * a mount, so the table is read again when a block device is judged and the last reading is older than
- * `maxAgeMs`: a device mounted on the node while a container holds it is taken back at the device's next
- * event or class change.
+ * `maxAgeMs`: a device mounted on the node while a container holds it is taken back the next time the
+ * classes' devices are worked out (a device event that changes a class, or a class change).
  */
 export class HostMounts {
   readonly #proc: string
