@@ -415,7 +415,7 @@ describe('deploy/agent and deploy/agent-dra admission policies and a device quot
         type: 'block',
       }
       const message = "/dev/vda backs the node's mount /; set spec.hostCritical: Allow in the class to serve it"
-      const entry = nodeClassStatus('node-a', [], [], 1, [{className, device: disk, message, reason: 'HostCritical'}])
+      const entry = nodeClassStatus('node-a', [], 0, 1, [{className, device: disk, message, reason: 'HostCritical'}])
       await writer.write(new Map([[className, {entry}]]))
       const written = (await nodesOfClass()).find((e) => e.node === 'node-a')
       expect(written?.refused).to.deep.equal([{devName: 'vda', id: 'b254:0', message, reason: 'HostCritical'}])
@@ -454,7 +454,7 @@ describe('deploy/agent and deploy/agent-dra admission policies and a device quot
     it("answers a request without user extras (the agent's name, impersonated) with its own message, not a CEL error", async () => {
       const impersonated = (await openCluster({kubeconfig: await impersonating(agentUser)}, {burst: 10, qps: 10})).client
       try {
-        const error = await refusal(() => new StatusWriter(impersonated, 'node-a').write(new Map([[className, {entry: nodeClassStatus('node-a', [], [])}]])))
+        const error = await refusal(() => new StatusWriter(impersonated, 'node-a').write(new Map([[className, {entry: nodeClassStatus('node-a', [], 0)}]])))
         expect(error.code).to.equal(403)
         expect(error.serverMessage).to.contain(`ValidatingAdmissionPolicy '${statusPolicy}'`).and.contain("the nfdctl agent's credentials name no node").and.not.contain('no such key')
       } finally {
