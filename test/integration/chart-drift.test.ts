@@ -341,7 +341,7 @@ describe('deploy/ and charts/nfdctl do not drift: every object both produce', fu
     const found = differences(driftView({...chart, objects: base}), driftView({...chart, objects: changed, prefix: 'other-nfdctl-'}))
     const expected = [
       'DaemonSet agent.spec.minReadySeconds: kustomize (absent), chart 30',
-      'DaemonSet agent.spec.template.spec.containers[agent].args[5]: kustomize "--log-format=json", chart "--log-format=text"',
+      'DaemonSet agent.spec.template.spec.containers[agent].args[6]: kustomize "--log-format=json", chart "--log-format=text"',
       'DaemonSet agent.spec.template.spec.containers[agent].terminationMessagePath: kustomize "/tmp/termination-log", chart (absent)',
       'DaemonSet agent.spec.template.spec.containers[agent].workingDir: kustomize (absent), chart "/tmp"',
       'DaemonSet agent.spec.template.spec.dnsPolicy: kustomize (absent), chart "ClusterFirstWithHostNet"',
