@@ -50,6 +50,8 @@ export interface FaultStormResult {
   readonly killsSurvived: number
   /** Per restart that settled: from the new agent's spawn until the invariant held, ms. */
   readonly settleMs: readonly number[]
+  /** The same for the restarts whose first check found something off (the agent had work to do). */
+  readonly settleMsWithWork: readonly number[]
   /** Distinct findings (container and device) left when a deadline passed: each a broken invariant. */
   readonly stray: readonly StormFinding[]
   readonly missing: readonly StormFinding[]
@@ -155,6 +157,7 @@ export class FaultStorm {
   async run(): Promise<FaultStormResult> {
     const random = this.#o.random
     const settleMs: number[] = []
+    const settleMsWithWork: number[] = []
     const found = new Map<string, StormFinding>()
     const stale = new Map<string, StormFinding>()
     let killsSurvived = 0
@@ -197,6 +200,7 @@ export class FaultStorm {
         keep(check, settled.report, found, ['stray', 'missing'])
       } else {
         settleMs.push(settled.ms)
+        if (!settled.atOnce) settleMsWithWork.push(settled.ms)
         killsSurvived += killsSinceSettle
         keep(check, settled.report, stale, ['stale node'])
       }
@@ -214,6 +218,7 @@ export class FaultStorm {
       podsNotRunning: await this.#podsNotRunning(),
       seed: random.seed,
       settleMs,
+      settleMsWithWork,
       staleNodes: [...stale.values()],
       stray: findings.filter((f) => f.kind === 'stray'),
     }
@@ -265,9 +270,9 @@ export class FaultStorm {
   }
 
   /** Polls the invariant from `since` until it holds apart from `known` findings, or the deadline passes. */
-  async #settle(check: string, since: number, known: ReadonlySet<string> = new Set()): Promise<{ms?: number; report: InvariantReport}> {
+  async #settle(check: string, since: number, known: ReadonlySet<string> = new Set()): Promise<{ms?: number; atOnce: boolean; report: InvariantReport}> {
     const deadline = since + this.#o.settleTimeoutMs
-    for (;;) {
+    for (let atOnce = true; ; atOnce = false) {
       const agent = this.#agent!
       const report = await checkDeviceInvariant({client: this.#o.env.client, node: this.#o.env.node, present: this.present(), watched: this.watched()})
       const now = performance.now()
@@ -275,11 +280,11 @@ export class FaultStorm {
       const fresh = open.filter((key) => !known.has(key))
       if (fresh.length === 0) {
         this.#note(`settled ${check} in ${Math.round(now - since)} ms (${report.containers} containers)`)
-        return {ms: now - since, report}
+        return {atOnce, ms: now - since, report}
       }
       if (now > deadline) {
         this.#note(`not settled ${check} within ${this.#o.settleTimeoutMs} ms: ${open.join('; ')}`)
-        return {report}
+        return {atOnce: false, report}
       }
       const end = await Promise.race([agent.ended, sleep(100)])
       if (end !== undefined) throw new Error(`the agent exited by itself (${end.signal ?? `code ${end.code}`}) ${check}\n${agent.transcript()}`)
