@@ -46,7 +46,10 @@ export interface StormFinding extends Finding {
 export interface FaultStormResult {
   readonly seed: number
   readonly kills: number
-  /** Kills after which the restarted agent made the invariant hold within the deadline. */
+  /**
+   * Kills after which the restarted agent made the invariant hold within the deadline (findings left at an
+   * earlier deadline, already counted below, aside).
+   */
   readonly killsSurvived: number
   /** Per restart that settled: from the new agent's spawn until the invariant held, ms. */
   readonly settleMs: readonly number[]
