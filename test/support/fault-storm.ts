@@ -66,6 +66,8 @@ export interface FaultStormResult {
 }
 
 type ClassKind = 'class' | 'device' | 'dra'
+/** Disk names per class (c1, d1, r1): every disk has a serial of its own. */
+const diskLetter: Record<ClassKind, string> = {class: 'c', device: 'd', dra: 'r'}
 type PodKind = 'limit' | 'annotation' | 'device' | 'claim'
 
 interface Plugged {
@@ -346,13 +348,13 @@ export class FaultStorm {
   }
 
   #newDisk(kind: ClassKind): string {
-    return `${kind[0]}${++this.#diskCount[kind]}`
+    return `${diskLetter[kind]}${++this.#diskCount[kind]}`
   }
 
   /** A disk of the class's that is not plugged in (one seen before half the time), never `not`. */
   #diskFor(kind: ClassKind, not?: string): string {
     const pluggedDisks = new Set([...this.#plugged.values()].map((p) => p.disk))
-    const known = Array.from({length: this.#diskCount[kind]}, (_, i) => `${kind[0]}${i + 1}`).filter((d) => d !== not && !pluggedDisks.has(d))
+    const known = Array.from({length: this.#diskCount[kind]}, (_, i) => `${diskLetter[kind]}${i + 1}`).filter((d) => d !== not && !pluggedDisks.has(d))
     return known.length > 0 && this.#o.random.chance(0.5) ? this.#o.random.pick(known) : this.#newDisk(kind)
   }
 
@@ -412,14 +414,33 @@ export class FaultStorm {
     if (process.env.NFDCTL_FAULT_TRACE) this.#o.log(line)
   }
 
-  /** What happened to the finding's device number, and the kills and restarts between, and its pod's start. */
+  /**
+   * What happened to the finding's device number and its pod, with the agent's kills and restarts between
+   * (a run of them with nothing else between is shortened to its last kill and start).
+   */
   #scenarioOf(finding: Finding): string[] {
-    const number = finding.device.split(' ')[1]
+    const minor = finding.device.split(':')[1]
     const pod = finding.container.split('/').slice(0, 2).join('/')
-    const relevant = this.#history.filter((line) => line.includes(` 7:${number.split(':')[1]}`) || line.includes(`pod ${pod} `) || line.includes('SIGKILL') || line.includes('agent started'))
-    // The agent's comings and goings matter only around the device's own events: keep those from its first one on.
-    const first = relevant.findIndex((line) => line.includes(` 7:${number.split(':')[1]}`) || line.includes(`pod ${pod} `))
-    return relevant.slice(Math.max(0, first))
+    const own = (line: string): boolean => line.includes(` 7:${minor}`) || line.includes(`pod ${pod} `)
+    const agentLine = (line: string): boolean => line.includes('SIGKILL') || line.endsWith('agent started')
+    const lines = this.#history.slice(Math.max(0, this.#history.findIndex(own))).filter((line) => own(line) || agentLine(line) || line.includes(finding.container))
+    const story: string[] = []
+    let run: string[] = []
+    const flush = (): void => {
+      const earlier = run.slice(0, -2).filter((line) => line.includes('SIGKILL')).length
+      if (earlier > 0) story.push(`(${earlier} earlier kill(s) and restarts)`)
+      story.push(...run.slice(-2))
+      run = []
+    }
+    for (const line of lines) {
+      if (agentLine(line)) run.push(line)
+      else {
+        flush()
+        story.push(line)
+      }
+    }
+    flush()
+    return story
   }
 }
 
