@@ -49,7 +49,7 @@ if (!canUseLoopControl()) {
   process.exit(2)
 }
 const log = (line: string): void => void process.stderr.write(`${line}\n`)
-log(`bench:faults: ${kills} SIGKILLs of the agent amid plugs, unplugs, re-plugs and pod starts; seed ${seed}; about ${Math.ceil((kills * 5) / 60) + 3} minutes`)
+log(`bench:faults: ${kills} SIGKILLs of the agent amid plugs, unplugs, re-plugs and pod starts; seed ${seed}; about ${Math.ceil((kills * 4) / 60) + 2} minutes`)
 
 /** The budget of the settle time's 95th percentile, from the restarted agent's spawn (its start-up included). */
 const settleP95BudgetMs = 3000

@@ -440,11 +440,14 @@ export class FaultStorm {
       }
     }
     flush()
-    return story
+    // Long stories keep the pod's start and the device number's last events.
+    const start = story.find((line) => line.includes(`pod ${pod} created`))
+    const tail = story.slice(-13)
+    return start === undefined || tail.includes(start) ? story.slice(-14) : [start, '…', ...tail]
   }
 }
 
 /** One line per finding with its scenario, for a failure message or a benchmark's log. */
 export function describeFindings(findings: readonly StormFinding[]): string {
-  return findings.map((f) => `- ${f.kind}, found ${f.check}: ${f.text}\n    ${f.scenario.slice(-14).join('\n    ')}`).join('\n')
+  return findings.map((f) => `- ${f.kind}, found ${f.check}: ${f.text}\n    ${f.scenario.join('\n    ')}`).join('\n')
 }
