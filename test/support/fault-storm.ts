@@ -279,7 +279,16 @@ export class FaultStorm {
     const deadline = since + this.#o.settleTimeoutMs
     for (let atOnce = true; ; atOnce = false) {
       const agent = this.#agent!
-      const report = await checkDeviceInvariant({client: this.#o.env.client, node: this.#o.env.node, present: this.present(), watched: this.watched()})
+      let report: InvariantReport
+      try {
+        report = await checkDeviceInvariant({client: this.#o.env.client, node: this.#o.env.node, present: this.present(), watched: this.watched()})
+      } catch (error) {
+        // A read that failed (kubelet's PodResources slow on two busy cores) is tried again; only the deadline ends it.
+        if (performance.now() > deadline) throw new Error(`the invariant could not be checked ${check}: ${(error as Error).message}`, {cause: error})
+        this.#note(`check failed, tried again: ${(error as Error).message}`)
+        await sleep(100)
+        continue
+      }
       const now = performance.now()
       const open = [...report.stray.map((f) => `stray ${f.container} ${f.device}`), ...report.missing.map((f) => `missing ${f.container} ${f.device}`)]
       const fresh = open.filter((key) => !known.has(key))
