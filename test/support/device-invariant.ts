@@ -4,7 +4,8 @@ import {join} from 'node:path'
 import {matchesLabelSelector} from '../../src/lib/devices/label-selector.js'
 import type {LabelSelector} from '../../src/lib/devices/types.js'
 import type {KubeClient} from '../../src/lib/kube/kube-client.js'
-import {allocatedDevices, listPodResources} from '../../src/lib/plugins/pod-resources.js'
+import type {PodResources} from '../../src/lib/plugins/kubelet-api.js'
+import {listPodResources} from '../../src/lib/plugins/pod-resources.js'
 import {ContainerdClient} from '../../src/lib/runtime/containerd-client.js'
 import {deviceControlOf, formatRule, readDeviceRules, type DeviceControl, type DeviceRule} from '../../src/lib/runtime/device-cgroup.js'
 import {decodeInstructions, deviceAccess, deviceType, type Instruction} from '../../src/lib/runtime/device-program.js'
@@ -135,7 +136,7 @@ export async function checkDeviceInvariant(input: InvariantInput): Promise<Invar
         const via = byLimit ? 'limit' : annotated.includes(name) && admitted ? 'annotation' : undefined
         if (via !== undefined) for (const d of members) give(d, cls, via)
       } else if (allocation === 'Device' && byLimit) {
-        const ids = new Set(allocatedDevices(podResources, {name: pod.metadata.name, namespace: pod.metadata.namespace}, containerName, `${domain}/${name}`))
+        const ids = new Set(kubeletAllocated(podResources, pod, containerName, `${domain}/${name}`))
         for (const d of members) if (ids.has(d.stableId)) give(d, cls, `limit (kubelet allocated ${d.stableId})`)
       } else if (allocation === 'DRA') {
         for (const ref of container.resources?.claims ?? []) {
@@ -174,6 +175,17 @@ export async function checkDeviceInvariant(input: InvariantInput): Promise<Invar
     containerd.close()
   }
   return report
+}
+
+/**
+ * The device IDs of one resource kubelet gave a container, from PodResources, which names pods by namespace
+ * and name only: a name listed twice (a pod re-created while the old one is still there) cannot be judged.
+ */
+function kubeletAllocated(listed: readonly PodResources[], pod: PodObject, container: string, resourceName: string): string[] {
+  const entries = listed.filter((p) => p.namespace === pod.metadata.namespace && p.name === pod.metadata.name)
+  if (entries.length > 1) throw new Error(`kubelet lists pod ${pod.metadata.namespace}/${pod.metadata.name} twice: whose devices are whose cannot be told; do not re-create a pod under a name in use`)
+  const found = entries[0]?.containers.find((c) => c.name === container)
+  return found?.devices.filter((d) => d.resource_name === resourceName).flatMap((d) => d.device_ids) ?? []
 }
 
 /** The claims the node's pods name, by namespace/name. */
