@@ -413,8 +413,13 @@ export class FaultStorm {
   }
 
   async #podsNotRunning(): Promise<string[]> {
-    const pods = await this.#o.env.client.request<{items: Array<{metadata: {name: string}; status?: {phase?: string; reason?: string}}>}>('GET', `/api/v1/namespaces/${this.#namespace}/pods`)
-    return pods.items.filter((p) => p.status?.phase !== 'Running').map((p) => `${p.metadata.name}: ${p.status?.phase ?? '?'}${p.status?.reason ? ` (${p.status.reason})` : ''}`)
+    const pods = await this.#o.env.client.request<{items: Array<{metadata: {name: string}; status?: {phase?: string; reason?: string; message?: string}}>}>(
+      'GET',
+      `/api/v1/namespaces/${this.#namespace}/pods`,
+    )
+    return pods.items
+      .filter((p) => p.status?.phase !== 'Running')
+      .map((p) => `${p.metadata.name}: ${p.status?.phase ?? '?'}${p.status?.reason ? ` (${p.status.reason}${p.status.message ? `: ${p.status.message}` : ''})` : ''}`)
   }
 
   #note(event: string): void {
