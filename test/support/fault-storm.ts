@@ -3,8 +3,12 @@ import {join} from 'node:path'
 import {setTimeout as sleep} from 'node:timers/promises'
 
 import {draDeviceName} from '../../src/lib/dra/resource-slices.js'
+import {ContainerdClient, type RuntimeContainer} from '../../src/lib/runtime/containerd-client.js'
+import {hasDevicePrograms} from '../../src/lib/runtime/device-bpf.js'
+import {deviceControlOf} from '../../src/lib/runtime/device-cgroup.js'
 import {CliProcess} from './cli-process.js'
 import {checkDeviceInvariant, type DeviceNumber, type Finding, type InvariantReport, type PresentDevice} from './device-invariant.js'
+import {attachRuntimeProgram, runcDeviceRules} from './device-programs.js'
 import {claimPodManifest, claimTemplateManifest, draAgentArgs, SerialDisks} from './dra-agent.js'
 import {BackedLoops} from './loop-devices.js'
 import type {SeededRandom} from './seeded-random.js'
@@ -154,8 +158,42 @@ export class FaultStorm {
     ] as const)
       await this.#startPod(kind, sidecar)
     for (const pod of this.#pods) await waitForPod(env, `${this.#namespace}/${pod}`, 90_000)
-    const initial = await this.#settle('after set-up', performance.now())
-    if (initial.ms === undefined) throw new Error(`the node did not settle after set-up:\n${[...initial.report.stray, ...initial.report.missing].map((f) => f.text).join('\n')}`)
+    await this.#settledOrThrow('after set-up')
+    if (await this.#attachRuntimePrograms(['limit-1', 'annotation-2', 'claim-5'])) await this.#settledOrThrow('after the runtime programs')
+  }
+
+  async #settledOrThrow(check: string): Promise<void> {
+    const settled = await this.#settle(check, performance.now())
+    if (settled.ms === undefined) throw new Error(`the node did not settle ${check}:\n${[...settled.report.stray, ...settled.report.missing].map((f) => f.text).join('\n')}`)
+  }
+
+  /**
+   * On a hybrid host (whose runc restricts devices through v1 and attaches no program), what runc attaches on
+   * a cgroup v2 host, from each container's spec, to the `main` containers of these pods, with the agent
+   * stopped: the agent then keeps them in v2 mode (its program in the place of the runtime's, and the v1 rule),
+   * so that kills land between those writes too. False where there is nothing to do (v1 or v2 only).
+   */
+  async #attachRuntimePrograms(pods: readonly string[]): Promise<boolean> {
+    const containerd = new ContainerdClient({address: this.#o.env.node.containerd.socket, namespace: 'k8s.io'})
+    try {
+      const targets: Array<{dir: string; spec: RuntimeContainer['spec']}> = []
+      for (const pod of pods) {
+        const {containerId} = await waitForPod(this.#o.env, `${this.#namespace}/${pod}`)
+        const pid = (await containerd.getTask(containerId))!.pid
+        const control = await deviceControlOf(pid, {mode: 'v2'}).catch(() => undefined)
+        if (control?.mode !== 'v2' || control.v1Dir === undefined || hasDevicePrograms(control.dir)) return false
+        targets.push({dir: control.dir, spec: (await containerd.getContainer(containerId))?.spec})
+      }
+      await this.#agent!.stop('SIGTERM')
+      this.#agentUp = false
+      this.#note('agent stopped (SIGTERM) to attach runtime device programs')
+      for (const {dir, spec} of targets) attachRuntimeProgram(dir, runcDeviceRules(spec, {tun: false}))
+      this.#note(`runtime device programs attached to ${pods.map((p) => `${this.#namespace}/${p}/main`).join(', ')}`)
+      this.#agent = this.#spawnAgent()
+      return true
+    } finally {
+      containerd.close()
+    }
   }
 
   /** The storm: `kills` SIGKILLs at random moments, each followed by a restart and a settled check; then the last check. */
