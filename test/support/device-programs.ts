@@ -1,6 +1,6 @@
 import type {OciSpec} from '../../src/lib/runtime/containerd-client.js'
 import {compileDeviceProgram, encodeInstructions, ociDeviceRules, type DeviceProgramRule} from '../../src/lib/runtime/device-program.js'
-import {attachDeviceProgram, closeFd, detachDeviceProgram, loadDeviceProgram, openCgroup, programFdById, queryDevicePrograms} from '../../src/lib/sys/bpf.js'
+import {attachDeviceProgram, closeFd, detachDeviceProgram, loadDeviceProgram, openCgroup, programFdById, programInfo, queryDevicePrograms} from '../../src/lib/sys/bpf.js'
 
 /** A rule written as a test reads it: `allow c 1:3 rwm`, `deny a`, `allow b 7:* r`. */
 export function ruleOf(text: string): DeviceProgramRule {
@@ -48,14 +48,17 @@ export function attachProgram(dir: string, instructions: Buffer, name: string): 
   }
 }
 
-/** Detaches every device program of the cgroup (the agent never detaches a program; a test cleans up). */
-export function detachDevicePrograms(dir: string): void {
+/**
+ * Detaches every device program of the cgroup, or only those named `name` (the agent never detaches a
+ * program; a test cleans up).
+ */
+export function detachDevicePrograms(dir: string, name?: string): void {
   const cgroup = openCgroup(dir)
   try {
     for (const id of queryDevicePrograms(cgroup)) {
       const fd = programFdById(id)
       try {
-        detachDeviceProgram(cgroup, fd)
+        if (name === undefined || programInfo(fd).name === name) detachDeviceProgram(cgroup, fd)
       } finally {
         closeFd(fd)
       }

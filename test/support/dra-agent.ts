@@ -56,9 +56,17 @@ export class SerialDisks {
     return `${this.prefix}-${disk}`
   }
 
-  /** The DRA device name of a disk, whatever loop number it has (DEVTYPE=disk, as the scanner reads it, is part of its identity). */
+  /**
+   * The ID kubelet's device plugins and the agent know a disk by, whatever loop number it has: computed from
+   * the device as the scanner reads it, DEVTYPE=disk included (the identity's key holds it).
+   */
+  stableIdOf(disk: string): string {
+    return stableDeviceId({...loopDevice(0, {ID_SERIAL: this.serialOf(disk), ID_SERIAL_SHORT: this.serialOf(disk)}), devType: 'disk'})
+  }
+
+  /** The DRA device name of a disk, whatever loop number it has. */
   deviceOf(disk: string): string {
-    return draDeviceName(stableDeviceId({...loopDevice(0, {ID_SERIAL: this.serialOf(disk), ID_SERIAL_SHORT: this.serialOf(disk)}), devType: 'disk'}))
+    return draDeviceName(this.stableIdOf(disk))
   }
 
   /** What udev would record for the disk at loop<index>; write it before the loop device appears. */
