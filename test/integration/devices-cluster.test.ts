@@ -60,7 +60,7 @@ describe('devices list with DeviceClasses from the cluster', function () {
     const {join} = await import('node:path')
     const {tmpdir} = await import('node:os')
     const file = join(mkdtempSync(join(tmpdir(), 'nfdctl-dl-')), 'extra.yaml')
-    writeFileSync(file, 'apiVersion: devices.nfdctl.io/v1alpha1\nkind: DeviceClass\nmetadata: {name: dl-from-file}\nspec:\n  match: [{subsystem: mem, devName: "nul?"}]\n')
+    writeFileSync(file, 'apiVersion: devices.nfdctl.io/v1alpha1\nkind: DeviceClass\nmetadata: {name: dl-from-file}\nspec:\n  match: [{subsystem: mem, devName: "null"}]\n')
     const run = await nfdctl<ListedDevice[]>(['devices', 'list', '--kubeconfig', plane.kubeconfig, '--node-name', 'dl-node', '--class-file', file, '--json'])
     expect(run.exitCode).to.equal(0)
     expect(nullClasses(run.result)).to.deep.equal(['dl-from-file', 'dl-null-everywhere', 'dl-null-usb-nodes'])
