@@ -5,7 +5,7 @@ export interface Timers {
   clear(handle: unknown): void
 }
 
-export const realTimers: Timers = {
+const realTimers: Timers = {
   clear: (handle) => clearTimeout(handle as NodeJS.Timeout),
   now: () => performance.now(),
   set: (fn, ms) => setTimeout(fn, ms),

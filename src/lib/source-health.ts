@@ -57,11 +57,6 @@ export function retryDelayMs(state: SourceState, policy: SupervisionPolicy): num
   return state.phase === 'down' ? backoffMs(policy.backoff, state.failures) : undefined
 }
 
-/** Whether the source does its job now. */
-export function isUp(state: SourceState): boolean {
-  return state.phase === 'up'
-}
-
 /** One clause for /readyz and the logs: which source, since when, the last error. Undefined while it is up. */
 export function describeSource(name: string, state: SourceState, now: number): string | undefined {
   const seconds = (from: number): string => `${Math.max(0, Math.round((now - from) / 1000))} s`

@@ -7,7 +7,7 @@ import {describeSource, retryDelayMs, sourceFailed, sourceUp, startingSource, ty
  * two minutes of failing (the process then exits 1 and its DaemonSet starts it again), and a run of failures
  * ends once the source has stayed up for a minute.
  */
-export const restartPolicy: SupervisionPolicy = {backoff: {baseMs: 1000, maxMs: 30_000}, giveUpAfterMs: 120_000, stableMs: 60_000}
+const restartPolicy: SupervisionPolicy = {backoff: {baseMs: 1000, maxMs: 30_000}, giveUpAfterMs: 120_000, stableMs: 60_000}
 
 /**
  * A source whose own loop reconnects (containerd's events, the API server's watches) or that waits for the

@@ -102,7 +102,7 @@ export function containerRequests(pod: PodLike): ContainerRequest[] {
 }
 
 /** Names read from one annotation at most: a class list is short, and each name costs a decision per batch. */
-export const maxAnnotatedClasses = 16
+const maxAnnotatedClasses = 16
 // A DeviceClass name: a DNS-1123 subdomain of at most 63 characters (the resource name's second part).
 const isClassName = (name: string): boolean => name.length <= 63 && dnsSubdomainPattern.test(name)
 

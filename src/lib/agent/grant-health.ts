@@ -13,7 +13,7 @@ export interface BatchOutcome {
 }
 
 /** Failing batches in a row that make the agent not ready: one or two are a container that went away meanwhile. */
-export const failingBatchesNotReady = 3
+const failingBatchesNotReady = 3
 
 export const healthyGrants: GrantHealth = {failingBatches: 0}
 

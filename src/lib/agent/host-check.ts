@@ -39,7 +39,7 @@ export function hostProblems(facts: HostFacts): string[] {
 }
 
 /** The agent cannot do its job here; the message names what is missing and how to give it. */
-export class HostCheckError extends NfdctlError {
+class HostCheckError extends NfdctlError {
   constructor(problems: readonly string[]) {
     super(`the agent cannot work here: ${problems.join('; ')}`, ExitCode.failed)
   }
@@ -54,7 +54,7 @@ export interface HostCheckOptions {
 }
 
 /** Reads the facts hostProblems() judges. */
-export async function readHostFacts(options: HostCheckOptions): Promise<HostFacts> {
+async function readHostFacts(options: HostCheckOptions): Promise<HostFacts> {
   const proc = options.procRoot ?? '/proc'
   const [pidNamespace, devNodes, cgroups] = await Promise.all([pidNamespaceOf(options.containerdAddress, proc), devNodesOf(options.sysRoot ?? '/sys', options.devRoot ?? '/dev'), cgroupsOf(proc)])
   return {cgroups, devNodes, pidNamespace}

@@ -78,7 +78,7 @@ export interface SchemaNode {
   readonly 'x-nfdctl-checks'?: readonly LocalRule[]
 }
 
-export const labelSelectorOperators = ['In', 'NotIn', 'Exists', 'DoesNotExist'] as const
+const labelSelectorOperators = ['In', 'NotIn', 'Exists', 'DoesNotExist'] as const
 // Consumers treat a missing capacity as 1; the CRD has no default for it (see capacity below).
 export const deviceClassDefaults = {allocation: 'Class', capacity: 1, permissions: 'rw'} as const
 
@@ -300,8 +300,8 @@ const matchRule: SchemaNode = {
  * mem rule other than the harmless names or one of those four kernel names; which disk backs `/` is known
  * on the node alone, where the agent refuses the devices themselves (host-critical.ts).
  */
-export const harmlessMemDevices = ['null', 'zero', 'full', 'random', 'urandom'] as const
-export const criticalMemDevices = ['mem', 'kmem', 'port', 'kmsg'] as const
+const harmlessMemDevices = ['null', 'zero', 'full', 'random', 'urandom'] as const
+const criticalMemDevices = ['mem', 'kmem', 'port', 'kmsg'] as const
 
 const namesHostCritical = (rule: unknown): boolean => {
   const subsystem = field(rule, 'subsystem')

@@ -26,7 +26,7 @@ export function hostCriticalReason(device: Device, node: NodeBlockUse): string |
 }
 
 /** Whether a class serves host-critical devices. */
-export const allowsHostCritical = (spec: {readonly hostCritical?: string}): boolean => spec.hostCritical === 'Allow'
+const allowsHostCritical = (spec: {readonly hostCritical?: string}): boolean => spec.hostCritical === 'Allow'
 
 /**
  * ClassMembers' `refuse` for host-critical devices: the device is left out of a class without

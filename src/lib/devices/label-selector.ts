@@ -58,9 +58,3 @@ export function labelKeyProblem(key: string): string | undefined {
   }
   return undefined
 }
-
-/** What is wrong with a label value, as a message fragment; undefined when it is valid (empty is valid). */
-export function labelValueProblem(value: string): string | undefined {
-  if (value === '' || (value.length <= 63 && labelName.test(value))) return undefined
-  return `must be a label value: empty, or at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit`
-}

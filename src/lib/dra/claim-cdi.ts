@@ -13,7 +13,7 @@ import type {PreparedDevice} from './prepared-claims.js'
 export const claimCdiKind = 'dra.devices.nfdctl.io/claim'
 
 /** The CDI device name of one device of one claim: unique on the node, as a registry needs. */
-export const claimCdiDevice = (claimUid: string, device: string): string => `${claimUid}-${device}`
+const claimCdiDevice = (claimUid: string, device: string): string => `${claimUid}-${device}`
 
 /** The fully qualified CDI device ID kubelet hands the runtime. */
 export const claimCdiId = (claimUid: string, device: string): string => `${claimCdiKind}=${claimCdiDevice(claimUid, device)}`
@@ -22,7 +22,7 @@ export const claimCdiId = (claimUid: string, device: string): string => `${claim
 export const claimCdiFile = (cdiDir: string, claimUid: string): string => join(cdiDir, `dra.devices.nfdctl.io-claim-${claimUid}.json`)
 
 /** Where the marker device nodes of claims go inside a container. */
-export const claimMarkerDir = '/dev/nfdctl/claims'
+const claimMarkerDir = '/dev/nfdctl/claims'
 
 /**
  * The second device node each claim device gets in a container, `/dev/nfdctl/claims/<claim uid>/<device>`:

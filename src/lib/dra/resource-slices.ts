@@ -8,7 +8,7 @@ import {resourceDomain} from '../plugins/class-allocation.js'
 export const draDriver = resourceDomain
 
 /** resource.k8s.io/v1's limits (k8s.io/api/resource/v1): devices a slice, the two parts of an attribute name, a string value. */
-export const sliceLimits = {attributeDomain: 63, attributeId: 32, attributesPerDevice: 32, devicesPerSlice: 128, stringValue: 64} as const
+const sliceLimits = {attributeDomain: 63, attributeId: 32, attributesPerDevice: 32, devicesPerSlice: 128, stringValue: 64} as const
 
 export type DeviceAttribute = {readonly string: string} | {readonly int: number} | {readonly bool: boolean}
 

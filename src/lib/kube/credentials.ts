@@ -136,7 +136,7 @@ export class Credentials {
 }
 
 /** client-go's impersonating round tripper: Impersonate-User, -Uid, one -Group per group, -Extra-<key> per value. */
-export function impersonationHeaders(as: Impersonation | undefined): AuthHeaders {
+function impersonationHeaders(as: Impersonation | undefined): AuthHeaders {
   if (!as) return {}
   const headers: AuthHeaders = {}
   if (as.user !== undefined) headers['Impersonate-User'] = as.user

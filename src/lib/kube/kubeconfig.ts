@@ -34,7 +34,7 @@ export interface ClusterEntry {
   readonly execExtension?: unknown
 }
 
-export const interactiveModes = ['Never', 'IfAvailable', 'Always'] as const
+const interactiveModes = ['Never', 'IfAvailable', 'Always'] as const
 export type InteractiveMode = (typeof interactiveModes)[number]
 
 export interface ExecConfig {

@@ -10,7 +10,7 @@ import {ConfigError} from '../errors.js'
 // pick a different proxy than kubectl for the same environment.
 
 /** What a proxy URL may use: client-go's proxy-url validation allows these three (socks5 resolves remotely, as Go). */
-export const proxySchemes = ['http:', 'https:', 'socks5:'] as const
+const proxySchemes = ['http:', 'https:', 'socks5:'] as const
 
 /** Where a kubeconfig proxy-url is checked: the message names the cluster. */
 export function parseProxyUrl(text: string, where: string): URL {

@@ -24,7 +24,7 @@ interface CdiDeviceNode {
 }
 
 /** The CDI kind of a class, `devices.nfdctl.io/<class>`: a container asks for `devices.nfdctl.io/<class>=<id>`. */
-export const cdiKindOf = (className: string): string => `${resourceDomain}/${className}`
+const cdiKindOf = (className: string): string => `${resourceDomain}/${className}`
 
 /** The spec file of a class in the CDI directory; one file per class, so that classes never overwrite each other. */
 export const cdiFileOf = (cdiDir: string, className: string): string => join(cdiDir, `${resourceDomain}-${className}.json`)

@@ -10,7 +10,7 @@ export const resourceNameOf = (className: string): string => `${resourceDomain}/
 export const envNameOf = (className: string): string => `NFDCTL_DEVICES_${className.toUpperCase().replaceAll(/[^A-Z0-9]/g, '_')}`
 
 /** The container annotation naming the class and the IDs kubelet allocated from it. */
-export const annotationOf = (className: string): string => `classes.${resourceDomain}/${className}`
+const annotationOf = (className: string): string => `classes.${resourceDomain}/${className}`
 
 /** Slot IDs of Class allocation: slot-0 … slot-<capacity-1>. */
 const slotId = (index: number): string => `slot-${index}`

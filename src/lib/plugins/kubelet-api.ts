@@ -17,13 +17,6 @@ export interface DevicePluginOptions {
   get_preferred_allocation_available: boolean
 }
 
-export interface RegisterRequest {
-  version: string
-  endpoint: string
-  resource_name: string
-  options: DevicePluginOptions
-}
-
 export interface PluginDevice {
   ID: string
   health: typeof healthy | typeof unhealthy

@@ -5,7 +5,7 @@ import {unary} from '../grpc-unary.js'
 import {devicePluginVersion, kubeletApi, type DevicePluginOptions} from './kubelet-api.js'
 
 /** kubelet's registration socket in the device-plugin directory. */
-export const kubeletSocketName = 'kubelet.sock'
+const kubeletSocketName = 'kubelet.sock'
 
 /**
  * The identity of the running kubelet's registration socket (its inode), or undefined when there is none.

@@ -2,7 +2,7 @@ import {unary} from '../grpc-unary.js'
 import {kubeletApi, type PodResources} from './kubelet-api.js'
 
 /** kubelet's default PodResources socket (it follows kubelet's --root-dir). */
-export const defaultPodResourcesSocket = '/var/lib/kubelet/pod-resources/kubelet.sock'
+const defaultPodResourcesSocket = '/var/lib/kubelet/pod-resources/kubelet.sock'
 
 /** Every pod's containers with the device IDs kubelet allocated to them, from kubelet's PodResources API v1. */
 export async function listPodResources(socket = defaultPodResourcesSocket, timeoutMs = 5000): Promise<PodResources[]> {

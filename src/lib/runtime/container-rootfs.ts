@@ -46,7 +46,7 @@ export function isRootMount(mountInfo: string, mountId: bigint): boolean {
  * The container's rootfs as the host has it, or why it cannot be found. Read once per container: the host's
  * mount table waits for every mount and unmount on the node.
  */
-export function findContainerRootfs(containerId: string): ContainerRootfs | string {
+function findContainerRootfs(containerId: string): ContainerRootfs | string {
   let table: string
   try {
     table = readFileSync(hostMountInfo, 'utf8')
@@ -61,7 +61,7 @@ export function findContainerRootfs(containerId: string): ContainerRootfs | stri
  * rootfs, or undefined when it is: on the rootfs's filesystem, and the root of the process's own mount table.
  * A process that changed its root (chroot into a volume, or into a directory of its image) fails one or the other.
  */
-export function rootfsMismatch(pid: number, rootFd: number, rootfs: ContainerRootfs): string | undefined {
+function rootfsMismatch(pid: number, rootFd: number, rootfs: ContainerRootfs): string | undefined {
   const dev = majorMinor(fstatSync(rootFd, {bigint: true}).dev)
   if (dev !== rootfs.dev) return `its root is on another filesystem (${dev}) than its rootfs ${rootfs.mountPoint} (${rootfs.dev}): its init process changed its root (chroot)`
   let table: string

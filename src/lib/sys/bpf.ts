@@ -8,7 +8,7 @@ const sysBpf = process.arch === 'arm64' ? 280 : 321
 const commands = {BPF_OBJ_GET_INFO_BY_FD: 15, BPF_PROG_ATTACH: 8, BPF_PROG_DETACH: 9, BPF_PROG_GET_FD_BY_ID: 13, BPF_PROG_LOAD: 5, BPF_PROG_QUERY: 16} as const
 const progTypeCgroupDevice = 15
 const attachCgroupDevice = 6
-export const attachFlags = {allowMulti: 2, replace: 4} as const
+const attachFlags = {allowMulti: 2, replace: 4} as const
 const attrSize = 128
 
 let memlockRaised = false
@@ -195,7 +195,7 @@ export function openCgroup(dir: string): number {
 }
 
 /** open(2) of a cgroup directory failed; ENOENT when the cgroup is gone (its container exited). */
-export class OpenError extends Error {
+class OpenError extends Error {
   constructor(
     readonly path: string,
     readonly code: number,

@@ -53,7 +53,7 @@ export function errno(): number {
   return koffi.errno()
 }
 
-export const errnoNames: Record<number, string> = {
+const errnoNames: Record<number, string> = {
   1: 'EPERM',
   2: 'ENOENT',
   4: 'EINTR',

@@ -1,6 +1,6 @@
 import {expect} from 'chai'
 
-import {labelKeyProblem, labelValueProblem, matchesLabelSelector} from '../../../src/lib/devices/label-selector.js'
+import {labelKeyProblem, matchesLabelSelector} from '../../../src/lib/devices/label-selector.js'
 import type {LabelSelector} from '../../../src/lib/devices/types.js'
 
 const node = {'kubernetes.io/arch': 'arm64', 'kubernetes.io/hostname': 'edge-1', usb: 'true', zone: ''}
@@ -78,23 +78,6 @@ describe('label syntax', () => {
   for (const [key, valid] of keys) {
     it(`label key ${JSON.stringify(key.length > 20 ? `${key.slice(0, 12)}...(${key.length})` : key)} is ${valid ? 'valid' : 'invalid'}`, () => {
       expect(labelKeyProblem(key) === undefined).to.equal(valid)
-    })
-  }
-
-  const values: Array<[value: string, valid: boolean]> = [
-    ['', true],
-    ['true', true],
-    ['v1.2_3-x', true],
-    ['a'.repeat(63), true],
-    ['a'.repeat(64), false],
-    ['-a', false],
-    ['a.', false],
-    ['a/b', false],
-    ['a b', false],
-  ]
-  for (const [value, valid] of values) {
-    it(`label value ${JSON.stringify(value.length > 20 ? `${value.slice(0, 12)}...(${value.length})` : value)} is ${valid ? 'valid' : 'invalid'}`, () => {
-      expect(labelValueProblem(value) === undefined).to.equal(valid)
     })
   }
 })
