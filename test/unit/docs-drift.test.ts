@@ -1,0 +1,73 @@
+import {readdir, readFile} from 'node:fs/promises'
+import {fileURLToPath} from 'node:url'
+
+import {expect} from 'chai'
+
+// The rules the docs keep are checked here, so that a new file, benchmark or document cannot land unnamed.
+const repo = (path: string): string => fileURLToPath(new URL(`../../${path}`, import.meta.url))
+const read = (path: string): Promise<string> => readFile(repo(path), 'utf8')
+
+/** The .ts files under src/lib, relative to it (`backoff.ts`, `kube/informer.ts`). */
+async function libFiles(): Promise<string[]> {
+  const entries = await readdir(repo('src/lib'), {recursive: true, withFileTypes: true})
+  return entries
+    .filter((entry) => entry.isFile() && entry.name.endsWith('.ts'))
+    .map((entry) => `${entry.parentPath.slice(repo('src/lib').length + 1)}/${entry.name}`.replace(/^\//, ''))
+    .sort()
+}
+
+/** Whether `text` names `file` as a whole word: `metrics.ts` is not named by `dra-metrics.ts`. */
+function names(text: string, file: string): boolean {
+  return new RegExp(`(^|[^\\w.-])${file.replaceAll('.', '\\.')}($|[^\\w-])`, 'm').test(text)
+}
+
+/**
+ * Pure: the src/lib files docs/architecture.md does not name where a reader looks for them: a file of a room
+ * (`dra/claim-cdi.ts`) in that room's section (### `src/lib/dra/`), by its path inside the room; a file
+ * directly in src/lib in the `src/` overview before the first room's section.
+ */
+function unnamedLibFiles(doc: string, files: readonly string[]): string[] {
+  const sections = doc.split(/^(?=### )/m)
+  const overview = doc.slice(doc.indexOf('## `src/`'), doc.indexOf('\n### '))
+  return files.flatMap((file) => {
+    const slash = file.indexOf('/')
+    if (slash < 0) return names(overview, file) ? [] : [`${file}: not in the src/ overview`]
+    const room = file.slice(0, slash)
+    const section = sections.find((s) => s.startsWith(`### \`src/lib/${room}/\``))
+    if (section === undefined) return [`${file}: no section ### \`src/lib/${room}/\``]
+    return names(section, file.slice(slash + 1)) ? [] : [`${file}: not in the section of src/lib/${room}/`]
+  })
+}
+
+describe('docs name what the repository holds', function () {
+  it('docs/architecture.md names every .ts file under src/lib, in its room', async function () {
+    const missing = unnamedLibFiles(await read('docs/architecture.md'), await libFiles())
+    expect(missing, 'describe each in docs/architecture.md, one line as its neighbours are').to.deep.equal([])
+  })
+
+  it('the check fails for a file the doc does not name, a room without a section, and a name inside another', function () {
+    const doc = '## `src/`\n\nbackoff.ts\n\n### `src/lib/gc/`\n\n`dra-metrics.ts`, `sweep.ts`\n'
+    expect(unnamedLibFiles(doc, ['backoff.ts', 'gc/sweep.ts'])).to.deep.equal([])
+    expect(unnamedLibFiles(doc, ['abort.ts', 'gc/metrics.ts', 'dra/dra-driver.ts', 'gc/sweep-planner.ts'])).to.deep.equal([
+      'abort.ts: not in the src/ overview',
+      'gc/metrics.ts: not in the section of src/lib/gc/',
+      'dra/dra-driver.ts: no section ### `src/lib/dra/`',
+      'gc/sweep-planner.ts: not in the section of src/lib/gc/',
+    ])
+  })
+
+  it("CONTRIBUTING.md's benchmark table has a row for every bench:* script in package.json", async function () {
+    const scripts = Object.keys((JSON.parse(await read('package.json')) as {scripts: Record<string, string>}).scripts)
+    const contributing = await read('CONTRIBUTING.md')
+    const table = contributing.slice(contributing.indexOf('## Benchmarks'), contributing.indexOf('\n## ', contributing.indexOf('## Benchmarks') + 1))
+    const missing = scripts.filter((script) => script.startsWith('bench:') && !table.includes(`| \`npm run ${script}\` |`))
+    expect(missing, 'add a row: what it measures, what it needs').to.deep.equal([])
+  })
+
+  it("README.md's Documentation list links every document in docs/", async function () {
+    const readme = await read('README.md')
+    const index = readme.slice(readme.indexOf('## Documentation'))
+    const docs = (await readdir(repo('docs'))).filter((name) => name.endsWith('.md'))
+    expect(docs.filter((name) => !index.includes(`(docs/${name})`))).to.deep.equal([])
+  })
+})
