@@ -6,6 +6,7 @@ import protobuf from 'protobufjs'
 import {
   claimRefFields,
   claimsRequestFields,
+  healthStatuses,
   nodePrepareResourcesResponseFields,
   nodeUnprepareResourcesResponseFields,
   nodeWatchResourcesResponseFields,
@@ -27,7 +28,7 @@ import {
   preferredAllocationResponseFields,
   registerRequestFields,
 } from '../../src/lib/plugins/kubelet-api.js'
-import {wireContainerFields, wireEnvelopeFields, wireProcessFields} from '../../src/lib/runtime/containerd-client.js'
+import {taskStatuses, wireContainerFields, wireEnvelopeFields, wireProcessFields} from '../../src/lib/runtime/containerd-client.js'
 
 /** Proto fields the hand-written types leave out on purpose (nfdctl neither reads nor sets them), by message. */
 type LeftOut = Readonly<Record<string, readonly string[]>>
@@ -131,6 +132,13 @@ const messages: Array<[file: string, message: string, fields: object]> = [
   ['containerd/events.proto', 'containerd.services.events.v1.Envelope', wireEnvelopeFields],
 ]
 
+/** Each enum a hand-written type spells out, with its names in the order of their numbers. */
+const enums: Array<[file: string, name: string, values: readonly string[]]> = [
+  ['kubelet/dra-health-v1.proto', 'v1.HealthStatus', healthStatuses],
+  ['kubelet/dra-health-v1alpha1.proto', 'v1alpha1.HealthStatus', healthStatuses],
+  ['containerd/tasks.proto', 'containerd.services.tasks.v1.Status', taskStatuses],
+]
+
 const leftOut: LeftOut = {
   'containerd.services.containers.v1.Container': ['image', 'runtime', 'snapshotter', 'snapshot_key', 'created_at', 'updated_at', 'extensions', 'sandbox'],
   'containerd.services.events.v1.Envelope': ['timestamp'],
@@ -149,6 +157,13 @@ describe('proto message types', function () {
   for (const [file, message, fields] of messages) {
     it(`${message} (${file}) has the hand-written type's fields`, function () {
       expect(drift(rootOf(file).lookupType(message), fields, leftOut)).to.deep.equal([])
+    })
+  }
+
+  for (const [file, name, values] of enums) {
+    it(`${name} (${file}) has the names the TypeScript type spells out`, function () {
+      const numbered = rootOf(file).lookupEnum(name).values
+      expect(Object.keys(numbered).sort((a, b) => numbered[a] - numbered[b])).to.deep.equal(values)
     })
   }
 

@@ -61,7 +61,9 @@ export interface RegistrationStatus {
 }
 export const registrationStatusFields = {error: 'string', plugin_registered: 'boolean'} satisfies MessageFields<RegistrationStatus>
 
-export type HealthStatus = 'UNKNOWN' | 'HEALTHY' | 'UNHEALTHY'
+/** The HealthStatus enum's names, by number (enums are loaded as their names); a unit test holds them to the .proto. */
+export const healthStatuses = ['UNKNOWN', 'HEALTHY', 'UNHEALTHY'] as const
+export type HealthStatus = (typeof healthStatuses)[number]
 
 export interface NodeWatchResourcesResponse {
   devices: Array<{

@@ -30,8 +30,11 @@ export interface OciSpec {
 export interface RuntimeTask {
   readonly containerId: string
   readonly pid: number
-  readonly status: 'UNKNOWN' | 'CREATED' | 'RUNNING' | 'STOPPED' | 'PAUSED' | 'PAUSING'
+  readonly status: (typeof taskStatuses)[number]
 }
+
+/** The Status enum's names, by number (enums are loaded as their names); a unit test holds them to the .proto. */
+export const taskStatuses = ['UNKNOWN', 'CREATED', 'RUNNING', 'STOPPED', 'PAUSED', 'PAUSING'] as const
 
 /** One event from containerd's stream, its payload decoded by the type URL's bare name. */
 export interface RuntimeEvent {
