@@ -9,10 +9,12 @@ import {
   kubeletDraApi,
   supportedVersions,
   type ClaimRef,
+  type ClaimsRequest,
   type NodePrepareResourcesResponse,
   type NodeUnprepareResourcesResponse,
   type NodeWatchResourcesResponse,
   type PluginInfo,
+  type RegistrationStatus,
 } from './kubelet-dra-api.js'
 import {draDriver} from './resource-slices.js'
 
@@ -69,7 +71,7 @@ export class DraPluginServer {
       GetInfo: (_call: unknown, callback: grpc.sendUnaryData<PluginInfo>) => {
         callback(null, {endpoint: this.serviceSocket, name: draDriver, supported_versions: supportedVersions, type: 'DRAPlugin'})
       },
-      NotifyRegistrationStatus: (call: grpc.ServerUnaryCall<{plugin_registered: boolean; error: string}, object>, callback: grpc.sendUnaryData<object>) => {
+      NotifyRegistrationStatus: (call: grpc.ServerUnaryCall<RegistrationStatus, object>, callback: grpc.sendUnaryData<object>) => {
         this.options.handlers.registered(call.request.plugin_registered, call.request.error)
         callback(null, {})
       },
@@ -124,7 +126,7 @@ export class DraPluginServer {
     // A failure of the whole call (not of one claim: those are answered per claim) is kubelet's to retry.
     const unary =
       <Res>(run: (claims: readonly ClaimRef[]) => Promise<Res>, what: string) =>
-      (call: grpc.ServerUnaryCall<{claims: ClaimRef[]}, Res>, callback: grpc.sendUnaryData<Res>): void => {
+      (call: grpc.ServerUnaryCall<ClaimsRequest, Res>, callback: grpc.sendUnaryData<Res>): void => {
         run(call.request.claims ?? []).then(
           (response) => callback(null, response),
           (error: unknown) => {

@@ -2,10 +2,13 @@ import {fileURLToPath} from 'node:url'
 
 import type * as grpc from '@grpc/grpc-js'
 
+import type {MessageFields} from '../proto-fields.js'
+
 /**
  * kubelet's DRA plugin API (v1 and v1beta1), plugin registration and DRA device health (v1 and v1alpha1),
  * loaded at run time from the .proto files shipped in the package (proto/kubelet), field names as the
- * protos spell them (keepCase).
+ * protos spell them (keepCase). Each type's `*Fields` value is held against every version's .proto by a
+ * unit test (see proto-fields.ts).
  */
 
 export interface ClaimRef {
@@ -13,6 +16,13 @@ export interface ClaimRef {
   uid: string
   name: string
 }
+export const claimRefFields = {name: 'string', namespace: 'string', uid: 'string'} satisfies MessageFields<ClaimRef>
+
+/** NodePrepareResourcesRequest and NodeUnprepareResourcesRequest alike. */
+export interface ClaimsRequest {
+  claims: ClaimRef[]
+}
+export const claimsRequestFields = {claims: ['repeated', claimRefFields]} satisfies MessageFields<ClaimsRequest>
 
 export interface PreparedDeviceMessage {
   request_names: string[]
@@ -20,14 +30,22 @@ export interface PreparedDeviceMessage {
   device_name: string
   cdi_device_ids: string[]
 }
+export const preparedDeviceMessageFields = {
+  cdi_device_ids: ['repeated', 'string'],
+  device_name: 'string',
+  pool_name: 'string',
+  request_names: ['repeated', 'string'],
+} satisfies MessageFields<PreparedDeviceMessage>
 
 export interface NodePrepareResourcesResponse {
   claims: Record<string, {devices: PreparedDeviceMessage[]; error: string}>
 }
+export const nodePrepareResourcesResponseFields = {claims: ['map', {devices: ['repeated', preparedDeviceMessageFields], error: 'string'}]} satisfies MessageFields<NodePrepareResourcesResponse>
 
 export interface NodeUnprepareResourcesResponse {
   claims: Record<string, {error: string}>
 }
+export const nodeUnprepareResourcesResponseFields = {claims: ['map', {error: 'string'}]} satisfies MessageFields<NodeUnprepareResourcesResponse>
 
 export interface PluginInfo {
   type: string
@@ -35,8 +53,17 @@ export interface PluginInfo {
   endpoint: string
   supported_versions: string[]
 }
+export const pluginInfoFields = {endpoint: 'string', name: 'string', supported_versions: ['repeated', 'string'], type: 'string'} satisfies MessageFields<PluginInfo>
 
-export type HealthStatus = 'UNKNOWN' | 'HEALTHY' | 'UNHEALTHY'
+export interface RegistrationStatus {
+  plugin_registered: boolean
+  error: string
+}
+export const registrationStatusFields = {error: 'string', plugin_registered: 'boolean'} satisfies MessageFields<RegistrationStatus>
+
+/** The HealthStatus enum's names, by number (enums are loaded as their names); a unit test holds them to the .proto. */
+export const healthStatuses = ['UNKNOWN', 'HEALTHY', 'UNHEALTHY'] as const
+export type HealthStatus = (typeof healthStatuses)[number]
 
 export interface NodeWatchResourcesResponse {
   devices: Array<{
@@ -47,6 +74,9 @@ export interface NodeWatchResourcesResponse {
     message: string
   }>
 }
+export const nodeWatchResourcesResponseFields = {
+  devices: ['repeated', {device: {device_name: 'string', pool_name: 'string'}, health: 'string', health_check_timeout_seconds: 'number', last_updated_time: 'number', message: 'string'}],
+} satisfies MessageFields<NodeWatchResourcesResponse>
 
 /** The versions kubelet may pick from, newest first per service. */
 export const supportedVersions = ['v1.DRAPlugin', 'v1beta1.DRAPlugin', 'v1.DRAResourceHealth', 'v1alpha1.DRAResourceHealth']

@@ -2,7 +2,7 @@ import {lstat} from 'node:fs/promises'
 import {join} from 'node:path'
 
 import {unary} from '../grpc-unary.js'
-import {devicePluginVersion, kubeletApi, type DevicePluginOptions} from './kubelet-api.js'
+import {devicePluginVersion, kubeletApi, type DevicePluginOptions, type RegisterRequest} from './kubelet-api.js'
 
 /** kubelet's registration socket in the device-plugin directory. */
 const kubeletSocketName = 'kubelet.sock'
@@ -25,7 +25,7 @@ export async function registerWithKubelet(pluginDir: string, endpoint: string, r
   const api = await kubeletApi()
   const client = new api.registration(`unix:${join(pluginDir, kubeletSocketName)}`, api.grpc.credentials.createInsecure())
   try {
-    await unary(client, 'Register', {endpoint, options, resource_name: resourceName, version: devicePluginVersion}, timeoutMs)
+    await unary<RegisterRequest, object>(client, 'Register', {endpoint, options, resource_name: resourceName, version: devicePluginVersion}, timeoutMs)
   } finally {
     client.close()
   }

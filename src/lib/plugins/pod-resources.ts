@@ -1,5 +1,5 @@
 import {unary} from '../grpc-unary.js'
-import {kubeletApi, type PodResources} from './kubelet-api.js'
+import {kubeletApi, type ListPodResourcesResponse, type PodResources} from './kubelet-api.js'
 
 /** kubelet's default PodResources socket (it follows kubelet's --root-dir). */
 const defaultPodResourcesSocket = '/var/lib/kubelet/pod-resources/kubelet.sock'
@@ -9,7 +9,7 @@ export async function listPodResources(socket = defaultPodResourcesSocket, timeo
   const api = await kubeletApi()
   const client = new api.podResourcesLister(`unix:${socket}`, api.grpc.credentials.createInsecure())
   try {
-    const answer = await unary<object, {pod_resources: PodResources[]}>(client, 'List', {}, timeoutMs)
+    const answer = await unary<object, ListPodResourcesResponse>(client, 'List', {}, timeoutMs)
     return answer.pod_resources
   } finally {
     client.close()

@@ -4,6 +4,7 @@ import type * as grpc from '@grpc/grpc-js'
 import type * as protobuf from 'protobufjs'
 
 import {unary} from '../grpc-unary.js'
+import type {MessageFields} from '../proto-fields.js'
 import type {OciDeviceCgroup} from './device-program.js'
 
 /** A containerd container as nfdctl needs it: its id, its labels (the CRI ones name the pod), its OCI spec. */
@@ -29,8 +30,11 @@ export interface OciSpec {
 export interface RuntimeTask {
   readonly containerId: string
   readonly pid: number
-  readonly status: 'UNKNOWN' | 'CREATED' | 'RUNNING' | 'STOPPED' | 'PAUSED' | 'PAUSING'
+  readonly status: (typeof taskStatuses)[number]
 }
+
+/** The Status enum's names, by number (enums are loaded as their names); a unit test holds them to the .proto. */
+export const taskStatuses = ['UNKNOWN', 'CREATED', 'RUNNING', 'STOPPED', 'PAUSED', 'PAUSING'] as const
 
 /** One event from containerd's stream, its payload decoded by the type URL's bare name. */
 export interface RuntimeEvent {
@@ -110,7 +114,7 @@ export class ContainerdClient {
 
   /** Every task of the namespace: the container's init process (exec processes are not listed). */
   async listTasks(): Promise<RuntimeTask[]> {
-    const answer = await this.#unary<{tasks: Array<{container_id: string; id: string; pid: number; status: RuntimeTask['status']}>}>('tasks', 'List', {filter: ''})
+    const answer = await this.#unary<{tasks: WireProcess[]}>('tasks', 'List', {filter: ''})
     // containerd names an init process by its container's id in `id` and leaves container_id empty.
     return answer.tasks.map((t) => ({containerId: t.container_id || t.id, pid: t.pid, status: t.status}))
   }
@@ -118,7 +122,7 @@ export class ContainerdClient {
   /** The task (init process) of one container, or undefined when it has none (not started, or gone). */
   async getTask(containerId: string): Promise<RuntimeTask | undefined> {
     try {
-      const {process} = await this.#unary<{process: {container_id: string; id: string; pid: number; status: RuntimeTask['status']}}>('tasks', 'Get', {container_id: containerId})
+      const {process} = await this.#unary<{process: WireProcess}>('tasks', 'Get', {container_id: containerId})
       return {containerId: process.container_id || process.id, pid: process.pid, status: process.status}
     } catch (error) {
       if ((error as grpc.ServiceError).code === 5) return undefined // NOT_FOUND
@@ -222,17 +226,34 @@ export class ContainerdClient {
 
 const subscribeSettleMs = 200
 
+// The messages as nfdctl reads them; each `*Fields` value is held against the .proto by a unit test.
+interface WireAny {
+  type_url: string
+  value: Buffer
+}
+const wireAnyFields = {type_url: 'string', value: 'bytes'} satisfies MessageFields<WireAny>
+
 interface WireContainer {
   id: string
   labels: Record<string, string>
-  spec?: {type_url: string; value: Buffer} | null
+  spec?: WireAny | null
 }
+export const wireContainerFields = {id: 'string', labels: ['map', 'string'], spec: wireAnyFields} satisfies MessageFields<WireContainer>
+
+interface WireProcess {
+  container_id: string
+  id: string
+  pid: number
+  status: RuntimeTask['status']
+}
+export const wireProcessFields = {container_id: 'string', id: 'string', pid: 'number', status: 'string'} satisfies MessageFields<WireProcess>
 
 interface WireEnvelope {
   namespace: string
   topic: string
-  event?: {type_url: string; value: Buffer} | null
+  event?: WireAny | null
 }
+export const wireEnvelopeFields = {event: wireAnyFields, namespace: 'string', topic: 'string'} satisfies MessageFields<WireEnvelope>
 
 /** The spec is parsed only when read: a batch lists every container, and reads the specs of a few. */
 function fromWire(container: WireContainer): RuntimeContainer {
