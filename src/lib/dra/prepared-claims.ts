@@ -27,7 +27,7 @@ export interface PreparedClaim {
   readonly namespace: string
   readonly name: string
   readonly devices: readonly PreparedDevice[]
-  /** The UIDs of the pods the claim was reserved for when last prepared: only their containers get its devices. */
+  /** The UIDs of the pods the claim was reserved for when last prepared; kept in the record for the decoders of earlier builds, which refuse a claim without it (every pod sharing the claim gets its devices). */
   readonly pods: readonly string[]
 }
 
