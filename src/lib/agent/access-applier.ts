@@ -17,6 +17,11 @@ export interface HeldAccess {
    * devices through v1 (where the rules were read), and the v2 cgroup allows every device.
    */
   readonly program?: {readonly id: number; readonly rules: EmulatedRules}
+  /**
+   * A hybrid host with a program: the devices whose v1 rule and program disagree (one written, the other not,
+   * when the agent was killed between them). `devices` holds what either allows.
+   */
+  readonly partial?: ReadonlySet<string>
 }
 
 /**
@@ -27,14 +32,37 @@ export interface HeldAccess {
 export async function currentAccess(control: DeviceControl, ours: (id: string) => DeviceAccess['device'] | undefined): Promise<HeldAccess> {
   const program = control.mode === 'v2' ? attachedProgram(control) : undefined
   const v1Dir = control.mode === 'v1' ? control.dir : control.v1Dir
-  const rules = program?.rules.rules ?? (await readDeviceRules(v1Dir!)).map((r) => ({...r, allow: true}))
+  const v1 = v1Dir === undefined ? undefined : await readDeviceRules(v1Dir)
+  const fromProgram = program === undefined ? undefined : heldBy(program.rules.rules, ours)
+  const fromV1 =
+    v1 === undefined
+      ? undefined
+      : heldBy(
+          v1.map((r) => ({...r, allow: true})),
+          ours,
+        )
+  if (fromProgram === undefined || fromV1 === undefined) return {devices: fromProgram ?? fromV1 ?? new Map(), program}
+  // Both controls restrict a hybrid host's container: what either allows is held, and where they differ both are written again.
+  const devices = new Map<string, DeviceAccess>()
+  const partial = new Set<string>()
+  for (const id of new Set([...fromProgram.keys(), ...fromV1.keys()])) {
+    const [p, v] = [fromProgram.get(id), fromV1.get(id)]
+    if (p?.access !== v?.access) partial.add(id)
+    const access = ['r', 'w', 'm'].filter((c) => `${p?.access ?? ''}${v?.access ?? ''}`.includes(c)).join('')
+    devices.set(id, {access, device: (p ?? v)!.device})
+  }
+  return {devices, partial, program}
+}
+
+/** The agent's devices that specific allow rules name, by device id; wildcard rules and other devices are the runtime's. */
+function heldBy(rules: readonly DeviceProgramRule[], ours: (id: string) => DeviceAccess['device'] | undefined): Map<string, DeviceAccess> {
   const devices = new Map<string, DeviceAccess>()
   for (const rule of rules) {
     if (!rule.allow || rule.type === 'a' || rule.major === '*' || rule.minor === '*') continue
     const device = ours(ruleDeviceId(rule))
     if (device !== undefined) devices.set(device.id, {access: rule.access, device})
   }
-  return {devices, program}
+  return devices
 }
 
 /** The one device program of a cgroup v2 directory, read back; undefined for none on a hybrid host. */

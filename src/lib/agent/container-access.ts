@@ -212,19 +212,26 @@ export interface AccessChange {
  * What to change so that a container has exactly the wanted class devices: `current` is what it has of the
  * class devices now (from its cgroup), `base` the devices its runtime spec already allows (standard devices,
  * kubelet's DeviceSpecs) — those are never revoked. A device whose access changed is revoked and granted again:
- * apply the revokes first.
+ * apply the revokes first. `partial`: devices whose controls disagree (a hybrid host's v1 rule and v2 program,
+ * one written and the other not when the agent was killed); `current` holds what either allows, and a wanted
+ * one is revoked and granted again, so that both say the same.
  */
-export function diffAccess(current: ReadonlyMap<string, DeviceAccess>, wanted: ReadonlyMap<string, DeviceAccess>, base: ReadonlySet<string> = new Set()): AccessChange {
+export function diffAccess(
+  current: ReadonlyMap<string, DeviceAccess>,
+  wanted: ReadonlyMap<string, DeviceAccess>,
+  base: ReadonlySet<string> = new Set(),
+  partial: ReadonlySet<string> = new Set(),
+): AccessChange {
   const grant: DeviceAccess[] = []
   const revoke: DeviceAccess[] = []
   for (const [id, have] of current) {
     const want = wanted.get(id)
     if (base.has(id)) continue
-    if (want === undefined || want.access !== have.access) revoke.push(have)
+    if (want === undefined || want.access !== have.access || partial.has(id)) revoke.push(have)
   }
   for (const [id, want] of wanted) {
     const have = current.get(id)
-    if (have === undefined || have.access !== want.access) grant.push(want)
+    if (have === undefined || have.access !== want.access || (partial.has(id) && !base.has(id))) grant.push(want)
   }
   return {grant, revoke}
 }

@@ -121,7 +121,7 @@ export class ContainerReconciler {
       }
       return {asPlanned: false, holds: false}
     }
-    let change = diffAccess(held.devices, plan.wanted, plan.base)
+    let change = diffAccess(held.devices, plan.wanted, plan.base, held.partial)
     if (change.grant.length === 0 && change.revoke.length === 0) {
       const kept = grantsAfter(recorded, held.devices, change)
       const written = await this.#record(() => grants.set(container.id, kept))

@@ -206,4 +206,13 @@ describe('diffAccess', function () {
     const both = new Map([access(1, 'r')])
     expect(diffAccess(both, both)).to.deep.equal({grant: [], revoke: []})
   })
+
+  it("a device whose controls disagree (a hybrid host's program allows it, the v1 rule not yet) is written again when wanted, revoked when not", function () {
+    const held = new Map([access(1, 'rw'), access(2, 'rw')])
+    const {grant, revoke} = diffAccess(held, new Map([access(1, 'rw')]), new Set(), new Set(['b7:1', 'b7:2']))
+    expect(revoke.map((a) => `${a.device.id} ${a.access}`)).to.deep.equal(['b7:1 rw', 'b7:2 rw'])
+    expect(grant.map((a) => `${a.device.id} ${a.access}`)).to.deep.equal(['b7:1 rw'])
+    // The runtime's own device: never touched, whatever its controls say.
+    expect(diffAccess(held, new Map([access(1, 'rw')]), new Set(['b7:1']), new Set(['b7:1']))).to.deep.equal({grant: [], revoke: [held.get('b7:2')]})
+  })
 })
