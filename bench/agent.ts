@@ -21,6 +21,7 @@ import {parseArgs} from 'node:util'
 import {parseUevent} from '../src/lib/devices/uevent.js'
 import {NetlinkUeventSocket} from '../src/lib/sys/netlink-uevents.js'
 import {CliProcess} from '../test/support/cli-process.js'
+import {nodeAgentArgs} from '../test/support/dra-agent.js'
 import {freePort} from '../test/support/free-port.js'
 import {canUseLoopControl, loopControlAsync, removeLoopDevice} from '../test/support/loop-devices.js'
 import {waitFor} from '../test/support/wait.js'
@@ -67,24 +68,7 @@ const toggleBusy = async (plugged: boolean): Promise<void> => {
 const metricsPort = await freePort()
 const startAgent = async (): Promise<CliProcess> => {
   const cli = new CliProcess(
-    [
-      'devices',
-      'agent',
-      '--kubeconfig',
-      env.plane.kubeconfig,
-      '--node-name',
-      env.node.name,
-      '--containerd-address',
-      env.node.containerd.socket,
-      '--pod-resources-socket',
-      env.node.kubelet.podResourcesSocket,
-      '--state-dir',
-      join(env.dir, 'agent-state'),
-      '--metrics-port',
-      String(metricsPort),
-      '--log-format',
-      'json',
-    ],
+    nodeAgentArgs(env.node, {kubeconfig: env.plane.kubeconfig, stateDir: join(env.dir, 'agent-state')}, ['--metrics-port', String(metricsPort)]),
     env.bin,
     undefined,
     'shebang',

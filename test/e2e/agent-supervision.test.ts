@@ -7,7 +7,7 @@ import {fileURLToPath} from 'node:url'
 import {promisify} from 'node:util'
 
 import {CliProcess} from '../support/cli-process.js'
-import {draAgentArgs} from '../support/dra-agent.js'
+import {draAgentArgs, nodeAgentArgs} from '../support/dra-agent.js'
 import {freePort} from '../support/free-port.js'
 import {testNode, type NodeEnv} from '../support/test-node.js'
 import {waitFor} from '../support/wait.js'
@@ -32,23 +32,7 @@ describe('devices agent on a real node: one agent per node, and a start-up check
   let dir: string
   const agents: CliProcess[] = []
 
-  const agentArgs = (stateDir: string, extra = ['--metrics-port', '0']): string[] => [
-    'devices',
-    'agent',
-    '--kubeconfig',
-    env.plane.kubeconfig,
-    '--node-name',
-    env.node.name,
-    '--containerd-address',
-    env.node.containerd.socket,
-    '--pod-resources-socket',
-    env.node.kubelet.podResourcesSocket,
-    '--state-dir',
-    stateDir,
-    '--log-format',
-    'json',
-    ...extra,
-  ]
+  const agentArgs = (stateDir: string, extra?: string[]): string[] => nodeAgentArgs(env.node, {kubeconfig: env.plane.kubeconfig, stateDir}, extra)
   const startAgent = (stateDir: string, extra?: string[]): CliProcess => {
     const cli = new CliProcess(agentArgs(stateDir, extra))
     agents.push(cli)

@@ -13,6 +13,7 @@ import {deviceControlOf, formatRule, readDeviceRules, type DeviceControl} from '
 import {emulateRules} from '../../src/lib/runtime/device-program.js'
 import {CliProcess} from '../support/cli-process.js'
 import {deviceClassManifest} from '../support/device-class.js'
+import {nodeAgentArgs} from '../support/dra-agent.js'
 import {attachProgram, attachRuntimeProgram, runcDeviceRules} from '../support/device-programs.js'
 import {DroppingProxy} from '../support/dropping-proxy.js'
 import {freePort} from '../support/free-port.js'
@@ -58,27 +59,15 @@ describe('devices agent on a real node: devices follow containers', function () 
 
   // Every agent here runs as an identity bound to exactly deploy/agent/rbac.yaml, with its own state dir.
   const startAgent = async (options: {metricsPort?: number; kubeconfig?: string; stateDir?: string; extraArgs?: string[]} = {}): Promise<CliProcess> => {
-    const cli = new CliProcess([
-      'devices',
-      'agent',
-      '--kubeconfig',
-      options.kubeconfig ?? agentKubeconfig,
-      '--node-name',
-      env.node.name,
-      '--containerd-address',
-      env.node.containerd.socket,
-      '--pod-resources-socket',
-      env.node.kubelet.podResourcesSocket,
-      '--state-dir',
-      options.stateDir ?? join(dir, 'state'),
-      '--metrics-port',
-      String(options.metricsPort ?? 0),
-      '--log-format',
-      'json',
-      '--batch-quiet',
-      '100ms',
-      ...(options.extraArgs ?? []),
-    ])
+    const cli = new CliProcess(
+      nodeAgentArgs(env.node, {kubeconfig: options.kubeconfig ?? agentKubeconfig, stateDir: options.stateDir ?? join(dir, 'state')}, [
+        '--metrics-port',
+        String(options.metricsPort ?? 0),
+        '--batch-quiet',
+        '100ms',
+        ...(options.extraArgs ?? []),
+      ]),
+    )
     await cli.waitForLine<LogLine>('hotc registered', (l) => l.class === 'hotc' && l.state === 'registered', 20_000)
     return cli
   }

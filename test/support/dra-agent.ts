@@ -13,12 +13,11 @@ export interface DraAgentDirs {
   readonly stateDir: string
 }
 
-/** `devices agent --dra` on the test node: its kubelet's root, its containerd's CDI directory, JSON logs. */
-export function draAgentArgs(node: TestNode, dirs: DraAgentDirs): string[] {
+/** `devices agent` on the test node: its containerd and kubelet's PodResources, a state dir, JSON logs, `extra` last. */
+export function nodeAgentArgs(node: TestNode, dirs: Pick<DraAgentDirs, 'kubeconfig' | 'stateDir'>, extra: readonly string[] = ['--metrics-port', '0']): string[] {
   return [
     'devices',
     'agent',
-    '--dra',
     '--kubeconfig',
     dirs.kubeconfig,
     '--node-name',
@@ -27,19 +26,17 @@ export function draAgentArgs(node: TestNode, dirs: DraAgentDirs): string[] {
     node.containerd.socket,
     '--pod-resources-socket',
     node.kubelet.podResourcesSocket,
-    '--kubelet-dir',
-    node.kubelet.rootDir,
-    '--cdi-dir',
-    node.containerd.cdiDir,
-    '--udev-data-dir',
-    dirs.udevDir,
     '--state-dir',
     dirs.stateDir,
-    '--metrics-port',
-    '0',
     '--log-format',
     'json',
+    ...extra,
   ]
+}
+
+/** `devices agent --dra` on the test node: its kubelet's root, its containerd's CDI directory, JSON logs. */
+export function draAgentArgs(node: TestNode, dirs: DraAgentDirs): string[] {
+  return nodeAgentArgs(node, dirs, ['--dra', '--kubelet-dir', node.kubelet.rootDir, '--cdi-dir', node.containerd.cdiDir, '--udev-data-dir', dirs.udevDir, '--metrics-port', '0'])
 }
 
 /**

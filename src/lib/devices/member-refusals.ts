@@ -57,15 +57,14 @@ export function servedMembers(
       if (own === undefined) kept.push(device)
       else refusals.push({...own, className: name, device})
     }
+    // One hash per device per class: this runs on every uevent that changes a class.
+    const idOf = new Map(kept.map((device) => [device, stableDeviceId(device, deviceClass.spec.identity)]))
     const byIdentity = new Map<string, Device[]>()
-    for (const device of kept) {
-      const id = stableDeviceId(device, deviceClass.spec.identity)
-      byIdentity.set(id, [...(byIdentity.get(id) ?? []), device])
-    }
+    for (const [device, id] of idOf) byIdentity.set(id, [...(byIdentity.get(id) ?? []), device])
     served.set(
       name,
       kept.filter((device) => {
-        const same = byIdentity.get(stableDeviceId(device, deviceClass.spec.identity)) ?? []
+        const same = byIdentity.get(idOf.get(device)!) ?? []
         if (same.length < 2) return true
         refusals.push({className: name, device, message: duplicateMessage(name, device, same, deviceClass), reason: 'DuplicateIdentity'})
         return false
