@@ -14,7 +14,7 @@ import {join} from 'node:path'
 import {parseArgs} from 'node:util'
 
 import {parseUevent} from '../src/lib/devices/uevent.js'
-import {kubeletApi, type ListAndWatchResponse} from '../src/lib/plugins/kubelet-api.js'
+import {kubeletApi, type ListAndWatchResponse} from '../src/lib/kubelet/device-plugin-api.js'
 import {NetlinkUeventSocket} from '../src/lib/sys/netlink-uevents.js'
 import {CliProcess} from '../test/support/cli-process.js'
 import {canUseLoopControl, loopControlAsync, removeLoopDevice} from '../test/support/loop-devices.js'

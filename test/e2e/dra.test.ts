@@ -4,7 +4,7 @@ import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 
 import {claimCdiFile} from '../../src/lib/dra/claim-cdi.js'
-import {kubeletDraApi} from '../../src/lib/dra/kubelet-dra-api.js'
+import {kubeletDraApi} from '../../src/lib/kubelet/dra-api.js'
 import {unary} from '../../src/lib/grpc-unary.js'
 import {CliProcess} from '../support/cli-process.js'
 import {claimPodManifest, claimTemplateManifest, draAgentArgs, SerialDisks} from '../support/dra-agent.js'

@@ -7,8 +7,8 @@ import {promisify} from 'node:util'
 
 import type * as grpc from '@grpc/grpc-js'
 
-import {kubeletApi, type AllocateRequest, type AllocateResponse, type ListAndWatchResponse} from '../../src/lib/plugins/kubelet-api.js'
-import {registerWithKubelet} from '../../src/lib/plugins/kubelet-registration.js'
+import {kubeletApi, type AllocateRequest, type AllocateResponse, type ListAndWatchResponse} from '../../src/lib/kubelet/device-plugin-api.js'
+import {registerWithKubelet} from '../../src/lib/kubelet/registration.js'
 import {kubernetesServiceIp} from '../controlplane/control-plane.js'
 import {containerdBinary} from '../controlplane/paths.js'
 import {kubeletPluginDir} from '../node/host-changes.js'

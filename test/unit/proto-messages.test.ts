@@ -13,7 +13,7 @@ import {
   pluginInfoFields,
   preparedDeviceMessageFields,
   registrationStatusFields,
-} from '../../src/lib/dra/kubelet-dra-api.js'
+} from '../../src/lib/kubelet/dra-api.js'
 import {
   allocateRequestFields,
   allocateResponseFields,
@@ -27,7 +27,7 @@ import {
   preferredAllocationRequestFields,
   preferredAllocationResponseFields,
   registerRequestFields,
-} from '../../src/lib/plugins/kubelet-api.js'
+} from '../../src/lib/kubelet/device-plugin-api.js'
 import {taskStatuses, wireContainerFields, wireEnvelopeFields, wireProcessFields} from '../../src/lib/runtime/containerd-client.js'
 
 /** Proto fields the hand-written types leave out on purpose (nfdctl neither reads nor sets them), by message. */

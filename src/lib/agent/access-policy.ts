@@ -12,7 +12,7 @@
  */
 import {matchesLabelSelector} from '../devices/label-selector.js'
 import type {DeviceClass} from '../devices/types.js'
-import {resourceDomain} from '../plugins/class-allocation.js'
+import {draClassName, podAnnotationOf, resourceNameOf} from '../devices/resource-names.js'
 import {requestKey, type ContainerRequest, type RequestedVia} from './container-access.js'
 
 /** Why a request for a class is refused; the label of nfdctl_agent_requests_refused_total. */
@@ -104,7 +104,7 @@ export function decideAccess(input: PolicyInput): PolicyDecision {
             class: name,
             reason: 'not-allocated',
             message:
-              `kubelet allocated no ${resourceDomain}/${name} to container ${request.container} (was the class's device plugin registered when the pod started?); `
+              `kubelet allocated no ${resourceNameOf(name)} to container ${request.container} (was the class's device plugin registered when the pod started?); `
               + 'delete the pod so that it is admitted again',
           })
         }
@@ -146,8 +146,8 @@ export function decideAccess(input: PolicyInput): PolicyDecision {
 }
 
 function annotationRefusal(request: ContainerRequest, name: string, deviceClass: DeviceClass | undefined, input: PolicyInput): Refusal | undefined {
-  const limit = `${resourceDomain}/${name}`
-  const annotation = `${resourceDomain}/${request.container}`
+  const limit = resourceNameOf(name)
+  const annotation = podAnnotationOf(request.container)
   if (deviceClass === undefined) {
     return {
       class: name,
@@ -172,7 +172,7 @@ function annotationRefusal(request: ContainerRequest, name: string, deviceClass:
       reason: 'allocation-dra',
       message:
         `DeviceClass (devices.nfdctl.io) ${name} has allocation DRA, whose devices are allocated by ResourceClaim, so the annotation ${annotation} `
-        + `cannot take them; ask with a ResourceClaim of the resource.k8s.io DeviceClass ${name}.${resourceDomain}`,
+        + `cannot take them; ask with a ResourceClaim of the resource.k8s.io DeviceClass ${draClassName(name)}`,
     }
   }
   const policy = deviceClass.spec.annotationAccess

@@ -3,7 +3,7 @@ import type {Device, DeviceClass} from '../devices/types.js'
 import {toMeta, type ObjectCodec} from '../kube/metadata-list.js'
 import type {ObjectMeta} from '../kube/resource.js'
 import {stableDeviceId} from '../devices/device-identity.js'
-import {resourceDomain} from '../plugins/class-allocation.js'
+import {resourceDomain} from '../devices/resource-names.js'
 import type {DeviceRule} from '../runtime/device-cgroup.js'
 
 /**

@@ -1,9 +1,8 @@
-import {mkdir, rm} from 'node:fs/promises'
+import {rm} from 'node:fs/promises'
 import {join} from 'node:path'
 
 import type {Device} from '../devices/types.js'
-import {writeFileAtomic} from '../sys/atomic-write.js'
-import {cdiVersion} from '../plugins/cdi-spec.js'
+import {cdiDeviceNode, cdiVersion, writeCdiSpecFile, type CdiSpec} from '../runtime/cdi-spec.js'
 import type {PreparedDevice} from './prepared-claims.js'
 
 /**
@@ -39,34 +38,17 @@ export function parseClaimMarker(path: string): {claimUid: string; device: strin
   return match === null ? undefined : {claimUid: match[1], device: match[2]}
 }
 
-export interface ClaimCdiSpec {
-  cdiVersion: string
-  kind: string
-  devices: Array<{
-    name: string
-    containerEdits: {
-      deviceNodes: Array<{path: string; hostPath: string; type: 'b' | 'c'; major: number; minor: number; permissions: string}>
-    }
-  }>
-}
-
 /**
  * Pure: a claim's CDI spec for the devices present now: per device its node at the kernel's path and the
  * marker node, both with the class's access. A device that is not present is left out, so that a container
  * created meanwhile fails to start rather than get whatever has its old numbers.
  */
-export function claimCdiSpec(claimUid: string, devices: ReadonlyArray<{readonly prepared: PreparedDevice; readonly device: Device}>): ClaimCdiSpec {
+export function claimCdiSpec(claimUid: string, devices: ReadonlyArray<{readonly prepared: PreparedDevice; readonly device: Device}>): CdiSpec {
   return {
     cdiVersion,
     devices: devices.map(({device, prepared}) => {
-      const node = {hostPath: device.devNode, major: device.major, minor: device.minor, permissions: prepared.access, type: device.type === 'block' ? ('b' as const) : ('c' as const)}
       return {
-        containerEdits: {
-          deviceNodes: [
-            {...node, path: device.devNode},
-            {...node, path: claimMarkerPath(claimUid, prepared.device)},
-          ],
-        },
+        containerEdits: {deviceNodes: [cdiDeviceNode(device, prepared.access), cdiDeviceNode(device, prepared.access, claimMarkerPath(claimUid, prepared.device))]},
         name: claimCdiDevice(claimUid, prepared.device),
       }
     }),
@@ -74,14 +56,9 @@ export function claimCdiSpec(claimUid: string, devices: ReadonlyArray<{readonly 
   }
 }
 
-/** Writes a claim's spec atomically (a runtime reading the directory never sees half a file); one without devices is removed, as CDI has no empty spec. */
-export async function writeClaimCdi(cdiDir: string, claimUid: string, spec: ClaimCdiSpec): Promise<void> {
-  if (spec.devices.length === 0) {
-    await removeClaimCdi(cdiDir, claimUid)
-    return
-  }
-  await mkdir(cdiDir, {recursive: true})
-  await writeFileAtomic(claimCdiFile(cdiDir, claimUid), `${JSON.stringify(spec, null, 2)}\n`)
+/** Writes a claim's spec (removed when it has no devices, as CDI has no empty spec). */
+export async function writeClaimCdi(cdiDir: string, claimUid: string, spec: CdiSpec): Promise<void> {
+  await writeCdiSpecFile(claimCdiFile(cdiDir, claimUid), spec)
 }
 
 export async function removeClaimCdi(cdiDir: string, claimUid: string): Promise<void> {

@@ -1,3 +1,4 @@
+import {draClassName} from '../devices/resource-names.js'
 import {deviceClassApiVersion, type DeviceClass} from '../devices/types.js'
 import {errorMessage} from '../errors.js'
 import {isStatus} from '../kube/api-error.js'
@@ -8,9 +9,6 @@ import {followPolicy, SourceSupervisor, type SourceReport} from '../source-super
 import {classAttribute, draDriver} from './resource-slices.js'
 
 const suffix = `.${draDriver}`
-
-/** The resource.k8s.io DeviceClass of a devices.nfdctl.io class: `<class>.devices.nfdctl.io`, named like other drivers' classes. */
-export const draClassName = (className: string): string => `${className}${suffix}`
 
 /** The devices.nfdctl.io class behind a resource.k8s.io DeviceClass name; undefined for another driver's class. */
 export function className(draClass: string): string | undefined {

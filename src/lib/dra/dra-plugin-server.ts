@@ -15,7 +15,7 @@ import {
   type NodeWatchResourcesResponse,
   type PluginInfo,
   type RegistrationStatus,
-} from './kubelet-dra-api.js'
+} from '../kubelet/dra-api.js'
 import {draDriver} from './resource-slices.js'
 
 /** What kubelet's calls do; the server only carries them. */

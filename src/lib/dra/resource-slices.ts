@@ -2,7 +2,7 @@ import {createHash} from 'node:crypto'
 
 import type {Device, DeviceClass} from '../devices/types.js'
 import {stableDeviceId, type IdentitySource} from '../devices/device-identity.js'
-import {resourceDomain} from '../plugins/class-allocation.js'
+import {resourceDomain} from '../devices/resource-names.js'
 
 /** The DRA driver name: ResourceSlices, allocation results and CDI kinds all carry it. */
 export const draDriver = resourceDomain

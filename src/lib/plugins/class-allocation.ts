@@ -1,16 +1,7 @@
 import {stableDeviceId} from '../devices/device-identity.js'
+import {annotationOf, envNameOf, resourceNameOf} from '../devices/resource-names.js'
 import type {Device, DeviceClass} from '../devices/types.js'
-import {healthy, unhealthy, type ContainerAllocateResponse, type PluginDevice, type PreferredAllocationRequest} from './kubelet-api.js'
-
-/** The extended resource a class is requested by: `devices.nfdctl.io/<class>`. */
-export const resourceDomain = 'devices.nfdctl.io'
-export const resourceNameOf = (className: string): string => `${resourceDomain}/${className}`
-
-/** The environment variable a container gets from a class: NFDCTL_DEVICES_<CLASS> = its device nodes. */
-export const envNameOf = (className: string): string => `NFDCTL_DEVICES_${className.toUpperCase().replaceAll(/[^A-Z0-9]/g, '_')}`
-
-/** The container annotation naming the class and the IDs kubelet allocated from it. */
-const annotationOf = (className: string): string => `classes.${resourceDomain}/${className}`
+import {healthy, unhealthy, type ContainerAllocateResponse, type PluginDevice, type PreferredAllocationRequest} from '../kubelet/device-plugin-api.js'
 
 /** Slot IDs of Class allocation: slot-0 … slot-<capacity-1>. */
 const slotId = (index: number): string => `slot-${index}`

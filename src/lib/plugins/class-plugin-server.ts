@@ -13,7 +13,7 @@ import {
   type ListAndWatchResponse,
   type PreferredAllocationRequest,
   type PreferredAllocationResponse,
-} from './kubelet-api.js'
+} from '../kubelet/device-plugin-api.js'
 import type {PluginMetrics} from './plugin-metrics.js'
 
 /**

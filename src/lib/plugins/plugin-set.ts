@@ -4,10 +4,11 @@ import {mkdir} from 'node:fs/promises'
 import type {ClassMembers} from '../devices/class-members.js'
 import type {DeviceClass} from '../devices/types.js'
 import {errorMessage} from '../errors.js'
+import {healthy, unhealthy} from '../kubelet/device-plugin-api.js'
 import type {Logger} from '../observe/logger.js'
-import {cdiSpecOf, CdiSpecWriter} from './cdi-spec.js'
+import {CdiSpecWriter} from '../runtime/cdi-spec.js'
 import type {ClassAllocation} from './class-allocation.js'
-import {healthy, unhealthy} from './kubelet-api.js'
+import {cdiFileOf, cdiSpecOf} from './class-cdi.js'
 import type {PluginMetrics} from './plugin-metrics.js'
 import {PluginRegistration} from './plugin-registration.js'
 
@@ -47,7 +48,7 @@ export class PluginSet {
     this.#cdi =
       options.cdiDir === undefined
         ? undefined
-        : new CdiSpecWriter(options.cdiDir, (name, error) => {
+        : new CdiSpecWriter((name, error) => {
             options.metrics.errors.inc({class: name, kind: 'cdi'})
             this.#log.error({class: name, cdiDir: options.cdiDir, err: errorMessage(error)}, 'cannot write the CDI spec')
           })
@@ -149,8 +150,10 @@ export class PluginSet {
   }
 
   #writeCdi(allocation: ClassAllocation): void {
-    const {deviceClass} = allocation
-    this.#cdi?.write(allocation.name, cdiSpecOf(allocation.name, allocation.presentDevices(), deviceClass.spec.permissions))
+    const {cdiDir} = this.options
+    if (this.#cdi === undefined || cdiDir === undefined) return
+    const spec = cdiSpecOf(allocation.name, allocation.presentDevices(), allocation.deviceClass.spec.permissions)
+    this.#cdi.write(allocation.name, cdiFileOf(cdiDir, allocation.name), spec)
   }
 }
 

@@ -1,7 +1,8 @@
 import {expect} from 'chai'
 
 import {deviceClassApiVersion} from '../../../src/lib/devices/types.js'
-import {classLabel, className, classSelector, draClassName, draDeviceClassOf} from '../../../src/lib/dra/dra-device-classes.js'
+import {draClassName} from '../../../src/lib/devices/resource-names.js'
+import {classLabel, className, classSelector, draDeviceClassOf} from '../../../src/lib/dra/dra-device-classes.js'
 import {classAttribute} from '../../../src/lib/dra/resource-slices.js'
 import {deviceClass} from '../../support/device-class.js'
 

@@ -2,7 +2,8 @@ import {expect} from 'chai'
 
 import type {Device} from '../../../src/lib/devices/types.js'
 import {stableDeviceId} from '../../../src/lib/devices/device-identity.js'
-import {ClassAllocation, envNameOf, maxGoneDevices} from '../../../src/lib/plugins/class-allocation.js'
+import {envNameOf} from '../../../src/lib/devices/resource-names.js'
+import {ClassAllocation, maxGoneDevices} from '../../../src/lib/plugins/class-allocation.js'
 import {deviceClass} from '../../support/device-class.js'
 
 /** A USB serial adapter with a serial number, as udev records it. */

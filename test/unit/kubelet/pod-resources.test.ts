@@ -1,7 +1,7 @@
 import {expect} from 'chai'
 
-import type {PodResources} from '../../../src/lib/plugins/kubelet-api.js'
-import {podAllocations, type KnownPod} from '../../../src/lib/plugins/pod-resources.js'
+import type {PodResources} from '../../../src/lib/kubelet/device-plugin-api.js'
+import {podAllocations, type KnownPod} from '../../../src/lib/kubelet/pod-resources.js'
 
 const resource = 'devices.nfdctl.io/serial'
 

@@ -1,5 +1,5 @@
 import {unary} from '../grpc-unary.js'
-import {kubeletApi, type ListPodResourcesResponse, type PodResources} from './kubelet-api.js'
+import {kubeletApi, type ListPodResourcesResponse, type PodResources} from './device-plugin-api.js'
 
 /** kubelet's default PodResources socket (it follows kubelet's --root-dir). */
 const defaultPodResourcesSocket = '/var/lib/kubelet/pod-resources/kubelet.sock'

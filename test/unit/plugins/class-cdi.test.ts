@@ -4,7 +4,8 @@ import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 
 import type {Device} from '../../../src/lib/devices/types.js'
-import {cdiFileOf, cdiSpecOf, writeCdiSpec} from '../../../src/lib/plugins/cdi-spec.js'
+import {cdiFileOf, cdiSpecOf} from '../../../src/lib/plugins/class-cdi.js'
+import {writeCdiSpecFile} from '../../../src/lib/runtime/cdi-spec.js'
 import {cdiValidator} from '../../support/cdi-schema.js'
 
 const tty: Device = {
@@ -43,10 +44,10 @@ describe('CDI spec of a class', function () {
   })
 
   it('is written by rename (no temporary file left) and removed when the class has no devices, as CDI requires one', async function () {
-    await writeCdiSpec(dir, cdiSpecOf('usb-serial', [['ttyUSB0-abc', tty]], 'rw'))
+    await writeCdiSpecFile(cdiFileOf(dir, 'usb-serial'), cdiSpecOf('usb-serial', [['ttyUSB0-abc', tty]], 'rw'))
     expect(await readdir(dir)).to.deep.equal(['devices.nfdctl.io-usb-serial.json'])
     expect(JSON.parse(await readFile(cdiFileOf(dir, 'usb-serial'), 'utf8'))).to.have.property('kind', 'devices.nfdctl.io/usb-serial')
-    await writeCdiSpec(dir, cdiSpecOf('usb-serial', [], 'rw'))
+    await writeCdiSpecFile(cdiFileOf(dir, 'usb-serial'), cdiSpecOf('usb-serial', [], 'rw'))
     expect(await readdir(dir)).to.deep.equal([])
   })
 })

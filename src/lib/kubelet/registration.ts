@@ -2,7 +2,7 @@ import {lstat} from 'node:fs/promises'
 import {join} from 'node:path'
 
 import {unary} from '../grpc-unary.js'
-import {devicePluginVersion, kubeletApi, type DevicePluginOptions, type RegisterRequest} from './kubelet-api.js'
+import {devicePluginVersion, kubeletApi, type DevicePluginOptions, type RegisterRequest} from './device-plugin-api.js'
 
 /** kubelet's registration socket in the device-plugin directory. */
 const kubeletSocketName = 'kubelet.sock'
