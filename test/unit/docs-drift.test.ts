@@ -79,6 +79,11 @@ describe('docs name what the repository holds', function () {
     expect(missing, 'add a row: what it measures, what it needs').to.deep.equal([])
   })
 
+  it('README.md stays a front door: at most 250 lines, the depth in docs/', async function () {
+    const lines = (await read('README.md')).split('\n').length - 1
+    expect(lines, 'move the detail into a document under docs/ and link it').to.be.at.most(250)
+  })
+
   it("README.md's Documentation list links every document in docs/", async function () {
     const readme = await read('README.md')
     const index = readme.slice(readme.indexOf('## Documentation'))
