@@ -1,3 +1,5 @@
+import {backoffMs, type BackoffPolicy} from '../backoff.js'
+
 /**
  * The informer's life as one state value instead of loose flags, so no two flags can contradict each
  * other. Pure transitions: the informer loop asks what to do next, and time, randomness and I/O stay outside.
@@ -43,10 +45,14 @@ export function failuresOf(state: InformerState): number {
   return state.phase === 'stopped' ? 0 : state.failures
 }
 
-/** Back-off before the next attempt: 1 s doubling to 30 s, with ±20 % jitter. */
-export function reconnectDelayMs(failures: number, random: number, baseMs = 1000, maxMs = 30_000): number {
-  const ceiling = Math.min(maxMs, baseMs * 2 ** Math.max(0, failures - 1))
-  return Math.round(ceiling * (0.8 + 0.4 * random))
+/** The informer's back-off: 1 s doubling to 30 s, with ±20 % jitter (every agent's watches break at once when the API server restarts). */
+export function reconnectPolicy(baseMs = 1000, maxMs = 30_000): BackoffPolicy {
+  return {baseMs, jitter: [0.8, 1.2], maxMs}
+}
+
+/** Back-off before the next attempt, by the shared formula with the informer's policy. */
+export function reconnectDelayMs(failures: number, random: number, baseMs?: number, maxMs?: number): number {
+  return backoffMs(reconnectPolicy(baseMs, maxMs), failures, random)
 }
 
 /** Objects present before a relist and absent after it: deletions the watch missed (tombstones). */

@@ -1,3 +1,4 @@
+import {backoffMs} from '../backoff.js'
 import type {StatusClass} from './api-error.js'
 
 export interface RetryPolicy {
@@ -14,15 +15,16 @@ export type AttemptFailure = {kind: 'network'} | {kind: 'status'; retryAfterSeco
 
 /**
  * Delay before the next attempt, or undefined when the failure is final. Pure: `random` is passed in.
- * Exponential back-off with full jitter; a server's Retry-After wins when it is longer.
+ * The shared back-off (backoff.ts) with jitter between half the doubling value and all of it; a server's
+ * Retry-After wins when it is longer.
  */
 export function retryDelayMs(policy: RetryPolicy, attempt: number, failure: AttemptFailure, random: number): number | undefined {
   if (attempt >= policy.maxRetries) return undefined
   if (failure.kind === 'status' && failure.statusClass !== 'TooManyRequests' && failure.statusClass !== 'Unavailable') {
     return undefined
   }
-  const ceiling = Math.min(policy.maxDelayMs, policy.baseDelayMs * 2 ** attempt)
-  const jittered = Math.round(ceiling / 2 + (random * ceiling) / 2)
+  // Attempt 0 is the first retry: one failure so far.
+  const jittered = backoffMs({baseMs: policy.baseDelayMs, jitter: [0.5, 1], maxMs: policy.maxDelayMs}, attempt + 1, random)
   const serverMs = failure.kind === 'status' && failure.retryAfterSeconds !== undefined ? failure.retryAfterSeconds * 1000 : 0
   return Math.min(Math.max(jittered, serverMs), Math.max(policy.maxDelayMs, serverMs))
 }
