@@ -2,7 +2,7 @@ import {mkdir, readFile} from 'node:fs/promises'
 import {join} from 'node:path'
 import {setTimeout as sleep} from 'node:timers/promises'
 
-import {backoffMs, type BackoffPolicy} from '../backoff.js'
+import type {BackoffPolicy} from '../backoff.js'
 import {deviceClassesPath, deviceClassesResource, listedClass} from '../devices/cluster-classes.js'
 import {classesForNode} from '../devices/node-classes.js'
 import type {DeviceClass} from '../devices/types.js'
@@ -13,6 +13,7 @@ import type {KubeClient} from '../kube/kube-client.js'
 import {metadataObjectAccept, type ObjectCodec} from '../kube/metadata-list.js'
 import {nodesResource, type ObjectMeta} from '../kube/resource.js'
 import type {Logger} from '../observe/logger.js'
+import {RetryTimer} from '../retry-timer.js'
 import {writeFileAtomic} from '../sys/atomic-write.js'
 
 /** A cluster class whose spec the agent cannot use. */
@@ -238,7 +239,7 @@ export class ClassStore {
    * delete event; a failed read is tried again after a back-off (2 s doubling to 30 s), the previous spec
    * staying in use meanwhile.
    */
-  #readSpec(item: ClassItem, failures = 0): void {
+  #readSpec(item: ClassItem, retry?: RetryTimer): void {
     const {name, uid} = item.metadata
     this.#reading = this.#reading.then(async () => {
       const watched = this.#classes.cache.get(name)
@@ -250,9 +251,9 @@ export class ClassStore {
         this.#refresh()
       } catch (error) {
         if (isStatus(error, 'NotFound') || this.#stopped) return
-        const waitMs = backoffMs(readRetry, failures + 1)
+        const again = retry ?? new RetryTimer({backoff: readRetry})
+        const waitMs = again.failed(() => this.#readSpec(item, again))
         this.#log.warn({class: name, err: errorMessage(error), retryInMs: waitMs}, 'cannot read an edited DeviceClass; its previous spec stays in use, trying again')
-        setTimeout(() => this.#readSpec(item, failures + 1), waitMs).unref()
       }
     })
   }

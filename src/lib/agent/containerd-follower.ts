@@ -1,8 +1,6 @@
-import {setTimeout as sleep} from 'node:timers/promises'
-
-import {Backoff} from '../backoff.js'
 import {errorMessage} from '../errors.js'
 import type {Logger} from '../observe/logger.js'
+import {RetryTimer} from '../retry-timer.js'
 import type {ContainerdClient, RuntimeContainer, RuntimeEvent} from '../runtime/containerd-client.js'
 import type {SourceReport} from '../source-supervisor.js'
 import type {AgentMetrics} from './agent-metrics.js'
@@ -43,6 +41,7 @@ export class ContainerdFollower {
   #unsubscribe: (() => void) | undefined
   #endSubscription: (() => void) | undefined
   #stopped = false
+  readonly #reconnect = new RetryTimer({backoff: {baseMs: 200, maxMs: 5000}})
   #loop: Promise<void> | undefined
   /** Events that came while the running tasks were listed: applied to the list's answer. */
   #pending: RuntimeEvent[] | undefined
@@ -88,6 +87,7 @@ export class ContainerdFollower {
 
   async stop(): Promise<void> {
     this.#stopped = true
+    this.#reconnect.stop()
     // Cancelling the stream does not report an end: wake the loop ourselves.
     this.#unsubscribe?.()
     this.#endSubscription?.()
@@ -109,7 +109,6 @@ export class ContainerdFollower {
   }
 
   async #follow(signal: AbortSignal): Promise<void> {
-    const backoff = new Backoff({baseMs: 200, maxMs: 5000})
     const {containerd} = this.options
     while (!signal.aborted && !this.#stopped) {
       const error = await new Promise<Error>((resolve) => {
@@ -140,14 +139,14 @@ export class ContainerdFollower {
             this.#generation++
             this.#connectedAt = this.#generation
             this.#lastEvent.clear()
-            backoff.reset()
+            this.#reconnect.succeeded()
             this.#setConnected(true)
             this.options.onChange('containerd connected')
           }, resolve)
       })
       if (signal.aborted || this.#stopped) return
       this.#setConnected(false, error)
-      await sleep(backoff.next(), undefined, {signal}).catch(() => {})
+      await this.#reconnect.wait(signal)
     }
   }
 

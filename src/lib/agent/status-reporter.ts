@@ -1,11 +1,11 @@
 import {setTimeout as sleep} from 'node:timers/promises'
 
-import {Backoff} from '../backoff.js'
 import type {MemberRefusal} from '../devices/member-refusals.js'
 import type {Device, DeviceClass} from '../devices/types.js'
 import {errorMessage} from '../errors.js'
 import type {KubeClient} from '../kube/kube-client.js'
 import type {Logger} from '../observe/logger.js'
+import {RetryTimer} from '../retry-timer.js'
 import type {AgentMetrics} from './agent-metrics.js'
 import type {ClassProblem} from './class-store.js'
 import {nodeClassStatus, StatusWriter, type ClassReport} from './status-writer.js'
@@ -70,9 +70,8 @@ export interface StatusReporterOptions {
  */
 export class StatusReporter {
   readonly #writer: StatusWriter
-  readonly #backoff = new Backoff({baseMs: 1000, maxMs: 30_000})
+  readonly #retry = new RetryTimer({backoff: {baseMs: 1000, maxMs: 30_000}})
   #ok = true
-  #retry: NodeJS.Timeout | undefined
   #writing: Promise<void> | undefined
   #next: Map<string, ClassReport> | undefined
   readonly #stopping = new AbortController()
@@ -96,7 +95,7 @@ export class StatusReporter {
   }
 
   async stop(): Promise<void> {
-    clearTimeout(this.#retry)
+    this.#retry.stop()
     this.#next = undefined
     this.#stopping.abort()
     await this.#writing
@@ -111,14 +110,13 @@ export class StatusReporter {
         await this.#writer.write(reports)
         if (!this.#ok) logger.info({}, 'DeviceClass status written again')
         this.#ok = true
-        this.#backoff.reset()
+        this.#retry.succeeded()
       } catch (error) {
         metrics.errors.inc({kind: 'status'})
         if (this.#ok) logger.warn({err: errorMessage(error)}, 'cannot write DeviceClass status; retrying with back-off')
         this.#ok = false
         this.#writer.reset()
-        clearTimeout(this.#retry)
-        this.#retry = setTimeout(this.options.retry, this.#backoff.next()).unref()
+        this.#retry.failed(this.options.retry)
       }
       const waitMs = started + (this.options.minIntervalMs ?? 1000) - performance.now()
       if (this.#next !== undefined && waitMs > 0) await sleep(waitMs, undefined, {signal: this.#stopping.signal}).catch(() => {})

@@ -5,6 +5,7 @@ import {isStatus} from '../kube/api-error.js'
 import {MetadataInformer} from '../kube/informer.js'
 import type {KubeClient} from '../kube/kube-client.js'
 import type {Logger} from '../observe/logger.js'
+import {RetryTimer} from '../retry-timer.js'
 import {followPolicy, SourceSupervisor, type SourceReport} from '../source-supervisor.js'
 import {classAttribute, draDriver} from './resource-slices.js'
 
@@ -53,7 +54,8 @@ export function draDeviceClassOf(deviceClass: DeviceClass): DraDeviceClass {
 }
 
 const draClassesPath = '/apis/resource.k8s.io/v1/deviceclasses'
-const reapplyDelayMs = 1000
+/** A second, every time: the wait after a deletion is not a failure growing longer. */
+const reapplyDelay = {baseMs: 1000, maxMs: 1000}
 
 export interface DraDeviceClassesOptions {
   readonly client: KubeClient
@@ -84,7 +86,7 @@ export class DraDeviceClasses {
   #listed = false
   #last: readonly DeviceClass[] | undefined
   readonly #informer: MetadataInformer
-  #retry: NodeJS.Timeout | undefined
+  readonly #reapply = new RetryTimer({backoff: reapplyDelay})
   readonly #health: SourceReport
   #stopped = false
 
@@ -97,8 +99,7 @@ export class DraDeviceClasses {
         if (!this.#applied.delete(object.name) || this.#last === undefined) return
         options.logger.info({deviceClass: object.name}, `resource.k8s.io DeviceClass ${object.name} was deleted; applying it again if its class is still DRA`)
         // A second later: deleted with its class (garbage collection), the class's own deletion arrives meanwhile.
-        clearTimeout(this.#retry)
-        this.#retry = setTimeout(() => void this.sync(this.#last ?? []), reapplyDelayMs).unref()
+        this.#reapply.failed(() => void this.sync(this.#last ?? []))
       },
       pageSize: 500,
       resource: {group: 'resource.k8s.io', namespaced: false, plural: 'deviceclasses', version: 'v1'},
@@ -112,7 +113,7 @@ export class DraDeviceClasses {
 
   async stop(): Promise<void> {
     this.#stopped = true
-    clearTimeout(this.#retry)
+    this.#reapply.stop()
     await this.#informer.stop()
     await this.#queue
   }

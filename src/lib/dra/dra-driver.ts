@@ -8,6 +8,7 @@ import {isStatus} from '../kube/api-error.js'
 import type {KubeClient} from '../kube/kube-client.js'
 import type {ClaimRef, NodePrepareResourcesResponse, NodeUnprepareResourcesResponse, NodeWatchResourcesResponse} from '../kubelet/dra-api.js'
 import type {Logger} from '../observe/logger.js'
+import {RetryTimer} from '../retry-timer.js'
 import type {RuntimeContainer} from '../runtime/containerd-client.js'
 import type {SourceReport, SourceSupervisor} from '../source-supervisor.js'
 import {claimCdiSpec, parseClaimMarker, removeClaimCdi, writeClaimCdi} from './claim-cdi.js'
@@ -67,7 +68,8 @@ export class DraDriver {
   #outsideClass: ReadonlySet<string> = new Set()
   #registered: boolean | undefined
   readonly #watchers: FSWatcher[] = []
-  #statusRetry: NodeJS.Timeout | undefined
+  /** After a failed claim status write, every claim's status again: 5 s each time, one retry scheduled at a time. */
+  readonly #statusRetry = new RetryTimer({backoff: {baseMs: 5000, maxMs: 5000}})
   /** The CDI spec last written per claim. */
   readonly #specs = new Map<string, string>()
   /** Prepare and unprepare of one claim, one after the other. */
@@ -103,11 +105,7 @@ export class DraDriver {
       this.#log,
       () => metrics.errors.inc({kind: 'claim-status'}),
       () => {
-        if (this.#statusRetry !== undefined || this.#stopped) return
-        this.#statusRetry = setTimeout(() => {
-          this.#statusRetry = undefined
-          this.#writeStatuses()
-        }, 5000).unref()
+        if (!this.#statusRetry.pending) this.#statusRetry.failed(() => this.#writeStatuses())
       },
     )
     this.#server = new DraPluginServer({
@@ -158,7 +156,7 @@ export class DraDriver {
 
   async stop(): Promise<void> {
     this.#stopped = true
-    clearTimeout(this.#statusRetry)
+    this.#statusRetry.stop()
     for (const watcher of this.#watchers) watcher.close()
     await this.#checking
     await this.#server.close()

@@ -1,4 +1,3 @@
-import {Backoff} from '../backoff.js'
 import {errorMessage} from '../errors.js'
 import {isStatus} from '../kube/api-error.js'
 import {Informer} from '../kube/informer.js'
@@ -6,6 +5,7 @@ import type {KubeClient} from '../kube/kube-client.js'
 import {toMeta, type ObjectCodec} from '../kube/metadata-list.js'
 import type {ObjectMeta} from '../kube/resource.js'
 import type {Logger} from '../observe/logger.js'
+import {RetryTimer} from '../retry-timer.js'
 import {draDriver, nodeSlicesOf, sameDevices, type ResourceSlice, type SliceDevice} from './resource-slices.js'
 
 const slicesResource = {group: 'resource.k8s.io', namespaced: false, plural: 'resourceslices', version: 'v1'}
@@ -56,12 +56,11 @@ export class SlicePublisher {
   #writing = new Map<string, ResourceSlice>()
   #started = false
   #stopped = false
-  #retry: NodeJS.Timeout | undefined
   /** Between failed write rounds: every node's agent retries when the API server is at its busiest. */
-  readonly #backoff: Backoff
+  readonly #retry: RetryTimer
 
   constructor(readonly options: SlicePublisherOptions) {
-    this.#backoff = new Backoff({baseMs: options.retryMs ?? 1000, maxMs: 30_000})
+    this.#retry = new RetryTimer({backoff: {baseMs: options.retryMs ?? 1000, maxMs: 30_000}})
     this.#informer = new Informer<ListedSlice>(
       {
         client: options.client,
@@ -131,7 +130,7 @@ export class SlicePublisher {
 
   async stop(): Promise<void> {
     this.#stopped = true
-    clearTimeout(this.#retry)
+    this.#retry.stop()
     await this.settled()
     await this.#informer.stop()
   }
@@ -144,13 +143,12 @@ export class SlicePublisher {
     }
     this.#round = this.#publish()
       .then(
-        () => this.#backoff.reset(),
+        () => this.#retry.succeeded(),
         (error: unknown) => {
           this.#writing = new Map()
           this.options.onError()
           this.options.logger.warn({err: errorMessage(error)}, 'cannot write the ResourceSlices of this node; trying again')
-          clearTimeout(this.#retry)
-          if (!this.#stopped) this.#retry = setTimeout(() => this.republish(), this.#backoff.next()).unref()
+          this.#retry.failed(() => this.republish())
         },
       )
       .finally(() => {

@@ -1,9 +1,8 @@
-import {setTimeout as sleep} from 'node:timers/promises'
-
 import {AbortedError, errorMessage} from '../errors.js'
 import {noopLogger, type Logger} from '../observe/logger.js'
+import {RetryTimer} from '../retry-timer.js'
 import {isStatus} from './api-error.js'
-import {afterList, afterWait, afterWatch, failuresOf, initialInformerState, watchOpened, reconnectDelayMs, vanished, type Ending, type InformerState} from './informer-state.js'
+import {afterList, afterWait, afterWatch, failuresOf, initialInformerState, reconnectPolicy, vanished, watchOpened, type Ending, type InformerState} from './informer-state.js'
 import type {KubeClient} from './kube-client.js'
 import {listObjects, metadataCodec, type ObjectCodec} from './metadata-list.js'
 import {collectionPath, describeResource, type ObjectMeta, type ResourceRef} from './resource.js'
@@ -50,12 +49,15 @@ export class Informer<T> {
   #controller?: AbortController
   #loop?: Promise<void>
   readonly #log: Logger
+  /** The wait before a relist or re-watch; the failures are counted by the state machine. */
+  readonly #reconnect: RetryTimer
 
   constructor(
     readonly options: InformerOptions<T>,
     private readonly codec: ObjectCodec<T>,
   ) {
     this.#log = options.logger ?? noopLogger
+    this.#reconnect = new RetryTimer({backoff: reconnectPolicy(options.reconnectBaseMs), random: options.random})
   }
 
   /** True once the first list has filled the cache. */
@@ -119,12 +121,7 @@ export class Informer<T> {
         if (signal.aborted) break
         this.#state = afterWatch(this.#state, ending, lastResourceVersion || state.resourceVersion)
       } else if (state.phase === 'waiting') {
-        const delay = reconnectDelayMs(failuresOf(state), (this.options.random ?? Math.random)(), this.options.reconnectBaseMs)
-        try {
-          await sleep(delay, undefined, {signal})
-        } catch {
-          break
-        }
+        if (!(await this.#reconnect.wait(signal, failuresOf(state)))) break
         this.#state = afterWait(this.#state)
       }
     }
