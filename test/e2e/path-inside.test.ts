@@ -5,7 +5,8 @@ import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 import {promisify} from 'node:util'
 
-import {closeRoot, createDeviceNode, openRoot, PathInsideError, removeDeviceNode, type RootDir} from '../../src/lib/sys/path-inside.js'
+import {createDeviceNode, removeDeviceNode} from '../../src/lib/sys/device-nodes.js'
+import {closeRoot, openRoot, PathInsideError, type RootDir} from '../../src/lib/sys/path-inside.js'
 import {missingPrerequisite} from '../support/prerequisites.js'
 
 const run = promisify(execFile)

@@ -4,7 +4,7 @@ import type {ContainerHandle} from '../runtime/container-handle.js'
 import {devicePrograms, replaceDeviceProgram} from '../runtime/device-bpf.js'
 import {allowDevice, denyDevice, readDeviceRules, type DeviceControl} from '../runtime/device-cgroup.js'
 import {ruleDeviceId, type DeviceProgramRule, type EmulatedRules} from '../runtime/device-program.js'
-import {createDeviceNode, removeDeviceNode} from '../sys/path-inside.js'
+import {createDeviceNode, removeDeviceNode} from '../sys/device-nodes.js'
 import {ruleOf, type AccessChange, type DeviceAccess} from './container-access.js'
 
 /** What a container holds of the devices the agent manages, and on cgroup v2 the program that says so. */

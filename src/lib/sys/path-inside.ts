@@ -1,13 +1,13 @@
-import {chmodSync, chownSync, closeSync, fstatSync, readFileSync, statfsSync, type Stats} from 'node:fs'
+import {closeSync, fstatSync, readFileSync, statfsSync, type Stats} from 'node:fs'
 
 import {errno, errnoText, sys} from './libc.js'
 
-// Device nodes inside a container's /dev, written relative to a root directory fd and never through a
-// symlink or into another mount: /dev must be the container's own (its root filesystem, or a tmpfs no
-// host mount shares), and below it every step stays on that mount, so that neither a symlink the
-// container made (to /etc, say) nor a volume mounted at /dev/input sends a write outside the container.
-// openat2(2) (Linux 5.6) refuses such steps in the kernel; without it each step is opened with openat(2)
-// and its mount id compared with /dev's.
+// Paths inside a container's /dev, resolved relative to a root directory fd and never through a symlink
+// or into another mount: /dev must be the container's own (its root filesystem, or a tmpfs no host mount
+// shares), and below it every step stays on that mount, so that neither a symlink the container made (to
+// /etc, say) nor a volume mounted at /dev/input sends a write outside the container (device-nodes.ts
+// writes through it). openat2(2) (Linux 5.6) refuses such steps in the kernel; without it each step is
+// opened with openat(2) and its mount id compared with /dev's.
 
 const O_PATH = 0o10_000_000
 const O_DIRECTORY = 0o200_000
@@ -15,8 +15,6 @@ const O_NOFOLLOW = 0o400_000
 const O_CLOEXEC = 0o2_000_000
 const AT_FDCWD = -100
 const AT_EMPTY_PATH = 0x1000
-const S_IFCHR = 0o020_000
-const S_IFBLK = 0o060_000
 const EPERM = 1
 const ENOENT = 2
 const EEXIST = 17
@@ -36,18 +34,6 @@ const filesystemNames: Record<number, string> = {
   0xef53: 'ext4',
   0x6969: 'nfs',
   0x6573_5546: 'fuse',
-}
-
-export interface DeviceNodeSpec {
-  /** Absolute path inside the root, under /dev: /dev/ttyUSB0, /dev/input/event3. */
-  readonly path: string
-  readonly type: 'block' | 'char'
-  readonly major: number
-  readonly minor: number
-  /** Permission bits, e.g. 0o660. */
-  readonly mode: number
-  readonly uid: number
-  readonly gid: number
 }
 
 /** A root directory held open (a container's /proc/<pid>/root), which device node paths are resolved beneath. */
@@ -86,13 +72,6 @@ export class PathInsideError extends Error {
   ) {
     super(message)
   }
-}
-
-/** glibc's makedev(). */
-function makedev(major: number, minor: number): bigint {
-  const ma = BigInt(major)
-  const mi = BigInt(minor)
-  return ((ma & 0xfffff000n) << 32n) | ((ma & 0xfffn) << 8n) | ((mi & 0xffffff00n) << 12n) | (mi & 0xffn)
 }
 
 /** glibc's major() and minor(), as mountinfo writes them. */
@@ -145,7 +124,8 @@ export function closeRoot(root: RootDir): void {
   sys.close(root.fd)
 }
 
-function withRoot<T>(root: RootDir | string, work: (root: RootDir) => T): T {
+/** Runs `work` on `root`, or on the root opened at that path and closed after. */
+export function withRoot<T>(root: RootDir | string, work: (root: RootDir) => T): T {
   if (typeof root !== 'string') return work(root)
   const opened = openRoot(root)
   try {
@@ -217,15 +197,17 @@ export function unescapeMountPath(path: string): string {
   return path.replaceAll(/\\([0-7]{3})/g, (_, octal: string) => String.fromCodePoint(Number.parseInt(octal, 8)))
 }
 
-interface Parent {
+/** The directory a path's last component is in, opened beneath the root; its fd is the caller's to close. */
+export interface ParentDir {
   readonly fd: number
+  /** The last component. */
   readonly name: string
   /** /dev's mount id, for openStep without openat2. */
   readonly mount: bigint | 'kernel'
 }
 
 /** Walks from the root to the parent directory of `path` under /dev, creating directories when asked. */
-function openParent(root: RootDir, path: string, create: boolean): Parent {
+export function openParent(root: RootDir, path: string, create: boolean): ParentDir {
   const parts = components(path)
   let fd = openStep(root, root.fd, 'dev', O_DIRECTORY, 'any')
   if (fd < 0) {
@@ -263,9 +245,14 @@ function openParent(root: RootDir, path: string, create: boolean): Parent {
   }
 }
 
+/** Opens the entry `name` in `parent` itself (a symlink as itself) as an O_PATH fd on /dev's mount; the fd, or minus errno. */
+export function openEntry(root: RootDir, parent: ParentDir, name: string): number {
+  return openStep(root, parent.fd, name, 0, parent.mount)
+}
+
 /** stat of the entry itself (not what a symlink points to); undefined when there is none, 'mount' when something is mounted on it. */
-function statEntry(root: RootDir, parent: Parent, name: string): Stats | 'mount' | undefined {
-  const fd = openStep(root, parent.fd, name, 0, parent.mount)
+export function statEntry(root: RootDir, parent: ParentDir, name: string): Stats | 'mount' | undefined {
+  const fd = openEntry(root, parent, name)
   if (fd === -EXDEV) return 'mount'
   if (fd < 0) return undefined
   try {
@@ -273,71 +260,4 @@ function statEntry(root: RootDir, parent: Parent, name: string): Stats | 'mount'
   } finally {
     closeSync(fd)
   }
-}
-
-/**
- * Creates a device node at `spec.path` under the root's /dev with exactly the type, numbers, mode and owner
- * asked for, creating parent directories; an existing node with other numbers is replaced. Anything else
- * in the way (a file, a symlink, a directory, a mount) is an error: it belongs to the container. So is a
- * /dev that is not the container's own, or a path through another mount: nothing is written there.
- * Returns false when the node was already there as asked.
- */
-export function createDeviceNode(root: RootDir | string, spec: DeviceNodeSpec): boolean {
-  return withRoot(root, (r) => {
-    const parent = openParent(r, spec.path, true)
-    const {fd, name} = parent
-    try {
-      const existing = statEntry(r, parent, name)
-      if (existing === 'mount') throw new PathInsideError(`${spec.path} in ${r.name} is a mount point (a volume?); nothing is written there`, 'outside')
-      if (existing !== undefined) {
-        const isNode = spec.type === 'block' ? existing.isBlockDevice() : existing.isCharacterDevice()
-        const sameNumbers = BigInt(existing.rdev) === makedev(spec.major, spec.minor)
-        if (isNode && sameNumbers && (existing.mode & 0o7777) === spec.mode && existing.uid === spec.uid && existing.gid === spec.gid) return false
-        if (!existing.isBlockDevice() && !existing.isCharacterDevice()) throw new PathInsideError(`${spec.path} in ${r.name} exists and is not a device node; left alone`)
-        if ((sys.unlinkat(fd, name, 0) as number) < 0) throw new PathInsideError(`cannot replace ${spec.path} in ${r.name}: ${errnoText(errno())}`)
-      }
-      const type = spec.type === 'block' ? S_IFBLK : S_IFCHR
-      if ((sys.mknodat(fd, name, type | 0o600, makedev(spec.major, spec.minor)) as number) < 0) throw new PathInsideError(`cannot create ${spec.path} in ${r.name}: ${errnoText(errno())}`)
-      // Mode and owner through the node's own O_PATH fd: exact (no umask), and nothing re-resolves the name.
-      const nodeFd = openStep(r, fd, name, 0, parent.mount)
-      if (nodeFd < 0) throw new PathInsideError(`cannot open the new ${spec.path} in ${r.name}: ${errnoText(-nodeFd)}`)
-      try {
-        const created = fstatSync(nodeFd)
-        if (!(spec.type === 'block' ? created.isBlockDevice() : created.isCharacterDevice())) throw new PathInsideError(`${spec.path} in ${r.name} was replaced while being created`)
-        chownSync(`/proc/self/fd/${nodeFd}`, spec.uid, spec.gid)
-        chmodSync(`/proc/self/fd/${nodeFd}`, spec.mode)
-      } finally {
-        closeSync(nodeFd)
-      }
-      return true
-    } finally {
-      sys.close(fd)
-    }
-  })
-}
-
-/**
- * Removes the device node at `path` under the root's /dev when it is a node of these numbers; anything
- * else there is left alone, and so is anything behind another mount (nothing the agent made can be
- * there, nor through a symlink). Returns false when there was nothing to remove.
- */
-export function removeDeviceNode(root: RootDir | string, path: string, major: number, minor: number): boolean {
-  return withRoot(root, (r) => {
-    let parent: Parent
-    try {
-      parent = openParent(r, path, false)
-    } catch (error) {
-      if (error instanceof PathInsideError && error.reason !== 'refused') return false
-      throw error
-    }
-    try {
-      const existing = statEntry(r, parent, parent.name)
-      if (existing === undefined || existing === 'mount') return false
-      if (!(existing.isBlockDevice() || existing.isCharacterDevice()) || BigInt(existing.rdev) !== makedev(major, minor)) return false
-      if ((sys.unlinkat(parent.fd, parent.name, 0) as number) < 0) throw new PathInsideError(`cannot remove ${path} in ${r.name}: ${errnoText(errno())}`)
-      return true
-    } finally {
-      sys.close(parent.fd)
-    }
-  })
 }
