@@ -1,7 +1,7 @@
 import {Credentials, type CredentialsOptions} from './credentials.js'
 import {createHttpAgent} from './http-agent.js'
 import {KubeClient, type KubeClientOptions} from './kube-client.js'
-import {resolveKubeConfig, type KubeConfigSource} from './kubeconfig.js'
+import {resolveKubeConfig, type KubeConfigSource} from './kubeconfig-resolver.js'
 import {proxyFor} from './proxy.js'
 
 export interface OpenedCluster {

@@ -4,7 +4,8 @@ import {ConfigError, errorMessage} from '../errors.js'
 import {processIo, runExecPlugin, type ExecIo, type ExecStatus} from './exec-plugin.js'
 import type {TlsMaterial} from './http-agent.js'
 import {writeAuthProviderConfig} from './kubeconfig-writer.js'
-import type {Impersonation, ResolvedKubeConfig} from './kubeconfig.js'
+import type {Impersonation} from './kubeconfig-reader.js'
+import type {ResolvedKubeConfig} from './kubeconfig-resolver.js'
 import {refreshOidcTokens, usableUntil} from './oidc.js'
 
 /** Request headers; Impersonate-Group and Impersonate-Extra-* repeat, one line per value. */

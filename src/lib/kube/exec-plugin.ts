@@ -2,7 +2,7 @@ import {spawn} from 'node:child_process'
 import type {Readable, Writable} from 'node:stream'
 
 import {ConfigError, errorMessage} from '../errors.js'
-import type {ClusterEntry, ExecConfig} from './kubeconfig.js'
+import type {ClusterEntry, ExecConfig} from './kubeconfig-reader.js'
 
 /** Where an exec plugin's stdin comes from and its stderr goes (kubectl passes both through). */
 export interface ExecIo {

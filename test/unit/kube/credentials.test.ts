@@ -7,7 +7,7 @@ import {Readable} from 'node:stream'
 import {ConfigError} from '../../../src/lib/errors.js'
 import {Credentials} from '../../../src/lib/kube/credentials.js'
 import type {ExecIo} from '../../../src/lib/kube/exec-plugin.js'
-import {resolveKubeConfig, type ResolvedKubeConfig} from '../../../src/lib/kube/kubeconfig.js'
+import {resolveKubeConfig, type ResolvedKubeConfig} from '../../../src/lib/kube/kubeconfig-resolver.js'
 import {sink, type Sink} from '../../support/sink.js'
 import {rejection} from '../../support/thrown.js'
 

@@ -9,7 +9,7 @@ import {promisify} from 'node:util'
 
 import {ConfigError} from '../../../src/lib/errors.js'
 import {execInfo, isInteractive, runExecPlugin, type ExecIo} from '../../../src/lib/kube/exec-plugin.js'
-import type {ClusterEntry, ExecConfig} from '../../../src/lib/kube/kubeconfig.js'
+import type {ClusterEntry, ExecConfig} from '../../../src/lib/kube/kubeconfig-reader.js'
 import {sink} from '../../support/sink.js'
 import {startedEarly} from '../../support/started-early.js'
 import {rejection} from '../../support/thrown.js'

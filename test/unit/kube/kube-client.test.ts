@@ -4,7 +4,7 @@ import type {AddressInfo} from 'node:net'
 
 import {Credentials} from '../../../src/lib/kube/credentials.js'
 import {KubeClient} from '../../../src/lib/kube/kube-client.js'
-import type {ResolvedKubeConfig} from '../../../src/lib/kube/kubeconfig.js'
+import type {ResolvedKubeConfig} from '../../../src/lib/kube/kubeconfig-resolver.js'
 
 // A real HTTP server on loopback records what the client sends (no mocks of our own code).
 describe('KubeClient against a recording HTTP server', () => {

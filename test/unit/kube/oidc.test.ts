@@ -8,7 +8,7 @@ import {parse} from 'yaml'
 
 import {ConfigError} from '../../../src/lib/errors.js'
 import {Credentials} from '../../../src/lib/kube/credentials.js'
-import {resolveKubeConfig} from '../../../src/lib/kube/kubeconfig.js'
+import {resolveKubeConfig} from '../../../src/lib/kube/kubeconfig-resolver.js'
 import {idTokenExpiryMs, usableUntil} from '../../../src/lib/kube/oidc.js'
 import {missingPrerequisite} from '../../support/prerequisites.js'
 import {rejection} from '../../support/thrown.js'

@@ -28,7 +28,7 @@ describe('yaml is loaded on first use only', function () {
     await import(${JSON.stringify(`${repo}src/commands/gc/run.ts`)})
     await import(${JSON.stringify(`${repo}src/commands/devices/agent.ts`)})
     await import(${JSON.stringify(`${repo}src/commands/plugins/serve.ts`)})
-    const {resolveKubeConfig} = await import(${JSON.stringify(`${repo}src/lib/kube/kubeconfig.ts`)})
+    const {resolveKubeConfig} = await import(${JSON.stringify(`${repo}src/lib/kube/kubeconfig-resolver.ts`)})
     const inCluster = resolveKubeConfig({env: {KUBERNETES_SERVICE_HOST: '127.0.0.2', KUBERNETES_SERVICE_PORT: '443'}, home: ${JSON.stringify(dir)}, serviceAccountRoot: ${JSON.stringify(join(dir, 'sa'))}})
     const afterInCluster = yamlLoaded()
     const fromFile = resolveKubeConfig({env: {}, home: ${JSON.stringify(dir)}, kubeconfig: ${JSON.stringify(join(dir, 'kubeconfig'))}})

@@ -4,7 +4,7 @@ import {tmpdir} from 'node:os'
 import {delimiter, join} from 'node:path'
 
 import {ConfigError} from '../../../src/lib/errors.js'
-import {resolveKubeConfig, type KubeConfigSource} from '../../../src/lib/kube/kubeconfig.js'
+import {resolveKubeConfig, type KubeConfigSource} from '../../../src/lib/kube/kubeconfig-resolver.js'
 import {thrownBy} from '../../support/thrown.js'
 
 interface Ctx {
