@@ -19,6 +19,8 @@ const connectTo = (path: string) => (): Promise<void> =>
   })
 
 const fast = {backoff: {baseMs: 5, maxMs: 20}, giveUpAfterMs: 1000, stableMs: 1000}
+/** Restarts come every 5-20 ms: looked for as often. */
+const poll = {intervalMs: 5}
 
 describe('SourceSupervisor', () => {
   let dir: string
@@ -44,11 +46,11 @@ describe('SourceSupervisor', () => {
     const {ready, reason} = supervisor.status()
     expect(ready).to.equal(false)
     expect(reason).to.equal('late socket: down for 2 s (1 failure in 2 s): socket closed')
-    await waitFor('a few restarts failed', async () => (supervisor.state('late socket') as {failures?: number}).failures! >= 3)
+    await waitFor('a few restarts failed', async () => (supervisor.state('late socket') as {failures?: number}).failures! >= 3, poll)
     expect(supervisor.status().reason).to.match(/^late socket: down for 2 s \(\d+ failures in 2 s\): connect ENOENT/)
     server = createServer()
     await new Promise<void>((resolve) => server!.listen(path, resolve))
-    await waitFor('the source back', async () => supervisor.status().ready)
+    await waitFor('the source back', async () => supervisor.status().ready, poll)
     expect(supervisor.fatal.aborted).to.equal(false)
     supervisor.stop()
     supervisor.stop()
@@ -58,10 +60,10 @@ describe('SourceSupervisor', () => {
     let clock = 0
     const supervisor = new SourceSupervisor({now: () => clock})
     supervisor.restartable('uevents', connectTo(join(dir, 'never.sock')), fast).failed(new Error('netlink socket failed'))
-    await waitFor('one restart failed', async () => (supervisor.state('uevents') as {failures?: number}).failures! >= 2)
+    await waitFor('one restart failed', async () => (supervisor.state('uevents') as {failures?: number}).failures! >= 2, poll)
     expect(supervisor.fatal.aborted).to.equal(false)
     clock = 1000 // the run of failures now lasts giveUpAfterMs: the next failed restart is the last
-    await waitFor('given up', async () => supervisor.fatal.aborted)
+    await waitFor('given up', async () => supervisor.fatal.aborted, poll)
     const reason = supervisor.fatal.reason as SourceFailedError
     expect(reason).to.be.instanceOf(SourceFailedError)
     expect(reason.exitCode).to.equal(1)

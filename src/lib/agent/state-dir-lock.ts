@@ -10,7 +10,7 @@ import {PinnedProcess, ProcessGoneError} from '../sys/pidfd.js'
 export const lockFileName = 'agent.lock'
 
 /** Waiting for a holder is woken by its exit (its pidfd); this bounds each wait for a holder not visible here. */
-const recheckMs = 1000
+const defaultRecheckMs = 1000
 
 /** Another agent holds the state directory: one agent per node. */
 export class StateDirLockedError extends NfdctlError {
@@ -30,6 +30,8 @@ export interface StateDirLockOptions {
   readonly wait: boolean
   /** Told while waiting, once per holder. */
   readonly onWaiting?: (holderPid: number | undefined) => void
+  /** The longest wait before the lock is tried again (a holder whose PID is unknown has no exit to wake on); default 1 s. */
+  readonly recheckMs?: number
 }
 
 /**
@@ -50,11 +52,11 @@ export async function lockStateDir(stateDir: string, signal: AbortSignal, option
     if (told !== holderPid) options.onWaiting?.(holderPid)
     told = holderPid
     if (signal.aborted) throw new AbortedError(`stopped while waiting for the lock on ${path}`)
-    await holderExited(holderPid, signal)
+    await holderExited(holderPid, options.recheckMs ?? defaultRecheckMs, signal)
   }
 }
 
-async function holderExited(pid: number | undefined, signal: AbortSignal): Promise<void> {
+async function holderExited(pid: number | undefined, recheckMs: number, signal: AbortSignal): Promise<void> {
   let holder: PinnedProcess | undefined
   try {
     holder = pid === undefined ? undefined : PinnedProcess.open(pid)

@@ -52,11 +52,12 @@ describe('state-dir-lock: one agent per state directory', () => {
     const holder = await holdLock(join(dir, lockFileName))
     const told: Array<number | undefined> = []
     let taken = false
-    const waiting = lockStateDir(dir, new AbortController().signal, {onWaiting: (pid) => told.push(pid), wait: true}).then((lock) => {
+    // flock(1) writes no PID, so there is no exit to wake on: the lock is tried again every recheckMs.
+    const waiting = lockStateDir(dir, new AbortController().signal, {onWaiting: (pid) => told.push(pid), recheckMs: 20, wait: true}).then((lock) => {
       taken = true
       return lock
     })
-    await waitFor('told it waits', async () => told.length > 0)
+    await waitFor('told it waits', async () => told.length > 0, {intervalMs: 5})
     expect(taken).to.equal(false)
     await holder.kill()
     const lock = await waiting
