@@ -1,16 +1,15 @@
 import {join} from 'node:path'
 
-import {Backoff} from '../backoff.js'
 import type {DeviceClass} from '../devices/types.js'
-import {errorMessage} from '../errors.js'
-import {healthy, unhealthy} from '../kubelet/device-plugin-api.js'
-import {kubeletSocketIdentity, registerWithKubelet} from '../kubelet/registration.js'
 import type {Logger} from '../observe/logger.js'
+import {SocketKeeper, type KeeperState} from '../kubelet/socket-keeper.js'
 import {ClassAllocation} from './class-allocation.js'
 import {ClassPluginServer} from './class-plugin-server.js'
+import {healthy, unhealthy} from '../kubelet/device-plugin-api.js'
+import {kubeletSocketIdentity, registerWithKubelet} from '../kubelet/registration.js'
 import type {PluginMetrics} from './plugin-metrics.js'
 
-export type PluginState = 'serving' | 'registered' | 'kubelet absent' | 'register failed'
+export type PluginState = KeeperState
 
 export interface PluginRegistrationOptions {
   readonly server: ClassPluginServer
@@ -23,19 +22,13 @@ export interface PluginRegistrationOptions {
 }
 
 /**
- * One class's plugin with kubelet: serve first, then register; serve again when kubelet deleted the socket
- * (it does when it starts), register again when kubelet.sock is a new one. Without kubelet, attempts are
- * retried with back-off. Checks are serialised, and the state is logged only when it changes.
+ * One class's plugin with kubelet, kept by a SocketKeeper: serve first, then register; serve again when
+ * kubelet deleted the socket (it does when it starts), register again when kubelet.sock is a new one. The
+ * plugin directory is watched (inotify); without kubelet, attempts are retried with back-off that never
+ * gives up. The state is logged only when it changes.
  */
 export class PluginRegistration {
-  #state: PluginState = 'serving'
-  /** The kubelet.sock identity registered with; a kubelet restart makes a new one. */
-  #registeredWith: number | undefined
-  #queue: Promise<void> = Promise.resolve()
-  #retry: NodeJS.Timeout | undefined
-  readonly #backoff: Backoff
-  /** Shut down (its class went away or changed, or the set stops): it never serves or registers again. */
-  #closed = false
+  readonly #keeper: SocketKeeper
 
   /** The plugin of a class: `devices.nfdctl.io/<class>` on `<plugin-dir>/nfdctl-<class>.sock`, naming CDI devices with `cdi`. */
   static ofClass(deviceClass: DeviceClass, options: Omit<PluginRegistrationOptions, 'server'> & {readonly cdi: boolean; readonly beforeAllocate?: () => Promise<void>}): PluginRegistration {
@@ -46,7 +39,36 @@ export class PluginRegistration {
   }
 
   constructor(readonly options: PluginRegistrationOptions) {
-    this.#backoff = new Backoff({baseMs: 100, maxMs: options.maxRetryMs ?? 5000})
+    const {logger, metrics, pluginDir, server} = options
+    const name = server.allocation.name
+    this.#keeper = new SocketKeeper({
+      logger,
+      onState: (state, detail) => this.#stateChanged(state, detail),
+      registrar: {
+        kubelet: () => kubeletSocketIdentity(pluginDir),
+        register: async () => {
+          try {
+            await registerWithKubelet(pluginDir, `nfdctl-${name}.sock`, server.allocation.resourceName, server.options)
+          } catch (error) {
+            metrics.errors.inc({class: name, kind: 'register'})
+            throw error
+          }
+          metrics.registrations.inc({class: name})
+          metrics.registered.set({class: name}, 1)
+        },
+      },
+      restarts: {backoff: {baseMs: 100, maxMs: options.maxRetryMs ?? 5000}},
+      socket: {
+        close: () => server.close(),
+        isServing: () => server.isServing(),
+        serve: () =>
+          server.serve().catch((error: unknown) => {
+            metrics.errors.inc({class: name, kind: 'serve'})
+            throw error
+          }),
+      },
+      watch: [pluginDir],
+    })
   }
 
   get allocation(): ClassAllocation {
@@ -58,7 +80,7 @@ export class PluginRegistration {
   }
 
   get state(): PluginState {
-    return this.#state
+    return this.#keeper.state
   }
 
   /** Sends the class's list to kubelet (ListAndWatch), and counts it. */
@@ -70,67 +92,30 @@ export class PluginRegistration {
     server.push()
   }
 
-  /** Serves again when our socket is gone, registers when the running kubelet does not know us. */
-  check(): Promise<void> {
-    this.#queue = this.#queue.then(() => this.#check())
-    return this.#queue
+  /** Watches the plugin directory, serves and registers (retried in the background while kubelet is absent). */
+  start(): Promise<void> {
+    return this.#keeper.start()
   }
 
   /** Stops serving and retrying; its socket is removed, which kubelet notices. */
-  async shutDown(): Promise<void> {
-    this.#closed = true
-    clearTimeout(this.#retry)
-    await this.#queue
-    await this.options.server.close()
+  shutDown(): Promise<void> {
+    return this.#keeper.close()
   }
 
-  async #check(): Promise<void> {
-    if (this.#closed) return
-    const {metrics, pluginDir, server} = this.options
-    if (!(await server.isServing())) {
-      try {
-        await server.serve()
-      } catch (error) {
-        metrics.errors.inc({class: this.name, kind: 'serve'})
-        this.#failed('register failed', {err: errorMessage(error), socket: server.socketPath})
-        return
-      }
-      this.#registeredWith = undefined
-      if (this.#state === 'registered') this.#setState('serving', {socket: server.socketPath})
-    }
-    const kubelet = await kubeletSocketIdentity(pluginDir)
-    if (kubelet !== undefined && kubelet === this.#registeredWith) return
-    if (kubelet === undefined) {
-      this.#failed('kubelet absent', {pluginDir})
-      return
-    }
-    const {resourceName} = server.allocation
-    try {
-      await registerWithKubelet(pluginDir, `nfdctl-${this.name}.sock`, resourceName, server.options)
-    } catch (error) {
-      metrics.errors.inc({class: this.name, kind: 'register'})
-      this.#failed('register failed', {err: errorMessage(error)})
-      return
-    }
-    this.#registeredWith = kubelet
-    this.#backoff.reset()
-    metrics.registrations.inc({class: this.name})
-    metrics.registered.set({class: this.name}, 1)
-    this.#setState('registered', {resource: resourceName})
-  }
-
-  /** Tries again after a back-off with a cap; a new kubelet.sock (directory event) checks again sooner. */
-  #failed(state: PluginState, fields: object): void {
-    this.#setState(state, fields)
-    this.options.metrics.registered.set({class: this.name}, 0)
-    clearTimeout(this.#retry)
-    this.#retry = setTimeout(() => void this.check(), this.#backoff.next()).unref()
-  }
-
-  #setState(state: PluginState, fields: object): void {
-    if (this.#state === state) return
-    this.#state = state
+  #stateChanged(state: PluginState, detail: {readonly err?: string; readonly step?: 'serve' | 'register'}): void {
+    const {metrics} = this.options
+    if (state === 'kubelet absent' || state === 'register failed') metrics.registered.set({class: this.name}, 0)
+    const fields = this.#logFields(state, detail)
     const level = state === 'registered' || state === 'serving' ? 'info' : 'warn'
     this.options.logger[level]({class: this.name, ...fields, state}, `device plugin ${this.name}: ${state}`)
+  }
+
+  /** What a state's line says beside the state: the socket served, the directory without kubelet, the resource, the error. */
+  #logFields(state: PluginState, detail: {readonly err?: string; readonly step?: 'serve' | 'register'}): Record<string, unknown> {
+    const {pluginDir, server} = this.options
+    if (state === 'serving') return {socket: server.socketPath}
+    if (state === 'kubelet absent') return {pluginDir}
+    if (state === 'registered') return {resource: server.allocation.resourceName}
+    return detail.step === 'serve' ? {err: detail.err, socket: server.socketPath} : {err: detail.err}
   }
 }

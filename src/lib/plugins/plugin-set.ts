@@ -1,4 +1,3 @@
-import {watch, type FSWatcher} from 'node:fs'
 import {mkdir} from 'node:fs/promises'
 
 import type {ClassMembers} from '../devices/class-members.js'
@@ -29,9 +28,9 @@ export interface PluginSetOptions {
 
 /**
  * One kubelet device plugin per DeviceClass: `devices.nfdctl.io/<class>` on `<plugin-dir>/nfdctl-<class>.sock`.
- * Changed device lists go out on ListAndWatch at once. The plugin directory is watched (inotify): when
- * kubelet restarts it deletes our sockets and makes a new kubelet.sock, and each plugin serves again and
- * re-registers (PluginRegistration).
+ * Changed device lists go out on ListAndWatch at once. Each plugin's socket is kept (PluginRegistration's
+ * SocketKeeper): when kubelet restarts it deletes our sockets and makes a new kubelet.sock, and each plugin
+ * serves again and re-registers.
  */
 export class PluginSet {
   readonly #plugins = new Map<string, PluginRegistration>()
@@ -39,7 +38,6 @@ export class PluginSet {
   readonly #retiring = new Set<Promise<void>>()
   readonly #log: Logger
   readonly #cdi: CdiSpecWriter | undefined
-  #watcher: FSWatcher | undefined
   #started = false
   #stopped = false
 
@@ -64,14 +62,8 @@ export class PluginSet {
   async start(): Promise<void> {
     await mkdir(this.options.pluginDir, {recursive: true})
     this.publish(new Set(this.classNames), true)
-    this.#watcher = watch(this.options.pluginDir, () => {
-      for (const plugin of this.#plugins.values()) void plugin.check()
-    })
-    this.#watcher.on('error', (error) => {
-      this.#log.error({err: errorMessage(error), pluginDir: this.options.pluginDir}, 'cannot watch the plugin directory; kubelet restarts are noticed on the retry timer only')
-    })
     this.#started = true
-    for (const plugin of this.#plugins.values()) await plugin.check()
+    for (const plugin of this.#plugins.values()) await plugin.start()
   }
 
   /**
@@ -95,7 +87,7 @@ export class PluginSet {
       added.push(plugin)
     }
     this.publish(new Set(this.classNames), true)
-    if (this.#started && !this.#stopped) for (const plugin of added) void plugin.check()
+    if (this.#started && !this.#stopped) for (const plugin of added) void plugin.start()
   }
 
   /** Sends the lists of these classes that changed to kubelet, and rewrites their CDI specs (every list when told). */
@@ -119,7 +111,6 @@ export class PluginSet {
   /** Stops the servers and removes their sockets; CDI specs stay for the containers that use them. */
   async stop(): Promise<void> {
     this.#stopped = true
-    this.#watcher?.close()
     for (const plugin of this.#plugins.values()) await this.#shutDown(plugin)
     await Promise.all(this.#retiring)
   }

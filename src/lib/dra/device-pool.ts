@@ -1,0 +1,76 @@
+import type {ClassMembers} from '../devices/class-members.js'
+import type {DeviceClass} from '../devices/types.js'
+import type {Logger} from '../observe/logger.js'
+import {nodeDevicesOf, type NodeDevices, type SliceDevice} from './resource-slices.js'
+
+export interface DevicePoolOptions {
+  /** The node's classes and the devices of each present now, kept in step by the agent. */
+  readonly members: Pick<ClassMembers, 'classes' | 'classNames' | 'of'>
+  /** The cluster's valid classes, every node's: their resource.k8s.io DeviceClasses are kept from here. */
+  readonly clusterClasses: () => readonly DeviceClass[]
+  /** Where the pool's devices are published (SlicePublisher). */
+  readonly slices: {setDevices(devices: readonly SliceDevice[]): void}
+  /** The resource.k8s.io DeviceClasses (DraDeviceClasses). */
+  readonly deviceClasses: {sync(classes: readonly DeviceClass[]): Promise<void>}
+  readonly logger: Logger
+  /** The pool was computed again and published: the claims' health and specs follow. */
+  readonly onPublished: () => void
+}
+
+/**
+ * The node's pool: the devices of its DRA classes, one per stable ID, published as ResourceSlices whenever a
+ * DRA class's devices change, and a resource.k8s.io DeviceClass per DRA class of the cluster. A device whose
+ * classes do not all fit in its slice entry is said once.
+ */
+export class DevicePool {
+  #devices: NodeDevices = {byName: new Map(), devices: [], dropped: new Map()}
+  /** Classes whose devices changed since the last flush. */
+  readonly #changed = new Set<string>()
+  /** Devices whose classes did not all fit in the slice, said once. */
+  readonly #toldDropped = new Set<string>()
+
+  constructor(readonly options: DevicePoolOptions) {}
+
+  /** The pool as last computed. */
+  get devices(): NodeDevices {
+    return this.#devices
+  }
+
+  /** Computes the pool from the members and hands it to the slices (written once they are started). */
+  compute(): void {
+    const {logger, members, slices} = this.options
+    this.#devices = nodeDevicesOf(members.classes, (name) => members.of(name))
+    for (const [device, classes] of this.#devices.dropped) {
+      if (this.#toldDropped.has(device)) continue
+      this.#toldDropped.add(device)
+      logger.warn({classes, device}, 'device is in more classes than a ResourceSlice device can name; claims of these classes cannot get it')
+    }
+    slices.setDevices(this.#devices.devices)
+  }
+
+  /** Classes changed: the pool, the resource.k8s.io DeviceClasses and the health follow. */
+  classesChanged(): void {
+    void this.options.deviceClasses.sync(this.options.clusterClasses())
+    this.publish(new Set(this.options.members.classNames), true)
+  }
+
+  /** Devices of these classes came or went: published by the next flush(). */
+  devicesChanged(classes: ReadonlySet<string>): void {
+    for (const name of classes) this.#changed.add(name)
+  }
+
+  /** Publishes what devicesChanged() collected. */
+  flush(): void {
+    if (this.#changed.size === 0) return
+    const changed = new Set(this.#changed)
+    this.#changed.clear()
+    this.publish(changed)
+  }
+
+  /** Devices of these classes came or went: the pool is published again when a DRA class is among them (or `everything`). */
+  publish(classes: ReadonlySet<string>, everything = false): void {
+    if (!everything && !this.options.members.classes.some((c) => c.spec.allocation === 'DRA' && classes.has(c.metadata.name))) return
+    this.compute()
+    this.options.onPublished()
+  }
+}
