@@ -96,13 +96,17 @@ export class ClaimLifecycle {
     const response: NodeUnprepareResourcesResponse = {claims: {}}
     for (const ref of claims) {
       try {
-        const prepared = record.get(ref.uid)
         // Never prepared with such a UID, so nothing to remove.
         if (!claimUidPattern.test(ref.uid)) {
           response.claims[ref.uid] = {error: ''}
           continue
         }
-        await this.#locks.run(ref.uid, () => this.#forget(ref.uid))
+        // Read under the lock: a prepare of the claim still running records it first.
+        const prepared = await this.#locks.run(ref.uid, async () => {
+          const recorded = record.get(ref.uid)
+          await this.#forget(ref.uid)
+          return recorded
+        })
         if (prepared !== undefined) {
           health.takeBack(prepared)
           this.#log.info({claim: `${ref.namespace}/${ref.name}`}, 'claim unprepared')
