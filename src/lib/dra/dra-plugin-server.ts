@@ -66,6 +66,8 @@ export class DraPluginServer {
     for (const definition of api.draPlugin) service.addService(definition, this.#pluginHandlers(g))
     for (const definition of api.health) service.addService(definition, {NodeWatchResources: (stream: grpc.ServerWritableStream<unknown, NodeWatchResourcesResponse>) => this.#watch(stream)})
     await bind(g, service, this.serviceSocket)
+    // Kept from here, so that the next close() (the retry's serve()) shuts it down if the registration socket cannot be bound.
+    this.#servers = [service]
     const registration = new g.Server()
     registration.addService(api.registration, {
       GetInfo: (_call: unknown, callback: grpc.sendUnaryData<PluginInfo>) => {
@@ -76,8 +78,8 @@ export class DraPluginServer {
         callback(null, {})
       },
     })
+    this.#servers.push(registration)
     await bind(g, registration, this.registrationSocket)
-    this.#servers = [service, registration]
     this.#inodes = [(await lstat(this.serviceSocket)).ino, (await lstat(this.registrationSocket)).ino]
     // kubelet times each device's health from the message that last named it and reads it as Unknown after
     // 30 s: the whole list goes out again well within that.
@@ -86,7 +88,7 @@ export class DraPluginServer {
 
   /** True while both socket files are the ones this server bound. */
   async isServing(): Promise<boolean> {
-    if (this.#servers.length === 0) return false
+    if (this.#inodes.length === 0) return false
     const now = await Promise.all([this.serviceSocket, this.registrationSocket].map((s) => lstat(s).catch(() => undefined)))
     return now.every((stat, i) => stat?.ino === this.#inodes[i])
   }
