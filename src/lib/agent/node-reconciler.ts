@@ -11,7 +11,7 @@ import {batchWork, needsAllocations, planBatch, podAsks, type BatchPlan, type Po
 import type {ListedContainers} from './change-sources.js'
 import {criLabels, type NodePod} from './container-access.js'
 import type {BatchOutcome} from './grant-health.js'
-import type {ContainerReconciler} from './container-reconciler.js'
+import type {ContainerReconciler, NodeView} from './container-reconciler.js'
 import type {ClaimedDevices, ContainerWork} from './reconcile-plan.js'
 import type {RefusalNotices} from './refusal-notices.js'
 import type {StatusReporter} from './status-reporter.js'
@@ -94,10 +94,11 @@ export class NodeReconciler {
     this.#mayHold = mayHold
     await reconciler.retain(new Set(listed.containers.map((c) => c.id)))
     const decidedAt = performance.now()
-    const members = this.options.members.all()
-    const outcome = await this.#apply(plan, {...gathered, members}, mayHold)
+    const {members} = this.options
+    const node: NodeView = {classes, known: (id) => members.known(id), knownCount: members.knownCount, members: members.all(), touchedAt: listed.touchedAt}
+    const outcome = await this.#apply(plan, node, mayHold)
     this.options.outcome?.(outcome)
-    this.#report(gathered, plan, members)
+    this.#report(gathered, plan, node.members)
     // Where a batch's time goes, for an operator who finds hot-plugs slow.
     const ms = (from: number, to: number): number => Math.round((to - from) * 10) / 10
     logger.debug({containers: plan.containers.length, decideMs: ms(listedAt, decidedAt), listMs: ms(started, listedAt), reconcileMs: ms(decidedAt, performance.now())}, 'batch done')
@@ -124,10 +125,8 @@ export class NodeReconciler {
   }
 
   /** Each planned container brought to its plan, up to --workers at once; a failure is counted and the container looked at again next batch. */
-  async #apply(plan: BatchPlan, {classes, listed, members}: Gathered & {members: ReturnType<ClassMembers['all']>}, mayHold: Set<string>): Promise<BatchOutcome> {
+  async #apply(plan: BatchPlan, node: NodeView, mayHold: Set<string>): Promise<BatchOutcome> {
     const {logger, reconciler} = this.options
-    const known = this.options.members
-    const node = {classes, knownCount: known.knownCount, touchedAt: listed.touchedAt, known: (id: string) => known.known(id), members}
     const limit = pLimit(Math.max(1, this.options.workers))
     const outcome: {succeeded: number; failed: number; lastError?: string} = {failed: 0, succeeded: 0}
     await Promise.all(
@@ -152,7 +151,7 @@ export class NodeReconciler {
   }
 
   /** Devices refused by their classes told once, and the node's entry of each class's status. */
-  #report({classes, view}: Gathered, plan: BatchPlan, members: ReturnType<ClassMembers['all']>): void {
+  #report({classes, view}: Gathered, plan: BatchPlan, members: NodeView['members']): void {
     const refused = this.options.members.refusals()
     this.options.notices.tellDevices(refused, classes)
     this.options.status.report({classes, holding: plan.holding, invalid: view.invalid, members, refused})
