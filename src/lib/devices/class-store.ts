@@ -7,7 +7,7 @@ import type {Followed, InformerEvent} from '../kube/informer-events.js'
 import type {KubeClient} from '../kube/kube-client.js'
 import type {ObjectMeta} from '../kube/resource.js'
 import type {Logger} from '../observe/logger.js'
-import {RetryTimer} from '../retry-timer.js'
+import {RetryTimer, type RetryTimers} from '../retry-timer.js'
 import type {ClassStateFile} from './class-state-file.js'
 import {classView, type ClassView} from './class-view.js'
 import {deviceClassCodec, type ClassItem} from './class-informers.js'
@@ -29,6 +29,8 @@ export interface ClassStoreOptions {
   readonly logger: Logger
   /** How long start() waits for the API server before it uses the persisted classes (default 3 s). */
   readonly startGraceMs?: number
+  /** The timers of a failed read's retry (the real ones by default). */
+  readonly retryTimers?: RetryTimers
 }
 
 /** How long a failed read of an edited class waits before the next try. */
@@ -160,7 +162,7 @@ export class ClassStore {
         this.#refresh()
       } catch (error) {
         if (isStatus(error, 'NotFound') || this.#stopped) return
-        const again = retry ?? new RetryTimer({backoff: readRetry})
+        const again = retry ?? new RetryTimer({backoff: readRetry, timers: this.options.retryTimers})
         const waitMs = again.failed(() => this.#readSpec(item, again))
         this.#log.warn({class: name, err: errorMessage(error), retryInMs: waitMs}, 'cannot read an edited DeviceClass; its previous spec stays in use, trying again')
       }

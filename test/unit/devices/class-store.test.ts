@@ -2,7 +2,6 @@ import {expect} from 'chai'
 import {mkdtemp, rm} from 'node:fs/promises'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
-import {mock} from 'node:test'
 
 import type {ClassItem} from '../../../src/lib/devices/class-informers.js'
 import {ClassStateFile} from '../../../src/lib/devices/class-state-file.js'
@@ -14,12 +13,11 @@ import {noopLogger} from '../../../src/lib/observe/logger.js'
 import {deviceClass} from '../../support/device-class.js'
 import {FakeApiClient} from '../../support/fake-api-client.js'
 import {FakeInformer, metaKey} from '../../support/fake-informer.js'
+import {settle, VirtualTimers} from '../../support/virtual-timers.js'
 
 const item = (name: string, generation: number, spec?: object): ClassItem => ({metadata: {generation, name, uid: `uid-${name}`}, spec})
 const loops = (glob: string, extra: object = {}): object => ({match: [{devName: glob, subsystem: 'block'}], ...extra})
 const names = (view: ClassView): string[] => view.applicable.map((c) => c.metadata.name)
-/** Lets the store's promise chains (its GETs, the API server answering late) run. */
-const settle = (): Promise<void> => new Promise((resolve) => setImmediate(resolve))
 
 describe('ClassStore: the node’s classes, from the cluster or the copy under --state-dir', function () {
   let dir: string
@@ -31,7 +29,6 @@ describe('ClassStore: the node’s classes, from the cluster or the copy under -
   })
 
   afterEach(async function () {
-    mock.timers.reset()
     for (const store of stores.splice(0)) await store.stop()
     await rm(dir, {force: true, recursive: true})
   })
@@ -43,11 +40,12 @@ describe('ClassStore: the node’s classes, from the cluster or the copy under -
     const node = new FakeInformer<ObjectMeta>((n) => n.name)
     const client = new FakeApiClient()
     const persisted = new ClassStateFile({logger: noopLogger, nodeName: 'n1', stateDir})
-    const store = new ClassStore({classes, client, fileClasses: [], logger: noopLogger, node, nodeName: 'n1', persisted, startGraceMs: 20})
+    const timers = new VirtualTimers()
+    const store = new ClassStore({classes, client, fileClasses: [], logger: noopLogger, node, nodeName: 'n1', persisted, retryTimers: timers, startGraceMs: 20})
     stores.push(store)
     const views: ClassView[] = []
     store.onChange((view) => views.push(view))
-    return {classes, client, node, persisted, store, views}
+    return {classes, client, node, persisted, store, timers, views}
   }
 
   it('serves the persisted classes when the API server does not answer at start, and the cluster’s once it does', async function () {
@@ -89,7 +87,6 @@ describe('ClassStore: the node’s classes, from the cluster or the copy under -
     s.classes.list([item('a', 1, loops('loop1*'))])
     s.node.list([{name: 'n1', uid: 'node-uid'}])
     await s.store.start(controller.signal)
-    mock.timers.enable({apis: ['setTimeout']})
     // A status write keeps the generation: nothing to read.
     s.classes.change(item('a', 1))
     await settle()
@@ -104,11 +101,9 @@ describe('ClassStore: the node’s classes, from the cluster or the copy under -
       s.store.view.applicable.map((c) => [c.metadata.generation, c.spec.permissions]),
       'the previous spec stays',
     ).to.deep.equal([[1, 'rw']])
-    mock.timers.tick(1999)
-    await settle()
+    await s.timers.advanceTo(1999)
     expect(s.client.requests, 'not before the back-off').to.have.length(1)
-    mock.timers.tick(1)
-    await settle()
+    await s.timers.advanceTo(2000)
     expect(s.client.requests).to.have.length(2)
     expect(s.store.view.applicable.map((c) => [c.metadata.generation, c.spec.permissions])).to.deep.equal([[2, 'r']])
     expect(s.views.map((v) => v.applicable[0]?.spec.permissions)).to.deep.equal(['r'])
@@ -119,12 +114,11 @@ describe('ClassStore: the node’s classes, from the cluster or the copy under -
     s.classes.list([item('a', 1, loops('loop1*'))])
     s.node.list([{name: 'n1', uid: 'node-uid'}])
     await s.store.start(controller.signal)
-    mock.timers.enable({apis: ['setTimeout']})
     s.client.fail('GET', `${deviceClassesPath}/a`, 404)
     s.classes.change(item('a', 2))
     await settle()
-    mock.timers.tick(60_000)
-    await settle()
+    await s.timers.advanceTo(60_000)
+    expect(s.timers.pending).to.equal(0)
     expect(s.client.requests).to.have.length(1)
   })
 })
