@@ -4,7 +4,10 @@ import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 import {setTimeout as sleep} from 'node:timers/promises'
 
-import {ClassStore, type ClassView} from '../../src/lib/agent/class-store.js'
+import {followClusterClasses} from '../../src/lib/devices/class-informers.js'
+import {ClassStateFile} from '../../src/lib/devices/class-state-file.js'
+import {ClassStore} from '../../src/lib/devices/class-store.js'
+import type {ClassView} from '../../src/lib/devices/class-view.js'
 import {deviceClassesPath} from '../../src/lib/devices/cluster-classes.js'
 import type {KubeClient} from '../../src/lib/kube/kube-client.js'
 import {createLogger} from '../../src/lib/observe/logger.js'
@@ -30,7 +33,9 @@ describe("the agent's class store on a real API server", function () {
   const created: string[] = []
 
   const storeFor = (storeClient: KubeClient, stateDir: string, out = sink()): ClassStore => {
-    const store = new ClassStore({client: storeClient, fileClasses: [], logger: createLogger({format: 'json', level: 'info', out}), nodeName: node, startGraceMs: 1000, stateDir})
+    const logger = createLogger({format: 'json', level: 'info', out})
+    const persisted = new ClassStateFile({logger, nodeName: node, stateDir})
+    const store = new ClassStore({...followClusterClasses(storeClient, node, logger), client: storeClient, fileClasses: [], logger, nodeName: node, persisted, startGraceMs: 1000})
     stores.push(store)
     return store
   }

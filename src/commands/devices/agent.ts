@@ -2,28 +2,20 @@ import * as Flags from '@oclif/core/flags'
 import {hostname} from 'node:os'
 
 import {NfdctlCommand} from '../../cli/nfdctl-command.js'
+import {buildNodeAgent} from '../../cli/node-agent-parts.js'
 import {nodeFlags} from '../../cli/node-flags.js'
 import {observeFlags} from '../../cli/observe-flags.js'
-import {classPlugins, pluginFlags} from '../../cli/plugin-flags.js'
+import {pluginFlags} from '../../cli/plugin-flags.js'
 import {untilAborted} from '../../lib/abort.js'
-import {createAgentMetrics} from '../../lib/agent/agent-metrics.js'
 import {agentOptionsFrom} from '../../lib/agent/agent-options.js'
-import {ClassStore} from '../../lib/agent/class-store.js'
-import {GrantRecord} from '../../lib/agent/grant-record.js'
 import {checkHost} from '../../lib/agent/host-check.js'
-import {NodeAgent} from '../../lib/agent/node-agent.js'
 import {lockStateDir} from '../../lib/agent/state-dir-lock.js'
 import {loadClassFiles} from '../../lib/devices/class-file.js'
-import {OwnedDevices} from '../../lib/devices/owned-devices.js'
-import {DraDriver} from '../../lib/dra/dra-driver.js'
 import {errorMessage, ExitCode} from '../../lib/errors.js'
-import {createDraMetrics} from '../../lib/dra/dra-metrics.js'
 import {openCluster} from '../../lib/kube/connect.js'
 import {HealthServer} from '../../lib/observe/health-server.js'
 import {createLogger} from '../../lib/observe/logger.js'
 import {Registry} from '../../lib/observe/prometheus.js'
-import {ContainerdClient} from '../../lib/runtime/containerd-client.js'
-import {SourceSupervisor} from '../../lib/source-supervisor.js'
 
 export default class DevicesAgent extends NfdctlCommand {
   static override description =
@@ -90,52 +82,7 @@ Containers ask by resource limit devices.nfdctl.io/<class> (the agent also serve
     if (options.metricsPort > 0) await health.start()
     const onWaiting = (holder?: number): void => log.warn({holder, stateDir}, 'another agent holds the state directory; waiting for it to exit (--wait-for-lock)')
     const lock = taken ?? (await lockStateDir(stateDir, this.signal, {onWaiting, wait: true}))
-    const supervisor = new SourceSupervisor({logger: log})
-    const metrics = createAgentMetrics(registry)
-    const containerd = new ContainerdClient({address: flags['containerd-address'], namespace: flags['containerd-namespace']})
-    const classStore = new ClassStore({client, fileClasses, logger: log, nodeName, onPersistError: () => metrics.errors.inc({kind: 'state'}), stateDir})
-    const owned = new OwnedDevices({stateDir})
-    const {members, plugins, scanner} = classPlugins(flags, {logger: log, onOwnedError: () => metrics.errors.inc({kind: 'state'}), owned, registry})
-    // Claims prepared or unprepared change what containers may hold: the agent runs a batch (it exists by then).
-    let agentRef: NodeAgent | undefined
-    const dra = flags.dra
-      ? new DraDriver({
-          cdiDir: flags['cdi-dir'],
-          client,
-          clusterClasses: () => classStore.clusterClasses,
-          clusterListed: () => classStore.synced,
-          kubeletDir: flags['kubelet-dir'],
-          logger: log,
-          members,
-          metrics: createDraMetrics(registry),
-          nodeName,
-          beforePrepare: () => owned.saved(),
-          onClaimsChanged: () => agentRef?.changed('claims changed'),
-          stateDir,
-          supervisor,
-        })
-      : undefined
-    const agent = new NodeAgent({
-      cgroupMode: options.cgroupMode,
-      classStore,
-      client,
-      containerd,
-      devices: scanner,
-      dra,
-      grants: new GrantRecord({stateDir}),
-      logger: log,
-      maxWaitMs: options.maxWaitMs,
-      members,
-      metrics,
-      nodeName,
-      owned,
-      plugins,
-      podResourcesSocket: flags['pod-resources-socket'],
-      quietMs: options.quietMs,
-      supervisor,
-      workers: options.workers,
-    })
-    agentRef = agent
+    const {agent, containerd, supervisor} = buildNodeAgent({client, fileClasses, flags, logger: log, options, registry})
     readiness = () => agent.status()
     log.info({containerd: flags['containerd-address'], dra: flags.dra, metricsPort: options.metricsPort, stateDir}, 'devices agent starting')
     await agent.start(this.signal)

@@ -1,33 +1,44 @@
 import type {ClassMembers} from '../devices/class-members.js'
-import {DeviceWatcher, type DeviceSource} from '../devices/device-watcher.js'
-import {Informer, MetadataInformer} from '../kube/informer.js'
-import type {KubeClient} from '../kube/kube-client.js'
-import type {Logger} from '../observe/logger.js'
-import type {DraDriver} from '../dra/dra-driver.js'
-import type {PluginSet} from '../plugins/plugin-set.js'
-import type {ContainerdClient, RuntimeContainer} from '../runtime/containerd-client.js'
-import type {SourceReport, SourceSupervisor} from '../source-supervisor.js'
-import type {AgentMetrics} from './agent-metrics.js'
-import {containerRequests, criLabels, podCodec, type NodePod} from './container-access.js'
-import {ContainerdFollower} from './containerd-follower.js'
+import type {DeviceEvent, DeviceWatcher, DeviceWatcherOptions} from '../devices/device-watcher.js'
+import type {Followed} from '../kube/informer-events.js'
+import type {ObjectMeta} from '../kube/resource.js'
+import type {RuntimeContainer} from '../runtime/containerd-client.js'
+import {Signal} from '../signal.js'
+import type {SourceReport} from '../source-supervisor.js'
+import type {ClaimDriver, DevicePlugins} from './agent-parts.js'
+import {containerRequests, criLabels, type NodePod} from './container-access.js'
+import type {ContainerdFollower} from './containerd-follower.js'
+
+/** The node's devices followed from kernel uevents (a DeviceWatcher), and what it tells. */
+export interface DeviceFeed {
+  readonly watcher: Pick<DeviceWatcher, 'reopen' | 'start' | 'stop'>
+  readonly events: Signal<DeviceEvent>
+  readonly failures: Signal<Error>
+}
+
+/** A device watcher built with options that relay its events and failures, and those as signals. */
+export function deviceFeed(build: (relay: Pick<DeviceWatcherOptions, 'onError' | 'onEvent'>) => DeviceFeed['watcher']): DeviceFeed {
+  const events = new Signal<DeviceEvent>()
+  const failures = new Signal<Error>()
+  return {events, failures, watcher: build({onError: (error) => failures.emit(error), onEvent: (event) => events.emit(event)})}
+}
 
 export interface ChangeSourcesOptions {
-  readonly nodeName: string
-  readonly client: KubeClient
-  readonly containerd: ContainerdClient
-  /** Where devices come from (a SysfsScanner). */
-  readonly devices: DeviceSource
+  readonly devices: DeviceFeed
+  /** The uevent socket's report: restarted by the supervisor (reopen) when it fails. */
+  readonly uevents: SourceReport
+  /** The node's pods (spec.nodeName) and the namespaces (metadata: their labels). */
+  readonly pods: Followed<NodePod>
+  readonly namespaces: Followed<ObjectMeta>
+  /** containerd's containers and running tasks; its own changes go to `changes` from where it was built. */
+  readonly containerd: Pick<ContainerdFollower, 'connected' | 'containers' | 'running' | 'start' | 'stop' | 'touchedAt'>
   /** Kept in step with uevents, and the plugins' lists with them, before the agent hears of the change. */
-  readonly members: ClassMembers
-  readonly plugins: PluginSet
+  readonly members: Pick<ClassMembers, 'deviceEvent'>
+  readonly plugins: Pick<DevicePlugins, 'publish'>
   /** The DRA driver, when on: its pool follows the same device events. */
-  readonly dra?: DraDriver
-  readonly logger: Logger
-  readonly metrics: AgentMetrics
+  readonly dra?: Pick<ClaimDriver, 'devicesChanged'>
   /** Something that can change a container's access happened (named for the logs). */
-  readonly onChange: (what: string) => void
-  /** Restarts the uevent socket when it fails, and is told how containerd and the API server's watches fare. */
-  readonly supervisor: SourceSupervisor
+  readonly changes: Signal<string>
 }
 
 /** What runs now. */
@@ -38,77 +49,44 @@ export interface ListedContainers {
   readonly touchedAt: (containerId: string) => number
 }
 
-const podsResource = {group: '', namespaced: true, plural: 'pods', version: 'v1'}
-const namespacesResource = {group: '', namespaced: false, plural: 'namespaces', version: 'v1'}
-
 /**
  * What can change a container's access, followed live: kernel uevents of class devices, containerd's event
  * stream (re-listed on every reconnect: it has no replay), the node's pods (only when what they ask for
  * changes: kubelet's status updates change nothing here) and the namespaces' labels (annotationAccess
- * selects by them).
+ * selects by them). Each such change is one event on `changes`.
  */
 export class ChangeSources {
-  readonly #watcher: DeviceWatcher
-  readonly #pods: Informer<NodePod>
-  readonly #namespaces: MetadataInformer
-  readonly #containerd: ContainerdFollower
-  readonly #uevents: SourceReport
-
   constructor(readonly options: ChangeSourcesOptions) {
-    const {client, logger, members, metrics, onChange, plugins, supervisor} = options
-    // A new socket and a rescan: what changed while the agent was deaf arrives as add and remove events.
-    this.#uevents = supervisor.restartable('uevents', () => this.#watcher.reopen())
-    const connection = (report: SourceReport) => (connected: boolean, error?: unknown) => (connected ? report.up() : report.failed(error))
-    this.#watcher = new DeviceWatcher({
-      coalesceChanges: true,
-      logger,
-      onError: (error) => this.#uevents.failed(error),
-      source: options.devices,
-      onEvent: ({action, device}) => {
-        const touched = members.deviceEvent(action, device)
-        // A device in no class (most of a node's uevents) changes no container's access.
-        if (touched.size > 0) onChange(`device ${action} ${device.devName}`)
-        plugins.publish(touched)
-        // Written once the batch has given the containers their devices (see NodeAgent).
-        options.dra?.devicesChanged(touched)
-      },
+    const {changes, devices, members, namespaces, plugins, pods, uevents} = options
+    devices.failures.listen((error) => uevents.failed(error))
+    devices.events.listen(({action, device}) => {
+      const touched = members.deviceEvent(action, device)
+      // A device in no class (most of a node's uevents) changes no container's access.
+      if (touched.size > 0) changes.emit(`device ${action} ${device.devName}`)
+      plugins.publish(touched)
+      // Written once the batch has given the containers their devices (see NodeAgent).
+      options.dra?.devicesChanged(touched)
     })
-    this.#pods = new Informer<NodePod>(
-      {
-        client,
-        fieldSelector: `spec.nodeName=${options.nodeName}`,
-        logger,
-        onChanged: (pod, previous) => this.#podChanged(pod, previous),
-        onConnection: connection(supervisor.followed('API server (pods)')),
-        onDeleted: (pod) => onChange(`pod ${pod.metadata.namespace}/${pod.metadata.name} deleted`),
-        pageSize: 500,
-        resource: podsResource,
-      },
-      podCodec,
-    )
-    this.#namespaces = new MetadataInformer({
-      client,
-      logger,
-      onConnection: connection(supervisor.followed('API server (namespaces)')),
-      onDeleted: (ns) => onChange(`namespace ${ns.name} deleted`),
-      pageSize: 500,
-      resource: namespacesResource,
-      onChanged: (ns, previous) => {
-        if (ns === undefined || previous === undefined || JSON.stringify(ns.labels ?? {}) !== JSON.stringify(previous.labels ?? {})) onChange(`namespace ${ns?.name ?? 'list'}`)
-      },
+    pods.events.listen((event) => {
+      if (event.type === 'deleted') changes.emit(`pod ${event.object.metadata.namespace}/${event.object.metadata.name} deleted`)
+      else this.#podChanged(event.object, event.previous)
     })
-    this.#containerd = new ContainerdFollower({connection: supervisor.followed('containerd'), containerd: options.containerd, logger, metrics, onChange})
+    namespaces.events.listen((event) => {
+      if (event.type === 'deleted') return changes.emit(`namespace ${event.object.name} deleted`)
+      const ns = event.object
+      if (ns === undefined || event.previous === undefined || JSON.stringify(ns.labels ?? {}) !== JSON.stringify(event.previous.labels ?? {})) changes.emit(`namespace ${ns?.name ?? 'list'}`)
+    })
   }
 
   /** The node's pods and the namespaces are listed: only then can a batch judge who asks for what. */
   get listed(): boolean {
-    return this.#pods.synced && this.#namespaces.synced
+    return this.options.pods.objects.synced && this.options.namespaces.objects.synced
   }
 
   /** Why the agent cannot judge who asks for what yet; undefined once it can (the supervisor tells the rest). */
   notReady(): string | undefined {
-    if (!this.#pods.synced) return 'pods not listed yet'
-    if (!this.#namespaces.synced) return 'namespaces not listed yet'
+    if (!this.options.pods.objects.synced) return 'pods not listed yet'
+    if (!this.options.namespaces.objects.synced) return 'namespaces not listed yet'
     return undefined
   }
 
@@ -117,46 +95,47 @@ export class ChangeSources {
    * connected (what runs is not known then).
    */
   async containers(): Promise<ListedContainers | undefined> {
-    if (!this.#containerd.connected) return undefined
-    const follower = this.#containerd
+    const follower = this.options.containerd
+    if (!follower.connected) return undefined
     return {containers: await follower.containers([`labels."${criLabels.kind}"==container`]), running: follower.running, touchedAt: (id) => follower.touchedAt(id)}
   }
 
   pods(): Iterable<NodePod> {
-    return this.#pods.cache.values()
+    return this.options.pods.objects.cache.values()
   }
 
   /** A namespace's labels; undefined when it is not known (yet). */
   namespaceLabels(name: string): Readonly<Record<string, string>> | undefined {
-    return this.#namespaces.cache.get(name)?.labels ?? (this.#namespaces.cache.has(name) ? {} : undefined)
+    const {cache} = this.options.namespaces.objects
+    return cache.get(name)?.labels ?? (cache.has(name) ? {} : undefined)
   }
 
   /** Devices first (the initial scan places every device), then the pods, namespaces and containerd, which may come later. */
   async start(signal: AbortSignal): Promise<void> {
-    await this.#watcher.start(signal, (devices) => {
+    await this.options.devices.watcher.start(signal, (devices) => {
       for (const device of devices) this.options.members.deviceEvent('add', device)
     })
-    this.#uevents.up()
+    this.options.uevents.up()
   }
 
   /** The API server and containerd, which may answer later: their first lists are changes of their own. */
   follow(signal: AbortSignal): void {
-    this.#pods.start(signal).catch(() => {}) // rejects only when stopped before the first list
-    this.#namespaces.start(signal).catch(() => {})
-    this.#containerd.start(signal)
+    this.options.pods.objects.start(signal).catch(() => {}) // rejects only when stopped before the first list
+    this.options.namespaces.objects.start(signal).catch(() => {})
+    this.options.containerd.start(signal)
   }
 
   async stop(): Promise<void> {
-    await this.#containerd.stop()
-    await this.#watcher.stop()
-    await this.#pods.stop()
-    await this.#namespaces.stop()
+    await this.options.containerd.stop()
+    await this.options.devices.watcher.stop()
+    await this.options.pods.objects.stop()
+    await this.options.namespaces.objects.stop()
   }
 
   #podChanged(pod: NodePod | undefined, previous: NodePod | undefined): void {
     // By UID: a pod re-created under the same name is another pod.
     const asks = (p: NodePod): string => JSON.stringify(containerRequests(p).map((r) => [r.container, [...r.classes], r.annotationProblem]))
-    if (pod === undefined) this.options.onChange('pods relisted')
-    else if (previous?.metadata.uid !== pod.metadata.uid || asks(previous) !== asks(pod)) this.options.onChange(`pod ${pod.metadata.namespace}/${pod.metadata.name}`)
+    if (pod === undefined) this.options.changes.emit('pods relisted')
+    else if (previous?.metadata.uid !== pod.metadata.uid || asks(previous) !== asks(pod)) this.options.changes.emit(`pod ${pod.metadata.namespace}/${pod.metadata.name}`)
   }
 }

@@ -1,18 +1,18 @@
 import pLimit from 'p-limit'
 
 import type {ClassMembers} from '../devices/class-members.js'
+import type {ClassView} from '../devices/class-view.js'
 import {errorMessage} from '../errors.js'
 import type {Logger} from '../observe/logger.js'
-import {resourceNameOf} from '../devices/resource-names.js'
 import type {PodResources} from '../kubelet/device-plugin-api.js'
-import {listPodResources, podAllocations, type KnownPod} from '../kubelet/pod-resources.js'
-import {decideAccess, limitHoldersOf} from './access-policy.js'
+import {podAllocations, type KnownPod, type PodAllocations} from '../kubelet/pod-resources.js'
 import type {AgentMetrics} from './agent-metrics.js'
+import {batchWork, needsAllocations, planBatch, podAsks, type BatchPlan, type PodAsks} from './batch-plan.js'
 import type {ListedContainers} from './change-sources.js'
-import type {ClassView} from './class-store.js'
-import {containerRequests, criLabels, requestKey, type ContainerRequest, type NodePod} from './container-access.js'
-import type {ContainerReconciler} from './container-reconciler.js'
-import {containersToReconcile, type ClaimedDevices} from './reconcile-plan.js'
+import {criLabels, type NodePod} from './container-access.js'
+import type {BatchOutcome} from './grant-health.js'
+import type {ContainerReconciler, NodeView} from './container-reconciler.js'
+import type {ClaimedDevices, ContainerWork} from './reconcile-plan.js'
 import type {RefusalNotices} from './refusal-notices.js'
 import type {StatusReporter} from './status-reporter.js'
 
@@ -20,31 +20,44 @@ export interface NodeReconcilerOptions {
   readonly nodeName: string
   /** The workload containers and running tasks (ChangeSources.containers); undefined while containerd is away. */
   readonly containers: () => Promise<ListedContainers | undefined>
-  readonly podResourcesSocket: string
+  /** kubelet's allocations (its PodResources API); read only in a batch with a container that asks by limit. */
+  readonly podResources: () => Promise<PodResources[]>
   /** Containers changed at the same time. */
   readonly workers: number
   /** The node's classes now, valid and invalid. */
   readonly classes: () => ClassView
-  readonly members: ClassMembers
+  readonly members: Pick<ClassMembers, 'all' | 'known' | 'knownCount' | 'refusals'>
   /** The node's pods now (the informer's cache). */
   readonly pods: () => Iterable<NodePod>
   /** A namespace's labels; undefined when it is not known (yet). */
   readonly namespaceLabels: (name: string) => Readonly<Record<string, string>> | undefined
-  readonly reconciler: ContainerReconciler
+  /** Applies one container's plan (a ContainerReconciler). */
+  readonly reconciler: Pick<ContainerReconciler, 'reconcile' | 'retain'>
   /** The devices containers hold by ResourceClaim (the DRA driver's prepared claims); none without it. */
   readonly claimed?: ClaimedDevices
-  readonly notices: RefusalNotices
-  readonly status: StatusReporter
+  readonly notices: Pick<RefusalNotices, 'tell' | 'tellDevices'>
+  readonly status: Pick<StatusReporter, 'report'>
   readonly logger: Logger
   readonly metrics: AgentMetrics
   /** How the batch's containers fared (those changed or checked; the ones whose allocation is unknown are not counted). */
-  readonly outcome?: (outcome: {succeeded: number; failed: number; lastError?: string}) => void
+  readonly outcome?: (outcome: BatchOutcome) => void
+}
+
+/** What a batch read before deciding anything. */
+interface Gathered {
+  readonly view: ClassView
+  readonly classes: ReadonlyMap<string, ClassView['applicable'][number]>
+  readonly pods: readonly PodAsks[]
+  readonly listed: ListedContainers
+  readonly work: readonly ContainerWork[]
+  readonly allocations: PodAllocations | undefined
 }
 
 /**
- * One batch across the node: every running container of a pod that asks for classes (and every one that may
- * still hold some) gets exactly the access the policy admits, then the node reports. The access policy
- * needs what the last batch admitted, so that state lives here between batches.
+ * One batch across the node, in three steps: gather (the classes, pods, containerd's containers, kubelet's
+ * allocations), plan (pure: batch-plan.ts, who may hold what), apply (each container through the
+ * ContainerReconciler, up to --workers at once) and report (refusals, the classes' status). The access
+ * policy needs what the last batch admitted, so that state lives here between batches.
  */
 export class NodeReconciler {
   /** The annotation grants the access policy admitted in the last batch (holderKey). */
@@ -59,80 +72,71 @@ export class NodeReconciler {
   constructor(readonly options: NodeReconcilerOptions) {}
 
   async reconcile(): Promise<void> {
-    const {logger, members, metrics, nodeName, reconciler} = this.options
+    const {logger, nodeName, notices, reconciler} = this.options
     const started = performance.now()
+    const gathered = await this.#gather()
+    // containerd away: what runs is not known; its reconnect starts a batch.
+    if (gathered === undefined) return
+    const listedAt = performance.now()
+    const {allocations, classes, listed, pods, work} = gathered
+    if (allocations !== undefined && allocations.ambiguous.length > 0) {
+      logger.info({pods: allocations.ambiguous}, "kubelet's PodResources cannot tell these pods from another of the same name yet; their containers that ask by resource limit stay as they are")
+    }
+    const plan = planBatch({allocations, classes, holders: this.#annotationHolders, namespaceLabels: this.options.namespaceLabels, nodeName, pods, work})
+    notices.tell(
+      work.map((w) => w.request),
+      plan.decision,
+      this.#annotationHolders,
+      new Set(pods.map((p) => p.uid)),
+    )
+    this.#annotationHolders = plan.decision.holders
+    const mayHold = new Set(plan.mayHold)
+    this.#mayHold = mayHold
+    await reconciler.retain(new Set(listed.containers.map((c) => c.id)))
+    const decidedAt = performance.now()
+    const {members} = this.options
+    const node: NodeView = {classes, known: (id) => members.known(id), knownCount: members.knownCount, members: members.all(), touchedAt: listed.touchedAt}
+    const outcome = await this.#apply(plan, node, mayHold)
+    this.options.outcome?.(outcome)
+    this.#report(gathered, plan, node.members)
+    // Where a batch's time goes, for an operator who finds hot-plugs slow.
+    const ms = (from: number, to: number): number => Math.round((to - from) * 10) / 10
+    logger.debug({containers: plan.containers.length, decideMs: ms(listedAt, decidedAt), listMs: ms(started, listedAt), reconcileMs: ms(decidedAt, performance.now())}, 'batch done')
+  }
+
+  /** The batch's input: undefined while containerd is away. */
+  async #gather(): Promise<Gathered | undefined> {
     const view = this.options.classes()
     const classes = new Map(view.applicable.map((c) => [c.metadata.name, c]))
-    const pods = [...this.options.pods()].map((pod) => ({hasClaims: pod.spec?.hasClaims === true, phase: pod.status?.phase, requests: containerRequests(pod), uid: pod.metadata.uid}))
-    const requests = new Map<string, ContainerRequest>()
-    for (const pod of pods) for (const r of pod.requests) requests.set(requestKey(r), r)
+    const pods = [...this.options.pods()].map(podAsks)
     let listed: ListedContainers | undefined
     try {
       listed = await this.options.containers()
     } catch (error) {
-      metrics.errors.inc({kind: 'containerd'})
+      this.options.metrics.errors.inc({kind: 'containerd'})
       throw new Error(`cannot list containerd's containers: ${errorMessage(error)}`, {cause: error})
     }
-    // containerd away: what runs is not known; its reconnect starts a batch.
-    if (listed === undefined) return
-    const {containers, running, touchedAt} = listed
-    const listedAt = performance.now()
-    // Only a pod with ResourceClaims can hold devices by claim: no other container's spec is read for it.
-    const {claimed} = this.options
-    const claimPods = claimed === undefined ? undefined : new Set(pods.filter((p) => p.hasClaims).map((p) => p.uid))
-    const work = containersToReconcile({
-      claimed: claimed === undefined ? undefined : (c) => (claimPods?.has(c.labels[criLabels.podUid]) ? claimed(c) : undefined),
-      containers,
-      mayHold: this.#mayHold,
-      requests,
-      running,
-    })
-    // A class asked for by limit: whether kubelet allocated it (and with allocation Device, which devices) is PodResources'.
-    const byLimit = (r: ContainerRequest): boolean => [...r.classes].some(([name, via]) => via === 'limit' && classes.has(name))
-    const listedAllocations = work.some((w) => byLimit(w.request)) ? await this.#podResources() : []
+    if (listed === undefined) return undefined
+    const {containers, running} = listed
+    const work = batchWork({claimed: this.options.claimed, containers, mayHold: this.#mayHold, pods, running})
+    const listedAllocations = needsAllocations(work, classes) ? await this.#podResources() : []
     const allocations = listedAllocations && podAllocations(listedAllocations, knownPods(this.options.pods(), containers, running))
-    if (allocations !== undefined && allocations.ambiguous.length > 0) {
-      logger.info({pods: allocations.ambiguous}, "kubelet's PodResources cannot tell these pods from another of the same name yet; their containers that ask by resource limit stay as they are")
-    }
-    // A limit whose allocation cannot be told (PodResources away, or a name two pods share for now): the
-    // container is skipped below, and its units stay counted meanwhile.
-    const allocatedIds = (r: ContainerRequest, name: string): string[] | undefined => allocations?.devicesOf({name: r.pod, namespace: r.namespace}, r.container, resourceNameOf(name))
-    const decision = decideAccess({
-      classes,
-      holders: this.#annotationHolders,
-      limitAllocated: (r, name) => (allocatedIds(r, name)?.length ?? 1) > 0,
-      limitHolders: limitHoldersOf(pods),
-      namespaceLabels: this.options.namespaceLabels,
-      nodeName,
-      requests: work.map((w) => w.request).filter((r) => r.classes.size > 0 || r.annotationProblem !== undefined),
-    })
-    this.options.notices.tell(
-      work.map((w) => w.request),
-      decision,
-      this.#annotationHolders,
-      new Set(pods.map((p) => p.uid)),
-    )
-    this.#annotationHolders = decision.holders
-    const admitted = work.map((w) => ({...w, request: decision.admitted.get(requestKey(w.request)) ?? w.request}))
-    const mayHold = new Set(admitted.filter((w) => w.request.classes.size > 0).map((w) => w.container.id))
-    this.#mayHold = mayHold
-    await reconciler.retain(new Set(containers.map((c) => c.id)))
-    const decidedAt = performance.now()
-    const holding = new Map<string, number>()
-    const node = {classes, knownCount: members.knownCount, touchedAt, known: (id: string) => members.known(id), members: members.all()}
+    return {allocations, classes, listed, pods, view, work}
+  }
+
+  /** Each planned container brought to its plan, up to --workers at once; a failure is counted and the container looked at again next batch. */
+  async #apply(plan: BatchPlan, node: NodeView, mayHold: Set<string>): Promise<BatchOutcome> {
+    const {logger, reconciler} = this.options
     const limit = pLimit(Math.max(1, this.options.workers))
     const outcome: {succeeded: number; failed: number; lastError?: string} = {failed: 0, succeeded: 0}
     await Promise.all(
-      admitted.map((w) =>
+      plan.containers.map(({allocated, work}) =>
         limit(async () => {
-          const {container, request} = w
-          for (const name of request.classes.keys()) holding.set(name, (holding.get(name) ?? 0) + 1)
-          const untold = [...request.classes].some(([name, via]) => via === 'limit' && classes.has(name) && allocatedIds(request, name) === undefined)
-          if (untold) return
-          const allocated = new Map([...request.classes].map(([name, via]) => [name, via === 'claim' ? (w.claimed?.get(name) ?? []) : (allocatedIds(request, name) ?? [])]))
+          if (allocated === undefined) return
+          const {container, request} = work
           try {
             // Still holding class devices (a revoke that failed): looked at again in the next batch.
-            if (await reconciler.reconcile(w, node, allocated)) mayHold.add(container.id)
+            if (await reconciler.reconcile(work, node, allocated)) mayHold.add(container.id)
             outcome.succeeded++
           } catch (error) {
             outcome.failed++
@@ -143,18 +147,19 @@ export class NodeReconciler {
         }),
       ),
     )
-    this.options.outcome?.(outcome)
-    const refused = members.refusals()
+    return outcome
+  }
+
+  /** Devices refused by their classes told once, and the node's entry of each class's status. */
+  #report({classes, view}: Gathered, plan: BatchPlan, members: NodeView['members']): void {
+    const refused = this.options.members.refusals()
     this.options.notices.tellDevices(refused, classes)
-    this.options.status.report({classes, holding, invalid: view.invalid, members: node.members, refused})
-    // Where a batch's time goes, for an operator who finds hot-plugs slow.
-    const ms = (from: number, to: number): number => Math.round((to - from) * 10) / 10
-    logger.debug({containers: admitted.length, decideMs: ms(listedAt, decidedAt), listMs: ms(started, listedAt), reconcileMs: ms(decidedAt, performance.now())}, 'batch done')
+    this.options.status.report({classes, holding: plan.holding, invalid: view.invalid, members, refused})
   }
 
   /** kubelet's allocations; undefined when it does not answer (containers asking by limit keep their access meanwhile). */
   async #podResources(): Promise<PodResources[] | undefined> {
-    return listPodResources(this.options.podResourcesSocket).catch((error: unknown) => {
+    return this.options.podResources().catch((error: unknown) => {
       this.options.metrics.errors.inc({kind: 'pod-resources'})
       this.options.logger.warn({err: errorMessage(error)}, "cannot read kubelet's PodResources; containers that ask by resource limit keep their access for now")
       return undefined

@@ -7,7 +7,7 @@ import type {KubeClient} from '../kube/kube-client.js'
 import type {Logger} from '../observe/logger.js'
 import {RetryTimer} from '../retry-timer.js'
 import type {AgentMetrics} from './agent-metrics.js'
-import type {ClassProblem} from './class-store.js'
+import type {ClassProblem} from '../devices/class-view.js'
 import {nodeClassStatus, StatusWriter, type ClassReport} from './status-writer.js'
 
 /** What one batch saw of the node's classes. */

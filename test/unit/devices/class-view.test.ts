@@ -1,6 +1,6 @@
 import {expect} from 'chai'
 
-import {classView} from '../../../src/lib/agent/class-store.js'
+import {classView} from '../../../src/lib/devices/class-view.js'
 import type {DeviceClass} from '../../../src/lib/devices/types.js'
 import {deviceClass} from '../../support/device-class.js'
 
