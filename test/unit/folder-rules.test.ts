@@ -23,12 +23,15 @@ const planted: ReadonlyArray<readonly [string, string, boolean]> = [
   ['src/lib/dra/sideways.ts', '../plugins/class-cdi.js', true],
   ['src/lib/plugins/sideways.ts', '../dra/claim-cdi.js', true],
   ['src/lib/gc/sideways.ts', '../agent/node-agent.js', true],
+  ['src/lib/agent/sideways.ts', '../dra/dra-driver.js', true],
+  ['src/lib/agent/plugins.ts', '../plugins/plugin-set.js', true],
   ['src/lib/plugins/terminal.ts', 'ora', true],
   ['src/lib/dra/down.ts', '../kubelet/dra-api.js', false],
   ['src/lib/plugins/down.ts', '../runtime/cdi-spec.js', false],
   ['src/lib/devices/down.ts', '../kube/kube-client.js', false],
   ['src/lib/kubelet/down.ts', '../sys/atomic-write.js', false],
   ['src/lib/sys/root.ts', '../errors.js', false],
+  ['src/lib/agent/down.ts', '../devices/class-store.js', false],
 ]
 
 describe('the floors of src/lib are lint rules', function () {
