@@ -11,6 +11,7 @@ import type {Logger} from '../lib/observe/logger.js'
 import type {Registry} from '../lib/observe/prometheus.js'
 import {createPluginMetrics} from '../lib/plugins/plugin-metrics.js'
 import {PluginSet} from '../lib/plugins/plugin-set.js'
+import {SourceSupervisor} from '../lib/source-supervisor.js'
 
 /** The kubelet device plugins of the classes: plugins serve runs them, devices agent beside its own work. */
 export const pluginFlags = {
@@ -69,6 +70,8 @@ export function classPlugins(
     members,
     metrics: createPluginMetrics(options.registry),
     pluginDir: flags['plugin-dir'],
+    // The plugins' own: a plugin without kubelet is retried for as long as it takes, and is no reason to be unready or to exit.
+    supervisor: new SourceSupervisor(),
   })
   let told = new Set<string>()
   const logRefusals = (): void => {

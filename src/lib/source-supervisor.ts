@@ -92,6 +92,15 @@ export class SourceSupervisor {
     return {ready: true, reason: `up: ${[...this.#sources.keys()].join(', ')}`}
   }
 
+  /** The source is gone for good (a class's plugin retired): its restart, if one is waiting, never runs, and its name is free again. */
+  forget(name: string): void {
+    const source = this.#sources.get(name)
+    if (source === undefined) return
+    clearTimeout(source.timer)
+    source.state = {phase: 'stopped'}
+    this.#sources.delete(name)
+  }
+
   /** No more restarts; what sources say from now on is ignored. Idempotent. */
   stop(): void {
     this.#stopped = true

@@ -1,9 +1,7 @@
 import {watch, type FSWatcher} from 'node:fs'
 
-import type {BackoffPolicy} from '../backoff.js'
 import {errorMessage} from '../errors.js'
 import type {Logger} from '../observe/logger.js'
-import {RetryTimer} from '../retry-timer.js'
 import type {SupervisionPolicy} from '../source-health.js'
 import type {SourceReport, SourceSupervisor} from '../source-supervisor.js'
 
@@ -28,10 +26,14 @@ export interface KubeletRegistrar {
 export type KeeperState = 'serving' | 'registered' | 'kubelet absent' | 'register failed'
 
 /**
- * Who tries again after a failure: the agent's SourceSupervisor under `name` (its back-off; given up on, it
- * aborts its fatal signal), or a back-off of the keeper's own that never gives up (`plugins serve`).
+ * Who tries again after a failure: a SourceSupervisor, under `name` and with its policy (the agent's DRA
+ * sockets: given up on, the agent exits 1; the device plugins: a policy that never gives up).
  */
-export type KeeperRestarts = {readonly supervisor: SourceSupervisor; readonly name: string; readonly policy?: SupervisionPolicy} | {readonly backoff: BackoffPolicy}
+export interface KeeperRestarts {
+  readonly supervisor: SourceSupervisor
+  readonly name: string
+  readonly policy?: SupervisionPolicy
+}
 
 export interface SocketKeeperOptions {
   readonly socket: KeptSocket
@@ -60,22 +62,12 @@ export class SocketKeeper {
   #queue: Promise<unknown> = Promise.resolve()
   readonly #watchers: FSWatcher[] = []
   readonly #report: SourceReport
-  readonly #stopRetries: () => void
   /** Closed: it never serves or registers again. */
   #closed = false
 
   constructor(readonly options: SocketKeeperOptions) {
-    const restart = (): Promise<void> => this.#enqueue(() => this.#keep())
-    const {restarts} = options
-    if ('supervisor' in restarts) {
-      this.#report = restarts.supervisor.restartable(restarts.name, restart, restarts.policy)
-      // The supervisor's stop() ends its timers; a restart after close() finds the keeper closed.
-      this.#stopRetries = () => {}
-    } else {
-      const own = new BackoffRestarts(restart, restarts.backoff)
-      this.#report = own
-      this.#stopRetries = () => own.stop()
-    }
+    const {name, policy, supervisor} = options.restarts
+    this.#report = supervisor.restartable(name, () => this.#enqueue(() => this.#keep()), policy)
   }
 
   get state(): KeeperState {
@@ -115,7 +107,8 @@ export class SocketKeeper {
   async close(): Promise<void> {
     this.#closed = true
     for (const watcher of this.#watchers.splice(0)) watcher.close()
-    this.#stopRetries()
+    // Before the first await: a plugin replaced (its class changed) takes the same name in the same call.
+    this.options.restarts.supervisor.forget(this.options.restarts.name)
     await this.#queue
     await this.options.socket.close()
   }
@@ -166,34 +159,5 @@ export class SocketKeeper {
 
   #cannotWatch(dir: string, error: unknown): void {
     this.options.logger.error({dir, err: errorMessage(error)}, 'cannot watch a kubelet directory; a socket deleted there is served again only on the retry timer')
-  }
-}
-
-/** Retries with a back-off of its own: each failure schedules the next attempt after the next wait, a success starts over. */
-class BackoffRestarts implements SourceReport {
-  readonly #timer: RetryTimer
-
-  constructor(
-    private readonly restart: () => Promise<void>,
-    backoff: BackoffPolicy,
-  ) {
-    this.#timer = new RetryTimer({backoff})
-  }
-
-  up(): void {
-    this.#timer.succeeded()
-  }
-
-  failed(): void {
-    this.#timer.failed(() => {
-      this.restart().then(
-        () => this.up(),
-        () => this.failed(),
-      )
-    })
-  }
-
-  stop(): void {
-    this.#timer.stop()
   }
 }

@@ -1,12 +1,13 @@
 import {join} from 'node:path'
 
 import type {DeviceClass} from '../devices/types.js'
-import type {Logger} from '../observe/logger.js'
-import {SocketKeeper, type KeeperState} from '../kubelet/socket-keeper.js'
-import {ClassAllocation} from './class-allocation.js'
-import {ClassPluginServer} from './class-plugin-server.js'
 import {healthy, unhealthy} from '../kubelet/device-plugin-api.js'
 import {kubeletSocketIdentity, registerWithKubelet} from '../kubelet/registration.js'
+import {SocketKeeper, type KeeperState} from '../kubelet/socket-keeper.js'
+import type {Logger} from '../observe/logger.js'
+import type {SourceSupervisor} from '../source-supervisor.js'
+import {ClassAllocation} from './class-allocation.js'
+import {ClassPluginServer} from './class-plugin-server.js'
 import type {PluginMetrics} from './plugin-metrics.js'
 
 export type PluginState = KeeperState
@@ -19,6 +20,8 @@ export interface PluginRegistrationOptions {
   readonly logger: Logger
   /** Longest wait between attempts while kubelet does not answer; default 5 s. */
   readonly maxRetryMs?: number
+  /** Restarts the plugin after a failure: 100 ms doubling to maxRetryMs, never given up on (kubelet may come at any time). */
+  readonly supervisor: SourceSupervisor
 }
 
 /**
@@ -57,7 +60,12 @@ export class PluginRegistration {
           metrics.registered.set({class: name}, 1)
         },
       },
-      restarts: {backoff: {baseMs: 100, maxMs: options.maxRetryMs ?? 5000}},
+      restarts: {
+        name: `device plugin ${name}`,
+        // stableMs 0: a plugin that worked starts its next run of failures at the shortest wait, as a kubelet restart needs.
+        policy: {backoff: {baseMs: 100, maxMs: options.maxRetryMs ?? 5000}, stableMs: 0},
+        supervisor: options.supervisor,
+      },
       socket: {
         close: () => server.close(),
         isServing: () => server.isServing(),

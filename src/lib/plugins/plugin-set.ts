@@ -5,6 +5,7 @@ import type {DeviceClass} from '../devices/types.js'
 import {errorMessage} from '../errors.js'
 import {healthy, unhealthy} from '../kubelet/device-plugin-api.js'
 import type {Logger} from '../observe/logger.js'
+import type {SourceSupervisor} from '../source-supervisor.js'
 import {CdiSpecWriter} from '../runtime/cdi-spec.js'
 import type {ClassAllocation} from './class-allocation.js'
 import {cdiFileOf, cdiSpecOf} from './class-cdi.js'
@@ -22,6 +23,8 @@ export interface PluginSetOptions {
   readonly logger: Logger
   /** Longest wait between registration attempts while kubelet does not answer; default 5 s. */
   readonly maxRetryMs?: number
+  /** Serves and registers a plugin again after a failure, never giving up (each plugin is a source of its own). */
+  readonly supervisor: SourceSupervisor
   /** Awaited before an Allocate answer: the device numbers are recorded as the agent's (the agent's OwnedDevices.saved). */
   readonly beforeAllocate?: () => Promise<void>
 }

@@ -4,7 +4,7 @@ import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 import {setTimeout as sleep} from 'node:timers/promises'
 
-import {SocketKeeper, type KeeperState, type SocketKeeperOptions} from '../../../src/lib/kubelet/socket-keeper.js'
+import {SocketKeeper, type KeeperRestarts, type KeeperState, type SocketKeeperOptions} from '../../../src/lib/kubelet/socket-keeper.js'
 import {SourceFailedError, SourceSupervisor} from '../../../src/lib/source-supervisor.js'
 import {FakeKubelet} from '../../support/fake-kubelet.js'
 import {recordingLogger} from '../../support/recording-logger.js'
@@ -32,7 +32,13 @@ describe('SocketKeeper', function () {
     await rm(dir, {force: true, recursive: true})
   })
 
-  /** A keeper of `server` over `dir`, its states recorded; a back-off of its own unless told otherwise. */
+  /** Restarts as the device plugins have them: a supervisor that never gives up, the shortest wait after a success. */
+  function neverGivingUp(supervisor = new SourceSupervisor()): KeeperRestarts {
+    supervisors.push(supervisor)
+    return {name: 'device plugin test', policy: {backoff: {baseMs: 20, maxMs: 80}, stableMs: 0}, supervisor}
+  }
+
+  /** A keeper of `server` over `dir`, its states recorded; restarts that never give up unless told otherwise. */
   function keep(options: Partial<SocketKeeperOptions> = {}): {keeper: SocketKeeper; states: KeeperState[]; gone: number[]} {
     const states: KeeperState[] = []
     const gone: number[] = []
@@ -41,7 +47,7 @@ describe('SocketKeeper', function () {
       onGone: () => void gone.push(performance.now()),
       onState: (state) => void states.push(state),
       registrar: kubelet,
-      restarts: {backoff: {baseMs: 20, maxMs: 80}},
+      restarts: neverGivingUp(),
       socket: server,
       watch: [dir],
       ...options,
@@ -76,7 +82,7 @@ describe('SocketKeeper', function () {
   })
 
   it('without kubelet: says so once, asks again with a back-off that grows to its cap, and registers once kubelet comes', async function () {
-    const {keeper, states} = keep({restarts: {backoff: {baseMs: 20, maxMs: 80}}})
+    const {keeper, states} = keep()
     await keeper.start()
     expect(keeper.state).to.equal('kubelet absent')
     await waitFor('six attempts', async () => kubelet.asked.length >= 6, {intervalMs: 10, timeoutMs: 5000})
@@ -129,6 +135,20 @@ describe('SocketKeeper', function () {
     await waitFor('up', async () => supervisor.state('test sockets')?.phase === 'up', {intervalMs: 10, timeoutMs: 5000})
     expect(await server.isServing()).to.equal(true)
     expect(supervisor.fatal.aborted).to.equal(false)
+  })
+
+  it('closed, it frees its name with the supervisor: a keeper of the same name (a class served again) may start', async function () {
+    const supervisor = new SourceSupervisor()
+    const restarts = neverGivingUp(supervisor)
+    const {keeper} = keep({restarts})
+    await keeper.start()
+    expect(supervisor.state(restarts.name)?.phase).to.equal('down')
+    await keeper.close()
+    expect(supervisor.state(restarts.name)).to.equal(undefined)
+    const again = keep({restarts, socket: new UnixSocketServer(join(dir, 'again.sock'))})
+    await kubelet.start()
+    await again.keeper.start()
+    expect(again.keeper.state).to.equal('registered')
   })
 
   it('keepNow() rejects when the socket cannot be served, and nothing retries it', async function () {
