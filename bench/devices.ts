@@ -15,10 +15,10 @@ import {parseArgs} from 'node:util'
 import {SysfsScanner} from '../src/lib/devices/sysfs-scanner.js'
 import {parseUevent} from '../src/lib/devices/uevent.js'
 import {NetlinkUeventSocket} from '../src/lib/sys/netlink-uevents.js'
-import {CliProcess} from '../test/support/cli-process.js'
-import {waitFor} from '../test/support/wait.js'
-import {canUseLoopControl, loopControlAsync, removeLoopDevice} from '../test/support/loop-devices.js'
-import {repoRoot} from '../test/controlplane/paths.js'
+import {repoRoot} from '../harness/controlplane/paths.js'
+import {canUseLoopControl, loopControlAsync, removeLoopDevice} from '../harness/devices/loop-devices.js'
+import {CliProcess} from '../harness/process/cli-process.js'
+import {waitFor} from '../harness/process/wait.js'
 
 const {values} = parseArgs({options: {cycles: {default: '100', type: 'string'}, scans: {default: '20', type: 'string'}}})
 const cycles = Number(values.cycles)

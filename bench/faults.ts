@@ -6,7 +6,7 @@
 // plugs, unplugs, re-plugs (another disk at the same number, or the same disk at another) and pod starts,
 // while the agent is SIGKILLed --kills times at random moments (while it starts, batches, writes its state)
 // and started again, with more changes while it is down. After every restart the invariant checker
-// (test/support/device-invariant.ts) reads every running container's device rules (cgroup v1 devices.list,
+// (harness/devices/device-invariant.ts) reads every running container's device rules (cgroup v1 devices.list,
 // the v2 device programs run through an interpreter) and /dev, and compares them with what the classes, kubelet's
 // allocations and the claims give it, until they agree or 20 s pass; once more at the end. Figures: kills
 // survived, stray grants (a device a container may open and is not entitled to), grants missing once settled,
@@ -17,9 +17,9 @@ import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 import {parseArgs} from 'node:util'
 
-import {describeFindings, FaultStorm} from '../test/support/fault-storm.js'
-import {canUseLoopControl} from '../test/support/loop-devices.js'
-import {SeededRandom, seedFrom} from '../test/support/seeded-random.js'
+import {describeFindings, FaultStorm} from '../harness/devices/fault-storm.js'
+import {canUseLoopControl} from '../harness/devices/loop-devices.js'
+import {SeededRandom, seedFrom} from '../harness/seeded-random.js'
 import {percentile, row, verdict} from './measure.js'
 import {startNodeBench} from './setup.js'
 

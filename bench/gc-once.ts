@@ -16,7 +16,7 @@ import {setTimeout as sleep} from 'node:timers/promises'
 import {parseArgs} from 'node:util'
 
 import {openCluster} from '../src/lib/kube/connect.js'
-import {createNodeFeature, createTopology, inParallel, nodeFeaturePath, topologyPath, seedNodesWithObjects} from '../test/support/seed.js'
+import {createNodeFeature, createTopology, inParallel, nodeFeaturePath, topologyPath, seedNodesWithObjects} from '../harness/controlplane/seed.js'
 import {row, verdict} from './measure.js'
 import {runFreshDeleteLoop, runGcOnce, splitCpus, startBench, type FreshLoopRun, type GcOnceRun} from './setup.js'
 

@@ -9,8 +9,8 @@
 import {setTimeout as sleep} from 'node:timers/promises'
 import {parseArgs} from 'node:util'
 
-import {inParallel, seedNodesWithObjects} from '../test/support/seed.js'
-import {waitFor} from '../test/support/wait.js'
+import {inParallel, seedNodesWithObjects} from '../harness/controlplane/seed.js'
+import {waitFor} from '../harness/process/wait.js'
 import {countObjects, memoryOf, percentile, row, timeNodeDeletions, verdict} from './measure.js'
 import {startBench, startGcRun} from './setup.js'
 

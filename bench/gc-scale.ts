@@ -9,7 +9,7 @@
 // It takes tens of minutes (seeding ~200,000 objects is most of it); it is not part of npm test.
 import {parseArgs} from 'node:util'
 
-import {createNodeFeature, createTopology, inParallel, seedNodesWithObjects} from '../test/support/seed.js'
+import {createNodeFeature, createTopology, inParallel, seedNodesWithObjects} from '../harness/controlplane/seed.js'
 import {memoryOf, percentile, row, timeNodeDeletions, verdict} from './measure.js'
 import {runGcOnce, startBench, startGcRun} from './setup.js'
 

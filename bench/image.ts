@@ -12,8 +12,8 @@ import {pipeline} from 'node:stream/promises'
 import {parseArgs} from 'node:util'
 import {createGunzip} from 'node:zlib'
 
+import {OciLayout, runInImage} from '../harness/oci-image.js'
 import {buildImage} from '../scripts/image/build.js'
-import {OciLayout, runInImage} from '../test/support/oci-image.js'
 import {row, verdict} from './measure.js'
 
 /**

@@ -4,8 +4,8 @@ import {gcKinds} from '../src/lib/gc/kinds.js'
 import type {KubeClient} from '../src/lib/kube/kube-client.js'
 import {metadataListAccept} from '../src/lib/kube/metadata-list.js'
 import {collectionPath} from '../src/lib/kube/resource.js'
-import {exists, nodeFeaturePath, topologyPath} from '../test/support/seed.js'
-import {waitFor} from '../test/support/wait.js'
+import {exists, nodeFeaturePath, topologyPath} from '../harness/controlplane/seed.js'
+import {waitFor} from '../harness/process/wait.js'
 
 /** Resident and peak resident memory of a running process, as the kernel counts them. */
 export async function memoryOf(pid: number): Promise<{rssMb: number; peakMb: number}> {

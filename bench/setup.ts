@@ -9,12 +9,12 @@ import {promisify} from 'node:util'
 
 import type {SweepReport} from '../src/lib/gc/sweep-report.js'
 import type {KubeClient} from '../src/lib/kube/kube-client.js'
-import {ControlPlane} from '../test/controlplane/control-plane.js'
-import {ensureBinaries, repoRoot} from '../test/controlplane/paths.js'
-import {nodeIp} from '../test/node/netns.js'
-import {TestNode} from '../test/node/node.js'
-import {ensureNamespace} from '../test/support/seed.js'
-import {waitFor} from '../test/support/wait.js'
+import {ControlPlane} from '../harness/controlplane/control-plane.js'
+import {ensureBinaries, repoRoot} from '../harness/controlplane/paths.js'
+import {ensureNamespace} from '../harness/controlplane/seed.js'
+import {nodeIp} from '../harness/node/netns.js'
+import {TestNode} from '../harness/node/node.js'
+import {waitFor} from '../harness/process/wait.js'
 
 const run = promisify(execFile)
 
@@ -86,7 +86,7 @@ export interface NodeBenchOptions {
 
 /**
  * The packed CLI, a private control plane and a real node (containerd + kubelet) on it; close() stops the
- * node first and puts the host back. Must run inside a test network namespace (test/node/in-namespace.ts).
+ * node first and puts the host back. Must run inside a test network namespace (harness/node/in-namespace.ts).
  */
 export async function startNodeBench(log: (line: string) => void, {controllers = false}: NodeBenchOptions = {}): Promise<NodeBenchEnvironment> {
   const dir = await mkdtemp(join(tmpdir(), 'nfdctl-bench-'))

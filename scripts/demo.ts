@@ -5,9 +5,9 @@ import {spawnSync} from 'node:child_process'
 import {rm} from 'node:fs/promises'
 import {join} from 'node:path'
 
-import {ControlPlane} from '../test/controlplane/control-plane.js'
-import {ensureBinaries, repoRoot} from '../test/controlplane/paths.js'
-import {createNodeFeature, createTopology, ensureNamespace, seedNodesWithObjects} from '../test/support/seed.js'
+import {ControlPlane} from '../harness/controlplane/control-plane.js'
+import {ensureBinaries, repoRoot} from '../harness/controlplane/paths.js'
+import {createNodeFeature, createTopology, ensureNamespace, seedNodesWithObjects} from '../harness/controlplane/seed.js'
 import {deviceHalfNotice, missingPackages, probeMachine} from './demo/device-prerequisites.js'
 import {say} from './demo/show.js'
 

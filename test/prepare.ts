@@ -5,8 +5,8 @@
 // missing (and fail under CI=true).
 import {spawnSync} from 'node:child_process'
 
+import {buildScript} from '../harness/controlplane/paths.js'
 import {fetchImageInputs} from '../scripts/image/build.js'
-import {buildScript} from './controlplane/paths.js'
 import {prometheusOperatorCrds} from './support/chart.js'
 
 const log = (line: string): void => {

@@ -4,18 +4,18 @@ import {existsSync} from 'node:fs'
 import {mkdir, readFile, rm, writeFile} from 'node:fs/promises'
 import {dirname, join} from 'node:path'
 
-import {containerdBinary, ensureBinaries, repoRoot} from '../../test/controlplane/paths.js'
-import {netnsPath} from '../../test/node/netns.js'
-import {removeLoopDevice} from '../../test/support/loop-devices.js'
-import {waitFor} from '../../test/support/wait.js'
-import {nodeLayoutPatch, shippedImage, writeOverlay} from '../../test/support/workloads.js'
+import {containerdBinary, ensureBinaries, repoRoot} from '../../harness/controlplane/paths.js'
+import {removeLoopDevice} from '../../harness/devices/loop-devices.js'
+import {netnsPath} from '../../harness/node/netns.js'
+import {nodeLayoutPatch, shippedImage, writeOverlay} from '../../harness/node/workloads.js'
+import {waitFor} from '../../harness/process/wait.js'
 import {grantsOf, secondsBetween, timedLines} from './log-lines.js'
 import {run, say, shown} from './show.js'
 
 /** This machine's platform, as the image index and `ctr --platform` name it: the node runs here. */
 const nodePlatform = `linux/${process.arch === 'x64' ? 'amd64' : process.arch}`
 
-/** What npm run node:up makes (test/node/cli.ts): the namespace, the node's name and where it keeps its files. */
+/** What npm run node:up makes (harness/node/cli.ts): the namespace, the node's name and where it keeps its files. */
 export const netns = 'nfdctl-node'
 export const nodeRoot = join(repoRoot, '.node')
 const nodeDir = join(nodeRoot, 'node')
@@ -43,9 +43,9 @@ export async function deviceHalf(): Promise<DeviceHalf> {
   say('the device half: a local node (containerd, kubelet, kube-scheduler, kube-controller-manager) in the network namespace nfdctl-node')
   const binDir = await ensureBinaries((line) => process.stderr.write(line + '\n'), ['containerd', 'kubelet', 'kube-scheduler', 'kube-controller-manager', 'kubectl'])
   const kubectlBin = join(binDir, 'kubectl')
-  if (existsSync(netnsPath(netns))) await run(tsx('test/node/cli.ts', 'down'), {display: 'npm run node:down   # the node an earlier run left'})
+  if (existsSync(netnsPath(netns))) await run(tsx('harness/node/cli.ts', 'down'), {display: 'npm run node:down   # the node an earlier run left'})
   await removeDemoLoops()
-  await run(tsx('test/node/cli.ts', 'up'), {capture: true, display: 'npm run node:up'})
+  await run(tsx('harness/node/cli.ts', 'up'), {capture: true, display: 'npm run node:up'})
   const kubectl = (display: string, args: readonly string[], options: {capture?: boolean; input?: string; quiet?: boolean} = {}): Promise<string> =>
     run(['nsenter', `--net=${netnsPath(netns)}`, '--', kubectlBin, '--kubeconfig', nodeKubeconfig, ...args], {...options, display: options.quiet ? undefined : `kubectl ${display}`})
   const k = (...args: string[]): Promise<string> => kubectl(args.join(' '), args)

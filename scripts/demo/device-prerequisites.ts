@@ -12,7 +12,7 @@ interface Need {
 }
 
 /**
- * What test/node (runc under the containerd built with the control plane, kubelet, the pod network, the
+ * What harness/node (runc under the containerd built with the control plane, kubelet, the pod network, the
  * busybox image) and the hot-plug use.
  */
 export const deviceHalfNeeds: readonly Need[] = [

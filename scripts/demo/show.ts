@@ -2,7 +2,7 @@
 import {spawn} from 'node:child_process'
 import {relative} from 'node:path'
 
-import {repoRoot} from '../../test/controlplane/paths.js'
+import {repoRoot} from '../../harness/controlplane/paths.js'
 
 export const say = (line: string): void => {
   process.stdout.write(`\n\u001B[1m# ${line}\u001B[0m\n`)

@@ -6,11 +6,12 @@ import {join} from 'node:path'
 import {fileURLToPath} from 'node:url'
 import {promisify} from 'node:util'
 
-import {CliProcess} from '../support/cli-process.js'
-import {draAgentArgs, nodeAgentArgs} from '../support/dra-agent.js'
-import {freePort} from '../support/free-port.js'
-import {testNode, type NodeEnv} from '../support/test-node.js'
-import {waitFor} from '../support/wait.js'
+import {draAgentArgs, nodeAgentArgs} from '../../harness/devices/dra-agent.js'
+import type {NodeEnv} from '../../harness/node/pods.js'
+import {CliProcess} from '../../harness/process/cli-process.js'
+import {freePort} from '../../harness/process/free-port.js'
+import {waitFor} from '../../harness/process/wait.js'
+import {testNode} from '../support/test-node.js'
 
 const devBin = fileURLToPath(new URL('../../bin/dev.js', import.meta.url))
 

@@ -8,9 +8,9 @@ import {promisify} from 'node:util'
 import {agentProgramName, devicePrograms, ProgramChangedError, replaceDeviceProgram} from '../../src/lib/runtime/device-bpf.js'
 import {compileDeviceProgram, deviceAccess, deviceType, emulateRules, encodeInstructions, rulesWithout, type DeviceProgramRule} from '../../src/lib/runtime/device-program.js'
 import {attachDeviceProgram, BpfError, closeFd, loadDeviceProgram, openCgroup, programFdById} from '../../src/lib/sys/bpf.js'
-import {runDeviceProgram} from '../support/bpf-interpreter.js'
-import {attachProgram, attachRuntimeProgram, detachDevicePrograms, ruleOf, runcDeviceRules} from '../support/device-programs.js'
-import {addLoopDevice, canUseLoopControl, removeLoopDevice} from '../support/loop-devices.js'
+import {runDeviceProgram} from '../../harness/devices/bpf-interpreter.js'
+import {attachProgram, attachRuntimeProgram, detachDevicePrograms, ruleOf, runcDeviceRules} from '../../harness/devices/device-programs.js'
+import {addLoopDevice, canUseLoopControl, removeLoopDevice} from '../../harness/devices/loop-devices.js'
 import {missingPrerequisite} from '../support/prerequisites.js'
 
 const run = promisify(execFile)

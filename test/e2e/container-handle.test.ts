@@ -11,9 +11,10 @@ import {ContainerdClient, type RuntimeContainer} from '../../src/lib/runtime/con
 import {cgroupOfSpec} from '../../src/lib/runtime/device-cgroup.js'
 import {createDeviceNode} from '../../src/lib/sys/device-nodes.js'
 import {PathInsideError} from '../../src/lib/sys/path-inside.js'
+import {deletePods, waitForPod, type NodeEnv} from '../../harness/node/pods.js'
+import {waitFor} from '../../harness/process/wait.js'
 import {missingPrerequisite} from '../support/prerequisites.js'
-import {deletePods, testNode, waitForPod, type NodeEnv} from '../support/test-node.js'
-import {waitFor} from '../support/wait.js'
+import {testNode} from '../support/test-node.js'
 
 const fds = async (): Promise<number> => (await readdir('/proc/self/fd')).length
 

@@ -5,16 +5,29 @@ import {join} from 'node:path'
 
 import {stringify} from 'yaml'
 
-import {repoRoot} from '../controlplane/paths.js'
+import {repoRoot} from '../../harness/controlplane/paths.js'
+import {BackedLoops, canUseLoopControl, readLoop} from '../../harness/devices/loop-devices.js'
+import {allocatable, createNamespace, deletePods, runPod, type NodeEnv, type RunningPod} from '../../harness/node/pods.js'
+import {
+  containerIdOf,
+  kubectl,
+  livePods,
+  loadImage,
+  memoryPeak,
+  type NodeLayout,
+  nodeLayoutPatch,
+  waitForReadyPods,
+  writeOverlay,
+  type ListedPod,
+  type NodeImage,
+} from '../../harness/node/workloads.js'
+import {waitFor} from '../../harness/process/wait.js'
 import {chartTools, helm as runHelm, type Tools} from '../support/chart.js'
 import {deviceClassManifest} from '../support/device-class.js'
-import {BackedLoops, canUseLoopControl, readLoop} from '../support/loop-devices.js'
-import {nfdctlImage, type NodeImage} from '../support/nfdctl-image.js'
+import {nfdctlImage} from '../support/nfdctl-image.js'
 import {missingPrerequisite} from '../support/prerequisites.js'
 import {runEvery} from '../support/run-end.js'
-import {allocatable, createNamespace, deletePods, runPod, testNode, type NodeEnv, type RunningPod} from '../support/test-node.js'
-import {waitFor} from '../support/wait.js'
-import {containerIdOf, kubectl, livePods, loadImage, memoryPeak, type NodeLayout, nodeLayoutPatch, waitForReadyPods, writeOverlay, type ListedPod} from '../support/workloads.js'
+import {testNode} from '../support/test-node.js'
 
 const system = 'nfdctl-system'
 const consumers = 'wl-consumers'

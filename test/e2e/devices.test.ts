@@ -9,12 +9,12 @@ import {fileURLToPath} from 'node:url'
 import type {ListedDevice, WatchedDevice} from '../../src/cli/render-devices.js'
 import {parseUevent, type Uevent} from '../../src/lib/devices/uevent.js'
 import {NetlinkUeventSocket} from '../../src/lib/sys/netlink-uevents.js'
-import {CliProcess} from '../support/cli-process.js'
+import {addLoopDevice, canUseLoopControl, removeLoopDevice} from '../../harness/devices/loop-devices.js'
+import {CliProcess} from '../../harness/process/cli-process.js'
+import {waitFor} from '../../harness/process/wait.js'
 import {installedCli} from '../support/installed-cli.js'
-import {addLoopDevice, canUseLoopControl, removeLoopDevice} from '../support/loop-devices.js'
 import {missingPrerequisite} from '../support/prerequisites.js'
 import {nfdctl} from '../support/run-cli.js'
-import {waitFor} from '../support/wait.js'
 
 const dir = mkdtempSync(join(tmpdir(), 'nfdctl-devices-'))
 chmodSync(dir, 0o755) // readable by nobody, for the unprivileged run

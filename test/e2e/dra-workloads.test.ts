@@ -5,19 +5,32 @@ import {join} from 'node:path'
 
 import {stringify} from 'yaml'
 
-import {draDeviceName} from '../../src/lib/dra/resource-slices.js'
 import {stableDeviceId} from '../../src/lib/devices/device-identity.js'
+import {draDeviceName} from '../../src/lib/dra/resource-slices.js'
+import {claimPodManifest, claimTemplateManifest} from '../../harness/devices/dra-agent.js'
+import {loopDevice} from '../../harness/devices/loop-device.js'
+import {BackedLoops, canUseLoopControl, loopData, readLoop} from '../../harness/devices/loop-devices.js'
+import {createNamespace, deletePods, waitForPod, type NodeEnv, type RunningPod} from '../../harness/node/pods.js'
+import {
+  containerIdOf,
+  kubectl,
+  kubeletDirPatch,
+  livePods,
+  loadImage,
+  type NodeLayout,
+  nodeLayoutPatch,
+  waitForReadyPods,
+  writeOverlay,
+  type ListedPod,
+  type NodeImage,
+} from '../../harness/node/workloads.js'
+import {waitFor} from '../../harness/process/wait.js'
 import {chartDir, chartTools, deployDir, helm as runHelm, kustomize, type Tools} from '../support/chart.js'
-import {loopDevice} from '../support/loop-device.js'
-import {claimPodManifest, claimTemplateManifest} from '../support/dra-agent.js'
-import {BackedLoops, canUseLoopControl, loopData, readLoop} from '../support/loop-devices.js'
-import {nfdctlImage, type NodeImage} from '../support/nfdctl-image.js'
+import {nfdctlImage} from '../support/nfdctl-image.js'
 import {missingPrerequisite} from '../support/prerequisites.js'
 import {runEvery} from '../support/run-end.js'
+import {testNode} from '../support/test-node.js'
 import {rejection} from '../support/thrown.js'
-import {createNamespace, deletePods, testNode, waitForPod, type NodeEnv, type RunningPod} from '../support/test-node.js'
-import {waitFor} from '../support/wait.js'
-import {containerIdOf, kubectl, kubeletDirPatch, livePods, loadImage, type NodeLayout, nodeLayoutPatch, waitForReadyPods, writeOverlay, type ListedPod} from '../support/workloads.js'
 
 // Loop devices 480-489 belong to these tests: 480-484 to the kustomize install's class, 485-489 to the chart's.
 // Each test disk has a udev serial (in the agent's udev database, a directory of this suite mounted where

@@ -6,12 +6,13 @@ import {join} from 'node:path'
 import {claimCdiFile} from '../../src/lib/dra/claim-cdi.js'
 import {kubeletDraApi} from '../../src/lib/kubelet/dra-api.js'
 import {unary} from '../../src/lib/grpc-unary.js'
-import {CliProcess} from '../support/cli-process.js'
-import {claimPodManifest, claimTemplateManifest, draAgentArgs, SerialDisks} from '../support/dra-agent.js'
-import {BackedLoops, canUseLoopControl, loopData, readLoop} from '../support/loop-devices.js'
+import {claimPodManifest, claimTemplateManifest, draAgentArgs, SerialDisks} from '../../harness/devices/dra-agent.js'
+import {BackedLoops, canUseLoopControl, loopData, readLoop} from '../../harness/devices/loop-devices.js'
+import {allocatable, createNamespace, deletePods, waitForPod, type NodeEnv, type RunningPod} from '../../harness/node/pods.js'
+import {CliProcess} from '../../harness/process/cli-process.js'
+import {waitFor} from '../../harness/process/wait.js'
 import {missingPrerequisite} from '../support/prerequisites.js'
-import {allocatable, createNamespace, deletePods, testNode, waitForPod, type NodeEnv, type RunningPod} from '../support/test-node.js'
-import {waitFor} from '../support/wait.js'
+import {testNode} from '../support/test-node.js'
 
 // Loop devices 460-479 belong to these tests (the class takes loop460-469, and loop470 once edited; loop471 is a Device class's). Each test disk has a udev serial (in the agent's own udev
 // database directory), so that plugged in again under another loop number it is the same device.

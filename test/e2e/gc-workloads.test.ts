@@ -1,9 +1,10 @@
 import {expect} from 'chai'
 
-import {nfdctlImage, type NodeImage} from '../support/nfdctl-image.js'
-import {createNamespace, podLog, testNode, type NodeEnv} from '../support/test-node.js'
-import {waitFor} from '../support/wait.js'
-import {containerIdOf, isReady, kubectl, livePods, loadImage, memoryPeak, waitForReadyPods, writeOverlay} from '../support/workloads.js'
+import {createNamespace, podLog, type NodeEnv} from '../../harness/node/pods.js'
+import {containerIdOf, isReady, kubectl, livePods, loadImage, memoryPeak, waitForReadyPods, writeOverlay, type NodeImage} from '../../harness/node/workloads.js'
+import {waitFor} from '../../harness/process/wait.js'
+import {nfdctlImage} from '../support/nfdctl-image.js'
+import {testNode} from '../support/test-node.js'
 
 const namespace = 'node-feature-discovery'
 const selector = 'app.kubernetes.io/name=nfdctl-gc'

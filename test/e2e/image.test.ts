@@ -10,13 +10,13 @@ import {createGunzip} from 'node:zlib'
 
 import {extract} from 'tar-stream'
 
+import {type Descriptor, type ImageConfig, type ImageManifest, OciLayout, runInImage} from '../../harness/oci-image.js'
 import {buildImage, type BuiltImage} from '../../scripts/image/build.js'
 import {elfMachine, isElf, readElf} from '../../scripts/image/elf.js'
-import {productionDifferences} from '../../scripts/image/production-deps.js'
 import {imageNodeVersion} from '../../scripts/image/node-runtime.js'
 import {platforms, type Platform} from '../../scripts/image/platforms.js'
+import {productionDifferences} from '../../scripts/image/production-deps.js'
 import {builtImage} from '../support/nfdctl-image.js'
-import {type Descriptor, type ImageConfig, type ImageManifest, OciLayout, runInImage} from '../support/oci-image.js'
 import {missingPrerequisite} from '../support/prerequisites.js'
 
 const run = promisify(execFile)

@@ -6,8 +6,8 @@ import {DeviceWatcher} from '../../src/lib/devices/device-watcher.js'
 import {SysfsScanner} from '../../src/lib/devices/sysfs-scanner.js'
 import {sys} from '../../src/lib/sys/libc.js'
 import {NetlinkUeventSocket} from '../../src/lib/sys/netlink-uevents.js'
+import {waitFor} from '../../harness/process/wait.js'
 import {missingPrerequisite} from '../support/prerequisites.js'
-import {waitFor} from '../support/wait.js'
 
 /** This process's open descriptors and what they are (`socket:[…]`, `anon_inode:[eventfd]`, paths). */
 function descriptors(): Map<number, string> {

@@ -9,14 +9,15 @@ import type * as grpc from '@grpc/grpc-js'
 
 import {kubeletApi, type AllocateRequest, type AllocateResponse, type ListAndWatchResponse} from '../../src/lib/kubelet/device-plugin-api.js'
 import {registerWithKubelet} from '../../src/lib/kubelet/registration.js'
-import {kubernetesServiceIp} from '../controlplane/control-plane.js'
-import {containerdBinary} from '../controlplane/paths.js'
-import {kubeletPluginDir} from '../node/host-changes.js'
-import {netnsPath, netnsVariable, nodeIp} from '../node/netns.js'
-import {BackedLoops, loopData} from '../support/loop-devices.js'
+import {kubernetesServiceIp} from '../../harness/controlplane/control-plane.js'
+import {containerdBinary} from '../../harness/controlplane/paths.js'
+import {BackedLoops, loopData} from '../../harness/devices/loop-devices.js'
+import {kubeletPluginDir} from '../../harness/node/host-changes.js'
+import {netnsPath, netnsVariable, nodeIp} from '../../harness/node/netns.js'
+import {allocatable, createNamespace, createPod, deletePods, podLog, runPod, waitForPod, type NodeEnv} from '../../harness/node/pods.js'
+import {waitFor} from '../../harness/process/wait.js'
 import {missingPrerequisite} from '../support/prerequisites.js'
-import {allocatable, createNamespace, createPod, deletePods, podLog, runPod, stopTestNode, testNode, waitForPod, type NodeEnv} from '../support/test-node.js'
-import {waitFor} from '../support/wait.js'
+import {stopTestNode, testNode} from '../support/test-node.js'
 
 const run = promisify(execFile)
 

@@ -3,12 +3,12 @@ import {chmod, mkdir, mkdtemp, rm, writeFile} from 'node:fs/promises'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 
+import {runToEnd} from '../../harness/process/run-to-end.js'
 import {exportCommit, installCli, packCli} from '../../scripts/image/app-layer.js'
 import {imageCacheDir} from '../../scripts/image/cache.js'
 import {fetchNodeRuntime, imageNodeVersion, readNodeRuntime} from '../../scripts/image/node-runtime.js'
 import {platforms} from '../../scripts/image/platforms.js'
 import {missingPrerequisite} from '../support/prerequisites.js'
-import {runToEnd} from '../support/run-to-end.js'
 
 const repo = new URL('../..', import.meta.url).pathname
 const log = (line: string): void => {

@@ -10,10 +10,11 @@ import {ContainerdClient, type RuntimeEvent} from '../../src/lib/runtime/contain
 import {allowDevice, denyDevice, deviceControlOf, readDeviceRules} from '../../src/lib/runtime/device-cgroup.js'
 import {createDeviceNode, removeDeviceNode} from '../../src/lib/sys/device-nodes.js'
 import {PathInsideError} from '../../src/lib/sys/path-inside.js'
-import {addLoopDevice, canUseLoopControl, removeLoopDevice} from '../support/loop-devices.js'
+import {addLoopDevice, canUseLoopControl, removeLoopDevice} from '../../harness/devices/loop-devices.js'
+import {deletePods, runPod, type NodeEnv} from '../../harness/node/pods.js'
+import {waitFor} from '../../harness/process/wait.js'
 import {missingPrerequisite} from '../support/prerequisites.js'
-import {deletePods, runPod, testNode, type NodeEnv} from '../support/test-node.js'
-import {waitFor} from '../support/wait.js'
+import {testNode} from '../support/test-node.js'
 
 const run = promisify(execFile)
 

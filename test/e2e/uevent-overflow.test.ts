@@ -4,9 +4,9 @@ import {writeFileSync} from 'node:fs'
 import {DeviceWatcher, type DeviceEvent} from '../../src/lib/devices/device-watcher.js'
 import {SysfsScanner} from '../../src/lib/devices/sysfs-scanner.js'
 import {NetlinkUeventSocket} from '../../src/lib/sys/netlink-uevents.js'
-import {addLoopDevice, canUseLoopControl, removeLoopDevice} from '../support/loop-devices.js'
+import {addLoopDevice, canUseLoopControl, removeLoopDevice} from '../../harness/devices/loop-devices.js'
+import {waitFor} from '../../harness/process/wait.js'
 import {missingPrerequisite} from '../support/prerequisites.js'
-import {waitFor} from '../support/wait.js'
 
 /** Real uevents faster than a tiny socket buffer can hold, while the event loop cannot drain it. */
 function flood(count: number): void {

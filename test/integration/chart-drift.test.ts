@@ -3,9 +3,9 @@ import {join} from 'node:path'
 
 import {expect} from 'chai'
 
-import {repoRoot} from '../controlplane/paths.js'
+import type {Manifest} from '../../harness/controlplane/manifests.js'
+import {repoRoot} from '../../harness/controlplane/paths.js'
 import {chartTools, kustomize, renderChart, type Tools} from '../support/chart.js'
-import type {Manifest} from '../support/manifests.js'
 
 // The kustomize trees of deploy/ and charts/nfdctl describe the same workloads: each tree is rendered with
 // `kubectl kustomize` and the chart with values that enable the same components, and every object of both is

@@ -6,11 +6,11 @@ import {fileURLToPath} from 'node:url'
 import {expect} from 'chai'
 import {parse} from 'yaml'
 
-import type {ControlPlane} from '../controlplane/control-plane.js'
+import type {ControlPlane} from '../../harness/controlplane/control-plane.js'
+import type {Manifest} from '../../harness/controlplane/manifests.js'
+import {runToEnd} from '../../harness/process/run-to-end.js'
 import {chartDir, chartTools, deployDir, helm, prometheusOperatorCrds, type RenderOptions, renderChart, templateArgs, type Tools} from '../support/chart.js'
-import {runToEnd} from '../support/run-to-end.js'
 import {startControlPlane} from '../support/cluster.js'
-import type {Manifest} from '../support/manifests.js'
 import {missingPrerequisite} from '../support/prerequisites.js'
 
 // charts/nfdctl as an operator installs it: helm lint, helm template with the default values and with a

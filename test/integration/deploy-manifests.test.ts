@@ -2,9 +2,9 @@ import {expect} from 'chai'
 import {join} from 'node:path'
 
 import type {KubeClient} from '../../src/lib/kube/kube-client.js'
-import {adminClient} from '../support/cluster.js'
+import {type Manifest, placeManifest} from '../../harness/controlplane/manifests.js'
 import {chartTools, deployDir, kustomize, type Tools} from '../support/chart.js'
-import {type Manifest, placeManifest} from '../support/manifests.js'
+import {adminClient} from '../support/cluster.js'
 import {upsert} from '../support/rbac.js'
 
 describe('deploy/ manifests against a real kube-apiserver (server-side dry run, strict field validation)', function () {

@@ -8,10 +8,10 @@ import {sliceDeviceOf, type SliceDevice} from '../../src/lib/dra/resource-slices
 import {SlicePublisher} from '../../src/lib/dra/slice-publisher.js'
 import type {KubeClient} from '../../src/lib/kube/kube-client.js'
 import {noopLogger} from '../../src/lib/observe/logger.js'
+import {loopDevice} from '../../harness/devices/loop-device.js'
+import {waitFor} from '../../harness/process/wait.js'
 import {adminClient} from '../support/cluster.js'
 import {deviceClassManifest} from '../support/device-class.js'
-import {loopDevice} from '../support/loop-device.js'
-import {waitFor} from '../support/wait.js'
 
 interface Slice {
   metadata: {name: string; uid: string}

@@ -1,11 +1,11 @@
 import {expect} from 'chai'
 
-import type {ControlPlane} from '../controlplane/control-plane.js'
-import type {KubeClient} from '../../src/lib/kube/kube-client.js'
 import type {SweepReport} from '../../src/lib/gc/sweep-report.js'
+import type {KubeClient} from '../../src/lib/kube/kube-client.js'
+import type {ControlPlane} from '../../harness/controlplane/control-plane.js'
+import {createNodeFeature, createTopology, ensureNamespace, exists, inParallel, nodeFeaturePath, resetCluster, topologyPath, seedNodesWithObjects} from '../../harness/controlplane/seed.js'
 import {adminClient} from '../support/cluster.js'
 import {nfdctl} from '../support/run-cli.js'
-import {createNodeFeature, createTopology, ensureNamespace, exists, inParallel, nodeFeaturePath, resetCluster, topologyPath, seedNodesWithObjects} from '../support/seed.js'
 
 describe('gc once against a real kube-apiserver', function () {
   let plane: ControlPlane

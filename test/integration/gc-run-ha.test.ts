@@ -6,13 +6,13 @@ import {parseAllDocuments} from 'yaml'
 import {isStatus, KubeApiError} from '../../src/lib/kube/api-error.js'
 import {openCluster} from '../../src/lib/kube/connect.js'
 import type {KubeClient} from '../../src/lib/kube/kube-client.js'
-import type {ControlPlane} from '../controlplane/control-plane.js'
+import type {ControlPlane} from '../../harness/controlplane/control-plane.js'
+import {createNodeFeature, createTopology, ensureNamespace, exists, nodeFeaturePath, resetCluster, seedNodesWithObjects, topologyPath, waitUntilGone} from '../../harness/controlplane/seed.js'
+import {waitFor} from '../../harness/process/wait.js'
 import {adminClient, startControlPlane} from '../support/cluster.js'
 import {GcProcess} from '../support/gc-process.js'
 import {upsert} from '../support/rbac.js'
 import {rejection} from '../support/thrown.js'
-import {createNodeFeature, createTopology, ensureNamespace, exists, nodeFeaturePath, resetCluster, seedNodesWithObjects, topologyPath, waitUntilGone} from '../support/seed.js'
-import {waitFor} from '../support/wait.js'
 
 const leaseFlags = ['--leader-elect', '--leader-elect-namespace', 'gc-ha', '--leader-elect-lease-duration', '3s', '--leader-elect-renew-deadline', '2s', '--leader-elect-retry-period', '250ms']
 

@@ -1,14 +1,26 @@
 import {expect} from 'chai'
 
 import type {KubeClient} from '../../src/lib/kube/kube-client.js'
-import type {ControlPlane} from '../controlplane/control-plane.js'
-import {CliProcess} from '../support/cli-process.js'
+import type {ControlPlane} from '../../harness/controlplane/control-plane.js'
+import {
+  createNode,
+  createNodeFeature,
+  createTopology,
+  ensureNamespace,
+  exists,
+  inParallel,
+  nodeFeaturePath,
+  resetCluster,
+  seedNodesWithObjects,
+  topologyPath,
+  waitUntilGone,
+} from '../../harness/controlplane/seed.js'
+import {CliProcess} from '../../harness/process/cli-process.js'
+import {freePort} from '../../harness/process/free-port.js'
+import {waitFor} from '../../harness/process/wait.js'
 import {adminClient} from '../support/cluster.js'
-import {freePort} from '../support/free-port.js'
 import {GcProcess, type LogLine} from '../support/gc-process.js'
-import {createNode, createNodeFeature, createTopology, ensureNamespace, exists, inParallel, nodeFeaturePath, resetCluster, seedNodesWithObjects, topologyPath, waitUntilGone} from '../support/seed.js'
 import {tcpReachable} from '../support/tcp-reachable.js'
-import {waitFor} from '../support/wait.js'
 
 describe('gc run against a real kube-apiserver', function () {
   this.timeout(60_000)

@@ -1,13 +1,13 @@
 import {expect} from 'chai'
 
-import type {ControlPlane} from '../controlplane/control-plane.js'
-import type {KubeClient} from '../../src/lib/kube/kube-client.js'
 import type {SweepReport} from '../../src/lib/gc/sweep-report.js'
+import type {KubeClient} from '../../src/lib/kube/kube-client.js'
+import type {ControlPlane} from '../../harness/controlplane/control-plane.js'
+import {createNodeFeature, ensureNamespace, resetCluster, seedNodesWithObjects} from '../../harness/controlplane/seed.js'
 import {adminClient} from '../support/cluster.js'
 import {kubeconfigWith} from '../support/kubeconfig.js'
 import {bindClusterRole, upsert} from '../support/rbac.js'
 import {nfdctl} from '../support/run-cli.js'
-import {createNodeFeature, ensureNamespace, resetCluster, seedNodesWithObjects} from '../support/seed.js'
 
 // The client certificate belongs to "impersonator", who may only impersonate. What `gc once` needs is granted to
 // the group "gc-readers" alone, so the sweep works only when the kubeconfig's as-groups reach the API server.

@@ -2,14 +2,14 @@ import {expect} from 'chai'
 import {createServer as createHttpServer, type Server} from 'node:http'
 import {connect, createServer as createTcpServer, type AddressInfo, type Socket} from 'node:net'
 
-import type {ControlPlane} from '../controlplane/control-plane.js'
-import type {KubeClient} from '../../src/lib/kube/kube-client.js'
 import type {SweepReport} from '../../src/lib/gc/sweep-report.js'
 import {openCluster} from '../../src/lib/kube/connect.js'
+import type {KubeClient} from '../../src/lib/kube/kube-client.js'
+import type {ControlPlane} from '../../harness/controlplane/control-plane.js'
+import {createNodeFeature, ensureNamespace, resetCluster, seedNodesWithObjects} from '../../harness/controlplane/seed.js'
 import {adminClient} from '../support/cluster.js'
 import {kubeconfigWith} from '../support/kubeconfig.js'
 import {nfdctl} from '../support/run-cli.js'
-import {createNodeFeature, ensureNamespace, resetCluster, seedNodesWithObjects} from '../support/seed.js'
 import {rejection} from '../support/thrown.js'
 
 /** Every host a proxy is asked for is the API server on 127.0.0.1 (so "kube.test" needs no DNS). */

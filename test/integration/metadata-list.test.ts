@@ -1,11 +1,11 @@
 import {expect} from 'chai'
 
+import {gcKinds} from '../../src/lib/gc/kinds.js'
 import type {KubeClient} from '../../src/lib/kube/kube-client.js'
 import {listMetadata, listObjects, metadataListAccept, protobufMetadataListAccept, toMeta, type ObjectCodec} from '../../src/lib/kube/metadata-list.js'
 import {nodesResource, type ObjectMeta} from '../../src/lib/kube/resource.js'
-import {gcKinds} from '../../src/lib/gc/kinds.js'
+import {createNode, createNodeFeature, createTopology, ensureNamespace, nodeFeaturePath} from '../../harness/controlplane/seed.js'
 import {adminClient} from '../support/cluster.js'
-import {createNode, createNodeFeature, createTopology, ensureNamespace, nodeFeaturePath} from '../support/seed.js'
 
 /** The same metadata read as JSON: what nfdctl read before it asked for protobuf. */
 const jsonMetadataCodec: ObjectCodec<ObjectMeta> = {

@@ -5,14 +5,14 @@ import {fileURLToPath} from 'node:url'
 
 import {parseAllDocuments} from 'yaml'
 
-import {ensureBinaries} from '../controlplane/paths.js'
-import type {Manifest} from './manifests.js'
+import type {Manifest} from '../../harness/controlplane/manifests.js'
+import {ensureBinaries} from '../../harness/controlplane/paths.js'
+import {type RunResult, runToEnd} from '../../harness/process/run-to-end.js'
 import {missingPrerequisite} from './prerequisites.js'
 import {stopAtRunEnd} from './run-end.js'
-import {type RunResult, runToEnd} from './run-to-end.js'
 
 // Helm and kubectl for the chart tests (charts/nfdctl), both built from the Go module proxy by
-// test/controlplane/build.sh, and prometheus-operator's ServiceMonitor and PodMonitor CRDs from the same proxy.
+// harness/controlplane/build.sh, and prometheus-operator's ServiceMonitor and PodMonitor CRDs from the same proxy.
 
 export const chartDir = fileURLToPath(new URL('../../charts/nfdctl', import.meta.url))
 export const deployDir = fileURLToPath(new URL('../../deploy', import.meta.url))

@@ -3,8 +3,8 @@ import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 
 import type {KubeClient} from '../../src/lib/kube/kube-client.js'
-import {ControlPlane, type ControlPlaneOptions} from '../controlplane/control-plane.js'
-import {ensureBinaries} from '../controlplane/paths.js'
+import {ControlPlane, type ControlPlaneOptions} from '../../harness/controlplane/control-plane.js'
+import {ensureBinaries} from '../../harness/controlplane/paths.js'
 import {missingPrerequisite} from './prerequisites.js'
 import {stopAtRunEnd} from './run-end.js'
 

@@ -1,5 +1,5 @@
-import {CliProcess, type ChildEnd} from './cli-process.js'
-import {freePort} from './free-port.js'
+import {CliProcess, type ChildEnd} from '../../harness/process/cli-process.js'
+import {freePort} from '../../harness/process/free-port.js'
 
 export interface LogLine {
   level: string

@@ -4,6 +4,7 @@ import {tmpdir} from 'node:os'
 import {basename, join} from 'node:path'
 import {promisify} from 'node:util'
 
+import type {NodeImage} from '../../harness/node/workloads.js'
 import {type BuiltImage, buildImage} from '../../scripts/image/build.js'
 import {missingPrerequisite} from './prerequisites.js'
 import {stopAtRunEnd} from './run-end.js'
@@ -38,16 +39,6 @@ export async function builtImage(context: Mocha.Context): Promise<BuiltImage> {
 stopAtRunEnd(async () => {
   if (outDir !== undefined) await rm(outDir, {force: true, recursive: true})
 })
-
-/** What the node tests run: the built image's archive, and the name they give it on the node. */
-export interface NodeImage {
-  readonly archive: string
-  /** The name the archive carries (ghcr.io/nfdctl/nfdctl:<version>). */
-  readonly ref: string
-  /** The name and tag the test's overlays give instead, as an operator's registry would. */
-  readonly name: string
-  readonly tag: string
-}
 
 /**
  * NFDCTL_TEST_IMAGE=<archive> reuses an archive `npm run image` built (while iterating on a test; CI never

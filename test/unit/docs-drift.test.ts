@@ -71,6 +71,17 @@ describe('docs name what the repository holds', function () {
     expect(staleLibNames(doc, ['backoff.ts', 'gc/sweep.ts'])).to.deep.equal(['dra-metrics.ts'])
   })
 
+  it("docs/architecture.md's layout names every folder and file directly under harness/", async function () {
+    const doc = await read('docs/architecture.md')
+    const layout = doc.slice(doc.indexOf('```'), doc.indexOf('```', doc.indexOf('```') + 3))
+    const entries = await readdir(repo('harness'), {withFileTypes: true})
+    const named = entries.map((entry) => (entry.isDirectory() ? `${entry.name}/` : entry.name))
+    expect(
+      named.filter((name) => !names(layout, name)),
+      'name it in the harness/ line of the layout',
+    ).to.deep.equal([])
+  })
+
   it("CONTRIBUTING.md's benchmark table has a row for every bench:* script in package.json", async function () {
     const scripts = Object.keys((JSON.parse(await read('package.json')) as {scripts: Record<string, string>}).scripts)
     const contributing = await read('CONTRIBUTING.md')

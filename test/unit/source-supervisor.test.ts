@@ -5,7 +5,7 @@ import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 
 import {SourceFailedError, SourceSupervisor} from '../../src/lib/source-supervisor.js'
-import {waitFor} from '../support/wait.js'
+import {waitFor} from '../../harness/process/wait.js'
 
 /** A real source: a connection to a unix socket, which fails while nothing listens there. */
 const connectTo = (path: string) => (): Promise<void> =>

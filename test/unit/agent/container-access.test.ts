@@ -2,8 +2,8 @@ import {expect} from 'chai'
 
 import {containerRequests, criLabels, diffAccess, requestOfContainer, wantedAccess, type ContainerRequest, type DeviceAccess, type RequestedVia} from '../../../src/lib/agent/container-access.js'
 import {stableDeviceId} from '../../../src/lib/devices/device-identity.js'
+import {loopDevice as loop} from '../../../harness/devices/loop-device.js'
 import {deviceClass} from '../../support/device-class.js'
-import {loopDevice as loop} from '../../support/loop-device.js'
 
 describe('containerRequests', function () {
   it('reads limits devices.nfdctl.io/<class> and the annotation devices.nfdctl.io/<container>, per container', function () {

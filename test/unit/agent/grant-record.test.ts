@@ -5,7 +5,7 @@ import {join} from 'node:path'
 
 import type {DeviceAccess} from '../../../src/lib/agent/container-access.js'
 import {decodeGrants, deviceOfGrant, encodeGrants, GrantRecord, grantsAfter, grantsBefore, type RecordedGrant} from '../../../src/lib/agent/grant-record.js'
-import {loopDevice} from '../../support/loop-device.js'
+import {loopDevice} from '../../../harness/devices/loop-device.js'
 
 const grant = (text: string): RecordedGrant => {
   const [type, numbers, access, devNode] = text.split(' ')

@@ -3,12 +3,12 @@ import {expect} from 'chai'
 import type {HeldAccess} from '../../../src/lib/agent/access-applier.js'
 import {criLabels, type ContainerRequest} from '../../../src/lib/agent/container-access.js'
 import {containersToReconcile, planContainer, programAfter} from '../../../src/lib/agent/reconcile-plan.js'
-import type {Device} from '../../../src/lib/devices/types.js'
 import {stableDeviceId} from '../../../src/lib/devices/device-identity.js'
+import type {Device} from '../../../src/lib/devices/types.js'
 import type {RuntimeContainer} from '../../../src/lib/runtime/containerd-client.js'
 import type {EmulatedRules} from '../../../src/lib/runtime/device-program.js'
+import {loopDevice as loop} from '../../../harness/devices/loop-device.js'
 import {deviceClass} from '../../support/device-class.js'
-import {loopDevice as loop} from '../../support/loop-device.js'
 
 const loopClass = deviceClass('loop')
 

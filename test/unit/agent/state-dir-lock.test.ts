@@ -5,7 +5,7 @@ import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 
 import {lockFileName, lockStateDir, StateDirLockedError} from '../../../src/lib/agent/state-dir-lock.js'
-import {waitFor} from '../../support/wait.js'
+import {waitFor} from '../../../harness/process/wait.js'
 
 /** Another process holding the lock file with flock(2): util-linux's flock(1) (its command, in its process group, does not hold it). */
 async function holdLock(path: string): Promise<{pid: number; kill: () => Promise<void>}> {

@@ -1,8 +1,8 @@
 import {expect} from 'chai'
 
 import {classReports} from '../../../src/lib/agent/status-reporter.js'
+import {loopDevice} from '../../../harness/devices/loop-device.js'
 import {deviceClass} from '../../support/device-class.js'
-import {loopDevice} from '../../support/loop-device.js'
 
 const loop3 = loopDevice(3)
 const loopClass = {...deviceClass('loop'), metadata: {generation: 4, name: 'loop'}}

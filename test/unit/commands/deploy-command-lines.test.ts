@@ -11,7 +11,7 @@ import GcOnce from '../../../src/commands/gc/once.js'
 import GcRun from '../../../src/commands/gc/run.js'
 import PluginsServe from '../../../src/commands/plugins/serve.js'
 import {observeOptionsFrom, type ObserveOptions, type RawObserveFlags} from '../../../src/lib/observe/observe-options.js'
-import {type Manifest, readManifests} from '../../support/manifests.js'
+import {type Manifest, readManifests} from '../../../harness/controlplane/manifests.js'
 
 const deployDir = fileURLToPath(new URL('../../../deploy/', import.meta.url))
 const commands: Record<string, Command.Class> = {'devices agent': DevicesAgent, 'gc once': GcOnce, 'gc run': GcRun, 'plugins serve': PluginsServe}

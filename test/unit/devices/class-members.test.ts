@@ -2,8 +2,8 @@ import {expect} from 'chai'
 
 import {ClassMembers} from '../../../src/lib/devices/class-members.js'
 import type {DeviceClass} from '../../../src/lib/devices/types.js'
+import {loopDevice as loop} from '../../../harness/devices/loop-device.js'
 import {deviceClass} from '../../support/device-class.js'
-import {loopDevice as loop} from '../../support/loop-device.js'
 
 const classOf = (name: string, devName: string): DeviceClass => deviceClass(name, {match: [{devName, subsystem: 'block'}]})
 const noAttributes = (): undefined => undefined

@@ -2,7 +2,7 @@ import {expect} from 'chai'
 
 import {deviceIdentity, stableDeviceId} from '../../../src/lib/devices/device-identity.js'
 import type {Device} from '../../../src/lib/devices/types.js'
-import {loopDevice as loop} from '../../support/loop-device.js'
+import {loopDevice as loop} from '../../../harness/devices/loop-device.js'
 
 /** A USB serial adapter at a port: udev's properties as it records them (ID_SERIAL_SHORT only with a serial number). */
 function adapter(devName: string, minor: number, port: string, serialNumber?: string, iface = '00'): Device {

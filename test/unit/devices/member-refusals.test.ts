@@ -2,8 +2,8 @@ import {expect} from 'chai'
 
 import {servedMembers} from '../../../src/lib/devices/member-refusals.js'
 import type {Device, DeviceClass, DeviceClassSpec} from '../../../src/lib/devices/types.js'
+import {loopDevice as loop} from '../../../harness/devices/loop-device.js'
 import {deviceClass} from '../../support/device-class.js'
-import {loopDevice as loop} from '../../support/loop-device.js'
 
 const matched = (entries: Array<[string, Device[]]>): Map<string, Map<string, Device>> => new Map(entries.map(([name, devices]) => [name, new Map(devices.map((d) => [d.id, d]))]))
 const ids = (devices: readonly Device[] | undefined): string[] => (devices ?? []).map((d) => d.id)

@@ -4,7 +4,7 @@ import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 
 import {decodeOwned, deviceOfNumber, encodeOwned, OwnedDevices} from '../../../src/lib/devices/owned-devices.js'
-import {loopDevice as loop} from '../../support/loop-device.js'
+import {loopDevice as loop} from '../../../harness/devices/loop-device.js'
 
 describe("OwnedDevices: every number that was a class device's on this node", function () {
   let dir: string

@@ -3,12 +3,12 @@ import {mkdtemp, readdir, readFile, rm} from 'node:fs/promises'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 
+import {stableDeviceId} from '../../../src/lib/devices/device-identity.js'
 import type {Device} from '../../../src/lib/devices/types.js'
 import {claimCdiFile, claimCdiId, claimCdiKind, claimCdiSpec, claimMarkerPath, parseClaimMarker, removeClaimCdi, writeClaimCdi} from '../../../src/lib/dra/claim-cdi.js'
 import type {PreparedDevice} from '../../../src/lib/dra/prepared-claims.js'
 import {draDeviceName} from '../../../src/lib/dra/resource-slices.js'
-import {stableDeviceId} from '../../../src/lib/devices/device-identity.js'
-import {loopDevice as loop} from '../../support/loop-device.js'
+import {loopDevice as loop} from '../../../harness/devices/loop-device.js'
 import {cdiValidator} from '../../support/cdi-schema.js'
 
 const tty: Device = {

@@ -1,13 +1,13 @@
 import {expect} from 'chai'
 
+import {stableDeviceId} from '../../../src/lib/devices/device-identity.js'
 import type {Device, DeviceClass} from '../../../src/lib/devices/types.js'
 import {claimCdiId} from '../../../src/lib/dra/claim-cdi.js'
 import {prepareClaim, type ClaimPreparation, type ResourceClaimObject} from '../../../src/lib/dra/claim-preparation.js'
 import type {PreparedClaim} from '../../../src/lib/dra/prepared-claims.js'
 import {draDeviceName} from '../../../src/lib/dra/resource-slices.js'
-import {stableDeviceId} from '../../../src/lib/devices/device-identity.js'
+import {loopDevice as loop} from '../../../harness/devices/loop-device.js'
 import {deviceClass} from '../../support/device-class.js'
-import {loopDevice as loop} from '../../support/loop-device.js'
 
 const node = 'worker-1'
 const driver = 'devices.nfdctl.io'

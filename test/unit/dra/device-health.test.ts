@@ -4,7 +4,7 @@ import {stableDeviceId} from '../../../src/lib/devices/device-identity.js'
 import type {Device} from '../../../src/lib/devices/types.js'
 import {claimDeviceStatuses, claimedOutsideClass, devicesHealth, type DeviceCondition} from '../../../src/lib/dra/device-health.js'
 import type {PreparedClaim, PreparedDevice} from '../../../src/lib/dra/prepared-claims.js'
-import {loopDevice as loop} from '../../support/loop-device.js'
+import {loopDevice as loop} from '../../../harness/devices/loop-device.js'
 
 const device = (name: string, stableId = `${name}-id`): PreparedDevice => ({
   access: 'rw',

@@ -1,12 +1,12 @@
 import {expect} from 'chai'
 import {createHash} from 'node:crypto'
 
+import {stableDeviceId} from '../../../src/lib/devices/device-identity.js'
 import {dnsSubdomainPattern} from '../../../src/lib/devices/label-selector.js'
 import type {Device} from '../../../src/lib/devices/types.js'
 import {classAttribute, draDeviceName, draDriver, nodeDevicesOf, nodeSlicesOf, sameDevices, sliceDeviceOf, sliceName, type SliceDevice} from '../../../src/lib/dra/resource-slices.js'
-import {stableDeviceId} from '../../../src/lib/devices/device-identity.js'
+import {loopDevice as loop} from '../../../harness/devices/loop-device.js'
 import {deviceClass} from '../../support/device-class.js'
-import {loopDevice as loop} from '../../support/loop-device.js'
 
 const dnsLabel = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/
 const cIdentifier = /^[A-Za-z_][A-Za-z0-9_]*$/

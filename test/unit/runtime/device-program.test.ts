@@ -13,8 +13,8 @@ import {
   type DeviceProgramRule,
   type EmulatedRules,
 } from '../../../src/lib/runtime/device-program.js'
-import {runDeviceProgram} from '../../support/bpf-interpreter.js'
-import {ruleOf, runcDeviceRules} from '../../support/device-programs.js'
+import {runDeviceProgram} from '../../../harness/devices/bpf-interpreter.js'
+import {ruleOf, runcDeviceRules} from '../../../harness/devices/device-programs.js'
 
 const rule = ruleOf
 const rules = (...texts: string[]): DeviceProgramRule[] => texts.map(rule)

@@ -1,10 +1,10 @@
 import {expect} from 'chai'
 
-import {CliProcess} from '../../support/cli-process.js'
+import {CliProcess} from '../../../harness/process/cli-process.js'
+import {waitFor} from '../../../harness/process/wait.js'
 import {GcProcess} from '../../support/gc-process.js'
 import {startedEarly} from '../../support/started-early.js'
 import {rejection} from '../../support/thrown.js'
-import {waitFor} from '../../support/wait.js'
 
 /** A node one-liner in place of the CLI (`node -e <script>`). */
 function child(script: string): CliProcess {

@@ -1,7 +1,7 @@
 // Runs a command inside a fresh network namespace (tests, benchmarks, node:up): kubelet, containerd, the
 // control plane and the test process itself then reach only that namespace's loopback and node address.
 //
-//   tsx test/node/in-namespace.ts <command> [args...]
+//   tsx harness/node/in-namespace.ts <command> [args...]
 //
 // `nsenter --net`, not `ip netns exec`: the latter also remounts /sys, and kubelet and runc then see no cgroups.
 // Without root (a developer's laptop) the command runs as it is, and the node tests report why they cannot run.
@@ -11,7 +11,7 @@ import {createNetns, deleteNetns, netnsPath, netnsVariable} from './netns.js'
 
 const [command, ...args] = process.argv.slice(2)
 if (command === undefined) {
-  process.stderr.write('usage: tsx test/node/in-namespace.ts <command> [args...]\n')
+  process.stderr.write('usage: tsx harness/node/in-namespace.ts <command> [args...]\n')
   process.exit(2)
 }
 

@@ -7,8 +7,8 @@ import {delimiter, join} from 'node:path'
 import {promisify} from 'node:util'
 
 import {containerdBinary} from '../controlplane/paths.js'
-import {launchDaemon, terminate} from '../support/daemon.js'
-import {waitFor} from '../support/wait.js'
+import {launchDaemon, terminate} from '../process/daemon.js'
+import {waitFor} from '../process/wait.js'
 import {busyboxImage} from './images.js'
 
 const run = promisify(execFile)
@@ -16,7 +16,7 @@ const run = promisify(execFile)
 export interface ContainerdOptions {
   /** Config, root, state, sockets, CNI files and logs all live below it. */
   readonly dir: string
-  /** Holds containerd/{containerd,ctr,containerd-shim-runc-v2} (test/controlplane/build.sh containerd). */
+  /** Holds containerd/{containerd,ctr,containerd-shim-runc-v2} (harness/controlplane/build.sh containerd). */
   readonly binDir: string
   /** Where the CRI plugin reads CDI specs; nothing else is read. */
   readonly cdiDir: string

@@ -2,7 +2,7 @@ import {mkdir, readFile, writeFile} from 'node:fs/promises'
 import {join} from 'node:path'
 
 import type {KubeClient} from '../../src/lib/kube/kube-client.js'
-import {terminate} from '../support/daemon.js'
+import {terminate} from '../process/daemon.js'
 import {Containerd, type ContainerdProcess, shimSocketDirOf, stopContainerd} from './containerd.js'
 import {HostChanges, kubeletPluginDir} from './host-changes.js'
 import {buildBusyboxImage} from './images.js'
@@ -13,7 +13,7 @@ import {routeKubernetesService} from './service-proxy.js'
 export interface TestNodeOptions {
   /** Everything of the node lives below it (kubelet root, containerd root and state, logs). */
   readonly dir: string
-  /** Directory holding kubelet and containerd/ (test/controlplane/build.sh kubelet containerd). */
+  /** Directory holding kubelet and containerd/ (harness/controlplane/build.sh kubelet containerd). */
   readonly binDir: string
   /** kubelet's kubeconfig (the admin one of the test control plane). */
   readonly kubeconfig: string

@@ -1,10 +1,10 @@
 import pLimit from 'p-limit'
 
+import {nodeNameLabel} from '../../src/lib/gc/kinds.js'
 import {isStatus} from '../../src/lib/kube/api-error.js'
 import type {KubeClient} from '../../src/lib/kube/kube-client.js'
 import {listMetadata} from '../../src/lib/kube/metadata-list.js'
-import {nodeNameLabel} from '../../src/lib/gc/kinds.js'
-import {waitFor} from './wait.js'
+import {waitFor} from '../process/wait.js'
 
 export interface Created {
   readonly name: string

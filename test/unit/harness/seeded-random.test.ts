@@ -1,6 +1,6 @@
 import {expect} from 'chai'
 
-import {SeededRandom, seedFrom} from '../../support/seeded-random.js'
+import {SeededRandom, seedFrom} from '../../../harness/seeded-random.js'
 
 describe('SeededRandom: one seed, one sequence of choices', function () {
   it('repeats the same sequence for the same seed and another for another seed', function () {

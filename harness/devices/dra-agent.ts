@@ -1,8 +1,8 @@
 import {writeFile} from 'node:fs/promises'
 import {join} from 'node:path'
 
-import {draDeviceName} from '../../src/lib/dra/resource-slices.js'
 import {stableDeviceId} from '../../src/lib/devices/device-identity.js'
+import {draDeviceName} from '../../src/lib/dra/resource-slices.js'
 import type {TestNode} from '../node/node.js'
 import {loopDevice} from './loop-device.js'
 

@@ -3,8 +3,8 @@ import {mkdir, writeFile} from 'node:fs/promises'
 import {join} from 'node:path'
 
 import type {KubeClient} from '../../src/lib/kube/kube-client.js'
-import {launchDaemon, terminate} from '../support/daemon.js'
-import {waitFor} from '../support/wait.js'
+import {launchDaemon, terminate} from '../process/daemon.js'
+import {waitFor} from '../process/wait.js'
 
 export interface KubeletOptions {
   readonly binary: string

@@ -6,14 +6,14 @@ import {draDeviceName} from '../../src/lib/dra/resource-slices.js'
 import {ContainerdClient, type RuntimeContainer} from '../../src/lib/runtime/containerd-client.js'
 import {hasDevicePrograms} from '../../src/lib/runtime/device-bpf.js'
 import {deviceControlOf} from '../../src/lib/runtime/device-cgroup.js'
-import {CliProcess} from './cli-process.js'
+import {allocatable, createNamespace, deletePods, waitForPod, type NodeEnv} from '../node/pods.js'
+import {CliProcess} from '../process/cli-process.js'
+import {waitFor} from '../process/wait.js'
+import type {SeededRandom} from '../seeded-random.js'
 import {checkDeviceInvariant, type DeviceNumber, type Finding, type InvariantReport, type PresentDevice} from './device-invariant.js'
 import {attachRuntimeProgram, runcDeviceRules} from './device-programs.js'
 import {claimPodManifest, claimTemplateManifest, draAgentArgs, SerialDisks} from './dra-agent.js'
 import {BackedLoops} from './loop-devices.js'
-import type {SeededRandom} from './seeded-random.js'
-import {allocatable, createNamespace, deletePods, waitForPod, type NodeEnv} from './test-node.js'
-import {waitFor} from './wait.js'
 
 // A storm of plugs, unplugs, re-plugs and pod starts on the real node while `devices agent --dra` is
 // SIGKILLed at random moments and started again; after every restart the device invariant is polled until it

@@ -7,16 +7,25 @@ import {promisify} from 'node:util'
 import {stringify} from 'yaml'
 
 import {ContainerdClient} from '../../src/lib/runtime/containerd-client.js'
+import type {Manifest} from '../controlplane/manifests.js'
 import {ensureBinaries, repoRoot} from '../controlplane/paths.js'
-import type {Manifest} from './manifests.js'
-import type {NodeImage} from './nfdctl-image.js'
-import type {NodeEnv} from './test-node.js'
-import {waitFor} from './wait.js'
+import {waitFor} from '../process/wait.js'
+import type {NodeEnv} from './pods.js'
 
 const run = promisify(execFile)
 
 /** The image name every shipped manifest and the chart's default values give. */
 export const shippedImage = 'ghcr.io/nfdctl/nfdctl'
+
+/** What the node tests run: the built image's archive, and the name they give it on the node. */
+export interface NodeImage {
+  readonly archive: string
+  /** The name the archive carries (ghcr.io/nfdctl/nfdctl:<version>). */
+  readonly ref: string
+  /** The name and tag the test's overlays give instead, as an operator's registry would. */
+  readonly name: string
+  readonly tag: string
+}
 
 let kubectlBinary: Promise<string> | undefined
 

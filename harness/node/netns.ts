@@ -38,7 +38,7 @@ export async function deleteNetns(name: string): Promise<void> {
  */
 export async function outsideTestNetns(): Promise<string | undefined> {
   const name = process.env[netnsVariable]
-  if (!name) return 'not inside a test network namespace: run through test/node/in-namespace.ts (npm test, npm run node:up)'
+  if (!name) return 'not inside a test network namespace: run through harness/node/in-namespace.ts (npm test, npm run node:up)'
   const [mine, theirs] = await Promise.all([stat('/proc/self/ns/net').catch(() => undefined), stat(netnsPath(name)).catch(() => undefined)])
   if (mine === undefined || theirs === undefined || mine.ino !== theirs.ino) return `${netnsVariable}=${name} is set, but this process is not in that network namespace`
   return undefined

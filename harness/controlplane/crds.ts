@@ -4,7 +4,7 @@ import {parseAllDocuments} from 'yaml'
 
 import {isStatus} from '../../src/lib/kube/api-error.js'
 import type {KubeClient} from '../../src/lib/kube/kube-client.js'
-import {waitFor} from '../support/wait.js'
+import {waitFor} from '../process/wait.js'
 
 const crdPath = '/apis/apiextensions.k8s.io/v1/customresourcedefinitions'
 

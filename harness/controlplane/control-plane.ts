@@ -6,9 +6,9 @@ import {setTimeout as sleep} from 'node:timers/promises'
 import {openCluster} from '../../src/lib/kube/connect.js'
 import type {KubeClient} from '../../src/lib/kube/kube-client.js'
 import {outsideTestNetns} from '../node/netns.js'
-import {launchDaemon, terminate} from '../support/daemon.js'
-import {freePort} from '../support/free-port.js'
-import {waitFor} from '../support/wait.js'
+import {launchDaemon, terminate} from '../process/daemon.js'
+import {freePort} from '../process/free-port.js'
+import {waitFor} from '../process/wait.js'
 import {createCertificates, mintClientCertificate} from './certs.js'
 import {applyCrds, readCrds} from './crds.js'
 import {crdDir} from './paths.js'
@@ -16,7 +16,7 @@ import {crdDir} from './paths.js'
 export interface ControlPlaneOptions {
   /** Working directory: certificates, etcd data, logs, kubeconfigs, state.json. */
   readonly dir: string
-  /** Directory holding kube-apiserver and etcd (test/controlplane/build.sh prints it). */
+  /** Directory holding kube-apiserver and etcd (harness/controlplane/build.sh prints it). */
   readonly binDir: string
   /** Leave the processes running when this process exits (npm run cluster:up). */
   readonly detached?: boolean

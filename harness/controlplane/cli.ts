@@ -23,6 +23,6 @@ if (command === 'up') {
   await rm(dir, {force: true, recursive: true})
   log(stopped ? 'control plane: stopped and removed' : 'control plane: none was running')
 } else {
-  log('usage: tsx test/controlplane/cli.ts up|down')
+  log('usage: tsx harness/controlplane/cli.ts up|down')
   process.exitCode = 2
 }

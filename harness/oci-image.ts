@@ -4,7 +4,7 @@ import {execFile} from 'node:child_process'
 import {mkdir, readFile} from 'node:fs/promises'
 import {join} from 'node:path'
 import {promisify} from 'node:util'
-import {type RunResult, runToEnd} from './run-to-end.js'
+import {type RunResult, runToEnd} from './process/run-to-end.js'
 
 const run = promisify(execFile)
 

@@ -2,7 +2,7 @@ import {execFile} from 'node:child_process'
 import {promisify} from 'node:util'
 
 import type {KubeClient} from '../../src/lib/kube/kube-client.js'
-import {waitFor} from '../support/wait.js'
+import {waitFor} from '../process/wait.js'
 
 const run = promisify(execFile)
 

@@ -19,7 +19,7 @@ const log = (line: string): void => {
 
 const command = process.argv[2]
 if (command !== 'up' && command !== 'down') {
-  log('usage: tsx test/node/cli.ts up|down')
+  log('usage: tsx harness/node/cli.ts up|down')
   process.exit(2)
 }
 if (process.getuid?.() !== 0) {
