@@ -99,7 +99,7 @@ describe('import rules (biome.jsonc): the product, the harness and the tests', f
     ]
     const refused = await refusedLines(plants)
     const wrong = plants.flatMap(({path, refused: expected}) => {
-      const got = (refused.get(path) ?? []).sort((a, b) => a - b)
+      const got = [...new Set(refused.get(path))].sort((a, b) => a - b) // a line two patterns refuse is reported twice
       return got.join() === expected.join() ? [] : [`${path}: refused lines [${got.join(', ')}], expected [${expected.join(', ')}]`]
     })
     expect(wrong, 'each folder holds the rule (an override of noRestrictedImports must repeat it)').to.deep.equal([])
