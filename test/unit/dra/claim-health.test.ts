@@ -4,9 +4,9 @@ import type {Device} from '../../../src/lib/devices/types.js'
 import {ClaimHealth} from '../../../src/lib/dra/claim-health.js'
 import type {ClaimDeviceStatus, DeviceCondition} from '../../../src/lib/dra/device-health.js'
 import type {PreparedClaim} from '../../../src/lib/dra/prepared-claims.js'
+import {loopDevice} from '../../../harness/devices/loop-device.js'
+import {waitFor} from '../../../harness/process/wait.js'
 import {draNameOf} from '../../support/dra-claims.js'
-import {loopDevice} from '../../support/loop-device.js'
-import {waitFor} from '../../support/wait.js'
 
 const deviceA = loopDevice(1, {ID_SERIAL_SHORT: 'serial-a'})
 const claim: PreparedClaim = {

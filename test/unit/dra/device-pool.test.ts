@@ -3,9 +3,9 @@ import {expect} from 'chai'
 import type {Device, DeviceClass} from '../../../src/lib/devices/types.js'
 import {DevicePool} from '../../../src/lib/dra/device-pool.js'
 import type {SliceDevice} from '../../../src/lib/dra/resource-slices.js'
+import {loopDevice} from '../../../harness/devices/loop-device.js'
 import {deviceClass} from '../../support/device-class.js'
 import {draNameOf} from '../../support/dra-claims.js'
-import {loopDevice} from '../../support/loop-device.js'
 import {recordingLogger} from '../../support/recording-logger.js'
 
 const deviceA = loopDevice(1, {ID_SERIAL_SHORT: 'serial-a'})

@@ -6,11 +6,11 @@ import {setTimeout as sleep} from 'node:timers/promises'
 
 import {SocketKeeper, type KeeperRestarts, type KeeperState, type SocketKeeperOptions} from '../../../src/lib/kubelet/socket-keeper.js'
 import {SourceFailedError, SourceSupervisor} from '../../../src/lib/source-supervisor.js'
+import {waitFor} from '../../../harness/process/wait.js'
 import {FakeKubelet} from '../../support/fake-kubelet.js'
 import {recordingLogger} from '../../support/recording-logger.js'
 import {rejection} from '../../support/thrown.js'
 import {UnixSocketServer} from '../../support/unix-socket-server.js'
-import {waitFor} from '../../support/wait.js'
 
 describe('SocketKeeper', function () {
   let dir: string
