@@ -5,11 +5,11 @@ import {criLabels, type NodePod} from '../../../src/lib/agent/container-access.j
 import {ClassMembers} from '../../../src/lib/devices/class-members.js'
 import type {ObjectMeta} from '../../../src/lib/kube/resource.js'
 import {Signal} from '../../../src/lib/signal.js'
+import {loopDevice} from '../../../harness/devices/loop-device.js'
 import {deviceClass} from '../../support/device-class.js'
 import {FakeClaimDriver, FakeDeviceWatcher, FakePlugins, FakeReport, type Calls} from '../../support/fake-agent-parts.js'
 import {FakeContainerd} from '../../support/fake-containerd.js'
 import {FakeInformer, metaKey} from '../../support/fake-informer.js'
-import {loopDevice} from '../../support/loop-device.js'
 
 const pod = (name: string, limits: Record<string, string> = {}, uid = `uid-${name}`): NodePod => ({
   metadata: {name, namespace: 'ns', uid},

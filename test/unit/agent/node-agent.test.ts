@@ -8,9 +8,9 @@ import type {Device} from '../../../src/lib/devices/types.js'
 import {noopLogger} from '../../../src/lib/observe/logger.js'
 import {Registry} from '../../../src/lib/observe/prometheus.js'
 import {Signal} from '../../../src/lib/signal.js'
+import {loopDevice} from '../../../harness/devices/loop-device.js'
 import {deviceClass} from '../../support/device-class.js'
 import {FakeClaimDriver, FakePlugins, type Calls} from '../../support/fake-agent-parts.js'
-import {loopDevice} from '../../support/loop-device.js'
 
 const view = (...names: string[]): ClassView => ({applicable: names.map((n) => deviceClass(n)), invalid: []})
 

@@ -2,19 +2,19 @@ import {expect} from 'chai'
 
 import {createAgentMetrics} from '../../../src/lib/agent/agent-metrics.js'
 import type {NodePod} from '../../../src/lib/agent/container-access.js'
+import type {BatchOutcome} from '../../../src/lib/agent/grant-health.js'
 import {GrantReadiness} from '../../../src/lib/agent/grant-readiness.js'
 import {NodeReconciler} from '../../../src/lib/agent/node-reconciler.js'
 import type {NodeClassesSeen} from '../../../src/lib/agent/status-reporter.js'
 import {ClassMembers} from '../../../src/lib/devices/class-members.js'
 import type {ClassView} from '../../../src/lib/devices/class-view.js'
-import type {BatchOutcome} from '../../../src/lib/agent/grant-health.js'
 import {noopLogger} from '../../../src/lib/observe/logger.js'
 import {Registry} from '../../../src/lib/observe/prometheus.js'
+import {loopDevice} from '../../../harness/devices/loop-device.js'
 import {deviceClass} from '../../support/device-class.js'
 import {FakeApplier, FakeClaimDriver} from '../../support/fake-agent-parts.js'
 import {FakeContainerd} from '../../support/fake-containerd.js'
 import {FakePodResources} from '../../support/fake-pod-resources.js'
-import {loopDevice} from '../../support/loop-device.js'
 
 const low = deviceClass('low', {match: [{devName: 'loop[0-4]', subsystem: 'block'}]})
 const disk = deviceClass('disk', {allocation: 'DRA', match: [{devName: 'loop[5-9]', subsystem: 'block'}]})
