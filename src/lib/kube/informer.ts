@@ -1,14 +1,17 @@
 import {AbortedError, errorMessage} from '../errors.js'
 import {noopLogger, type Logger} from '../observe/logger.js'
-import {RetryTimer} from '../retry-timer.js'
+import {RetryTimer, type RetryTimers} from '../retry-timer.js'
 import {isStatus} from './api-error.js'
 import {afterList, afterWait, afterWatch, failuresOf, initialInformerState, reconnectPolicy, vanished, watchOpened, type Ending, type InformerState} from './informer-state.js'
 import type {KubeClient} from './kube-client.js'
 import {listObjects, metadataCodec, type ObjectCodec} from './metadata-list.js'
 import {collectionPath, describeResource, type ObjectMeta, type ResourceRef} from './resource.js'
 
+/** What an informer asks of the API server: list pages and watch streams. */
+export type InformerClient = Pick<KubeClient, 'openWatch' | 'request'>
+
 export interface InformerOptions<T = ObjectMeta> {
-  readonly client: KubeClient
+  readonly client: InformerClient
   readonly resource: ResourceRef
   readonly pageSize: number
   /** e.g. spec.nodeName=worker-1: only these objects are listed and watched. */
@@ -29,6 +32,14 @@ export interface InformerOptions<T = ObjectMeta> {
   readonly watchIdleTimeoutMs?: number
   /** The connection was made or lost (once per change, as logged), for a supervisor's view of the API server. */
   readonly onConnection?: (connected: boolean, error?: unknown) => void
+  /** The reconnect back-off's and the idle timeout's timers: the real ones by default, a virtual clock in unit tests. */
+  readonly timers?: RetryTimers
+}
+
+// Ref'd, unlike RetryTimer's: an open watch keeps the process alive anyway.
+const idleTimers: RetryTimers = {
+  clear: (handle) => clearTimeout(handle as NodeJS.Timeout),
+  set: (fn, ms) => setTimeout(fn, ms),
 }
 
 interface WatchEvent {
@@ -57,7 +68,7 @@ export class Informer<T> {
     private readonly codec: ObjectCodec<T>,
   ) {
     this.#log = options.logger ?? noopLogger
-    this.#reconnect = new RetryTimer({backoff: reconnectPolicy(options.reconnectBaseMs), random: options.random})
+    this.#reconnect = new RetryTimer({backoff: reconnectPolicy(options.reconnectBaseMs), random: options.random, timers: options.timers})
   }
 
   /** True once the first list has filled the cache. */
@@ -133,10 +144,11 @@ export class Informer<T> {
     // hears something about once a minute, so silence for longer means reconnect.
     const idleMs = this.options.watchIdleTimeoutMs ?? 150_000
     const idle = new AbortController()
-    let idleTimer: NodeJS.Timeout | undefined
+    const timers = this.options.timers ?? idleTimers
+    let idleTimer: unknown
     const armIdle = (): void => {
-      clearTimeout(idleTimer)
-      idleTimer = setTimeout(() => idle.abort(new Error(`no watch event or bookmark for ${idleMs / 1000}s`)), idleMs)
+      timers.clear(idleTimer)
+      idleTimer = timers.set(() => idle.abort(new Error(`no watch event or bookmark for ${idleMs / 1000}s`)), idleMs)
     }
     try {
       armIdle()
@@ -179,7 +191,7 @@ export class Informer<T> {
       this.#setConnected(false, idle.signal.aborted ? idle.signal.reason : error)
       return 'failed'
     } finally {
-      clearTimeout(idleTimer)
+      timers.clear(idleTimer)
     }
   }
 

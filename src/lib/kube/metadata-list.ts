@@ -17,6 +17,9 @@ export const protobufMetadataListAccept = `${protobufContentType};as=PartialObje
 /** The same for one object, or for the objects of a watch stream. */
 export const metadataObjectAccept = 'application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json'
 
+/** The one call a list makes: the real KubeClient, or a fake in unit tests. */
+export type ListClient = Pick<KubeClient, 'request'>
+
 export interface ListOptions {
   /** Only this namespace's objects (of a namespaced resource); default all namespaces. */
   readonly namespace?: string
@@ -78,12 +81,12 @@ export interface ObjectListResult<T> extends Omit<ListResult, 'items'> {
  * from the beginning instead of accepting the server's inconsistent remainder: a GC must see a
  * consistent snapshot or nothing.
  */
-export async function listMetadata(client: KubeClient, ref: ResourceRef, options: ListOptions): Promise<ListResult> {
+export async function listMetadata(client: ListClient, ref: ResourceRef, options: ListOptions): Promise<ListResult> {
   return listObjects(client, ref, metadataCodec, options)
 }
 
 /** The same for any codec: whole objects (the agent's pods and classes) or metadata. */
-export async function listObjects<T>(client: KubeClient, ref: ResourceRef, codec: ObjectCodec<T>, options: ListOptions): Promise<ObjectListResult<T>> {
+export async function listObjects<T>(client: ListClient, ref: ResourceRef, codec: ObjectCodec<T>, options: ListOptions): Promise<ObjectListResult<T>> {
   const maxRestarts = options.maxRestarts ?? 3
   for (let restarts = 0; ; restarts++) {
     const items: T[] = []
@@ -141,13 +144,13 @@ export function toMeta(m: ObjectMeta): ObjectMeta {
  * One object's metadata read with `list` permission only (a field selector on its name), for callers whose
  * least-privilege role has no `get`; undefined when it does not exist.
  */
-export async function findMetadata(client: KubeClient, ref: ResourceRef, name: string, namespace?: string, signal?: AbortSignal): Promise<ObjectMeta | undefined> {
+export async function findMetadata(client: ListClient, ref: ResourceRef, name: string, namespace?: string, signal?: AbortSignal): Promise<ObjectMeta | undefined> {
   const list = await listMetadata(client, ref, {fieldSelector: `metadata.name=${name}`, namespace: ref.namespaced ? namespace : undefined, pageSize: 0, signal})
   return list.items.find((m) => m.name === name && (!ref.namespaced || m.namespace === namespace))
 }
 
 /** One object's metadata, or undefined when it does not exist. */
-export async function getMetadata(client: KubeClient, path: string, signal?: AbortSignal): Promise<ObjectMeta | undefined> {
+export async function getMetadata(client: ListClient, path: string, signal?: AbortSignal): Promise<ObjectMeta | undefined> {
   try {
     const object = await client.request<{metadata: ObjectMeta}>('GET', path, {accept: metadataObjectAccept, signal})
     return toMeta(object.metadata)
