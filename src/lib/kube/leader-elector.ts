@@ -1,13 +1,15 @@
-import {setTimeout as sleep} from 'node:timers/promises'
-
 import {errorMessage} from '../errors.js'
+import type {Timers} from '../event-batcher.js'
 import {noopLogger, type Logger} from '../observe/logger.js'
 import {isStatus} from './api-error.js'
 import type {KubeClient} from './kube-client.js'
 import {decideLease, microTime, type LeaseRecord} from './lease-decision.js'
 
+/** What leader election asks of the API server: single requests on the Lease. */
+export type LeaseClient = Pick<KubeClient, 'request'>
+
 export interface LeaderElectorOptions {
-  readonly client: KubeClient
+  readonly client: LeaseClient
   readonly namespace: string
   readonly name: string
   readonly identity: string
@@ -19,6 +21,14 @@ export interface LeaderElectorOptions {
   readonly onStartedLeading: (signal: AbortSignal) => Promise<void> | void
   /** Called when leadership is lost or given up; awaited before the lease is released. */
   readonly onStoppedLeading: () => Promise<void> | void
+  /** The monotonic clock of expiry decisions and the retry period's timer: the real ones by default, a virtual clock in unit tests. */
+  readonly timers?: Timers
+}
+
+const realTimers: Timers = {
+  clear: (handle) => clearTimeout(handle as NodeJS.Timeout),
+  now: () => performance.now(),
+  set: (fn, ms) => setTimeout(fn, ms),
 }
 
 interface Lease {
@@ -44,11 +54,13 @@ export class LeaderElector {
   #failing = false
   readonly #controller = new AbortController()
   readonly #log: Logger
+  readonly #timers: Timers
 
   constructor(readonly options: LeaderElectorOptions) {
     if (!(options.leaseDurationMs > options.renewDeadlineMs)) throw new RangeError('Expected the lease duration to be longer than the renew deadline')
     if (!(options.renewDeadlineMs > options.retryPeriodMs)) throw new RangeError('Expected the renew deadline to be longer than the retry period')
     this.#log = options.logger ?? noopLogger
+    this.#timers = options.timers ?? realTimers
   }
 
   get isLeader(): boolean {
@@ -93,20 +105,20 @@ export class LeaderElector {
       const state = this.#state
       if (state.phase === 'leading') {
         // The round may not outlast the renew deadline: a hung request must not keep a stale leader deleting.
-        const sentAt = performance.now()
+        const sentAt = this.#timers.now()
         const budget = Math.max(1, state.renewedAtMs + this.options.renewDeadlineMs - sentAt)
         const renewed = await this.#tryAcquireOrRenew(budget)
         if (signal.aborted) break
         if (renewed) {
           state.renewedAtMs = sentAt // the lease counts from when we asked, not from when the answer came
-        } else if (performance.now() - state.renewedAtMs >= this.options.renewDeadlineMs) {
+        } else if (this.#timers.now() - state.renewedAtMs >= this.options.renewDeadlineMs) {
           this.#log.warn({identity: this.options.identity, lease: this.options.name}, 'could not renew the leader lease in time; stepping down')
           state.controller.abort()
           this.#state = {phase: 'candidate'}
           await this.options.onStoppedLeading()
         }
       } else if (state.phase === 'candidate') {
-        const sentAt = performance.now()
+        const sentAt = this.#timers.now()
         if (await this.#tryAcquireOrRenew(this.options.renewDeadlineMs)) {
           if (signal.aborted) break
           const controller = new AbortController()
@@ -117,12 +129,24 @@ export class LeaderElector {
           })
         }
       }
-      try {
-        await sleep(this.options.retryPeriodMs, undefined, {signal})
-      } catch {
-        break
-      }
+      if (!(await this.#sleep(this.options.retryPeriodMs, signal))) break
     }
+  }
+
+  /** Resolves true after `ms`, false at once when `signal` aborts. */
+  #sleep(ms: number, signal: AbortSignal): Promise<boolean> {
+    if (signal.aborted) return Promise.resolve(false)
+    return new Promise((resolve) => {
+      const abort = (): void => {
+        this.#timers.clear(handle)
+        resolve(false)
+      }
+      const handle = this.#timers.set(() => {
+        signal.removeEventListener('abort', abort)
+        resolve(true)
+      }, ms)
+      signal.addEventListener('abort', abort, {once: true})
+    })
   }
 
   /** One round: read the lease, and create, take over or renew it when we may. True when we hold it after. */
@@ -130,7 +154,7 @@ export class LeaderElector {
     const {client, identity, namespace, name} = this.options
     const path = `/apis/coordination.k8s.io/v1/namespaces/${namespace}/leases`
     // Monotonic time for expiry decisions: a wall-clock step must not make a live lease look expired.
-    const now = performance.now()
+    const now = this.#timers.now()
     const wallNow = Date.now()
     const signal = AbortSignal.any([this.#controller.signal, AbortSignal.timeout(Math.max(1, Math.ceil(budgetMs)))])
     try {
