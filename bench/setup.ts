@@ -102,7 +102,7 @@ export async function startNodeBench(log: (line: string) => void, {controllers =
   const client = await plane.client()
   let node: TestNode
   try {
-    node = await TestNode.start({binDir, dir: join(dir, 'node'), kubeconfig: plane.kubeconfig, log, nodeName: 'nfdctl-bench'}, client)
+    node = await TestNode.start({binDir, dir: join(dir, 'node'), kubeconfig: plane.kubeconfig, kubernetesService: controllers, log, nodeName: 'nfdctl-bench'}, client)
   } catch (error) {
     client.close()
     await plane.stop()

@@ -21,6 +21,12 @@ export interface TestNodeOptions {
   /** Leave containerd and kubelet running when this process exits (npm run node:up). */
   readonly detached?: boolean
   readonly log?: (line: string) => void
+  /**
+   * Route the `kubernetes` Service's ClusterIP to the API server (default true). Only a control plane started
+   * as a cluster publishes its endpoint; a bare one (the device benchmarks without controllers) has none, and
+   * its node's workloads do not reach the API server through the Service.
+   */
+  readonly kubernetesService?: boolean
 }
 
 interface State {
@@ -91,7 +97,7 @@ export class TestNode {
       // A Node of the same name left by an earlier run would have its old status and CSINode.
       await client.request('DELETE', `/api/v1/nodes/${options.nodeName}`).catch(() => {})
       await containerd.start()
-      await routeKubernetesService(client)
+      if (options.kubernetesService !== false) await routeKubernetesService(client)
       const image = join(options.dir, 'busybox.tar')
       await buildBusyboxImage(image)
       await containerd.importImage(image)
