@@ -640,7 +640,7 @@ describe('deploy/agent and deploy/agent-dra admission policies and a device quot
         dotted = await draClass('dra.pinned')
       })
 
-      it('lets DraDeviceClasses apply both, the readable attribute and the hashed one, as it generates them', async () => {
+      it('lets DraDeviceClasses apply both, the readable attribute and the hashed one, with the extendedResourceName of their class, as it generates them', async () => {
         let errors = 0
         const classes = new DraDeviceClasses({client: agent, complete: () => false, logger, onError: () => errors++})
         await classes.sync([readable, dotted])
@@ -651,11 +651,12 @@ describe('deploy/agent and deploy/agent-dra admission policies and a device quot
         }
       })
 
-      it("refuses another selector (another class's attribute, a wider one, a second one), spec.config, extendedResourceName, another class label", async () => {
+      it("refuses another selector (another class's attribute, a wider one, a second one), spec.config, another resource's extendedResourceName, another class label", async () => {
         const made = draDeviceClassOf(readable) as unknown as Json & {metadata: Json; spec: Json}
         const name = 'dra-pinned.devices.nfdctl.io'
         const selector = (expression: string): Json => ({cel: {expression}})
         const onlyItsSelector = `may give resource.k8s.io DeviceClass ${name} only the selector it generates for class dra-pinned`
+        const onlyItsResource = `may give resource.k8s.io DeviceClass ${name} only the extendedResourceName devices.nfdctl.io/dra-pinned`
         const attempts: Array<[string, Json, string]> = [
           ["another class's attribute", {...made, spec: {selectors: [selector(classSelector('victim'))]}}, onlyItsSelector],
           ['every device of the driver', {...made, spec: {selectors: [selector('device.driver == "devices.nfdctl.io"')]}}, onlyItsSelector],
@@ -663,9 +664,10 @@ describe('deploy/agent and deploy/agent-dra admission policies and a device quot
           [
             'spec.config',
             {...made, spec: {...made.spec, config: [{opaque: {driver: 'devices.nfdctl.io', parameters: {mode: 'raw'}}}]}},
-            `may not set spec.config or spec.extendedResourceName of resource.k8s.io DeviceClass ${name}`,
+            `may not set spec.config of resource.k8s.io DeviceClass ${name}`,
           ],
-          ['spec.extendedResourceName', {...made, spec: {...made.spec, extendedResourceName: 'example.com/serial'}}, 'may not set spec.config or spec.extendedResourceName'],
+          ["another class's extendedResourceName", {...made, spec: {...made.spec, extendedResourceName: 'devices.nfdctl.io/victim'}}, onlyItsResource],
+          ["another domain's extendedResourceName", {...made, spec: {...made.spec, extendedResourceName: 'example.com/serial'}}, onlyItsResource],
           ['another class label', {...made, metadata: {...made.metadata, labels: {...(made.metadata.labels as Json), 'devices.nfdctl.io/class': 'victim'}}}, 'devices.nfdctl.io/class=dra-pinned'],
           [
             "a dotted class given another prefix's hashed attribute",

@@ -38,7 +38,10 @@ export interface PodLike {
   readonly status?: {readonly phase?: string}
   readonly spec?: {
     readonly containers?: ReadonlyArray<{readonly name: string; readonly resources?: {readonly limits?: Readonly<Record<string, string>>}}>
-    /** Whether the pod has ResourceClaims: only its containers can hold devices by claim. */
+    /**
+     * Whether the pod has ResourceClaims (its own, or the one the scheduler made for its limits of a DRA
+     * class): only its containers can hold devices by claim.
+     */
     readonly hasClaims?: boolean
   }
 }
@@ -54,14 +57,14 @@ export const podCodec: ObjectCodec<NodePod> = {
     const pod = raw as {
       metadata?: ObjectMeta & {annotations?: Record<string, string>; creationTimestamp?: string}
       spec?: PodLike['spec'] & {resourceClaims?: unknown[]}
-      status?: {phase?: string}
+      status?: {phase?: string; extendedResourceClaimStatus?: {resourceClaimName?: string}}
     }
     if (pod.metadata === undefined) return undefined
     return {
       metadata: {...toMeta(pod.metadata), annotations: pod.metadata.annotations, creationTimestamp: pod.metadata.creationTimestamp},
       spec: {
         containers: pod.spec?.containers?.map((c) => ({name: c.name, resources: {limits: c.resources?.limits}})),
-        hasClaims: (pod.spec?.resourceClaims?.length ?? 0) > 0,
+        hasClaims: (pod.spec?.resourceClaims?.length ?? 0) > 0 || pod.status?.extendedResourceClaimStatus?.resourceClaimName !== undefined,
       },
       status: {phase: pod.status?.phase},
     }

@@ -1,4 +1,4 @@
-import {draClassName} from '../devices/resource-names.js'
+import {draClassName, resourceNameOf} from '../devices/resource-names.js'
 import {deviceClassApiVersion, type DeviceClass} from '../devices/types.js'
 import {errorMessage} from '../errors.js'
 import {isStatus} from '../kube/api-error.js'
@@ -32,12 +32,18 @@ export interface DraDeviceClass {
     readonly labels: Readonly<Record<string, string>>
     readonly ownerReferences?: ReadonlyArray<{readonly apiVersion: string; readonly kind: string; readonly name: string; readonly uid: string}>
   }
-  readonly spec: {readonly selectors: ReadonlyArray<{readonly cel: {readonly expression: string}}>}
+  readonly spec: {
+    readonly selectors: ReadonlyArray<{readonly cel: {readonly expression: string}}>
+    /** The limit that asks for the class: the scheduler allocates it from the slices, kubelet prepares it here. */
+    readonly extendedResourceName: string
+  }
 }
 
 /**
  * Pure: the resource.k8s.io DeviceClass of a DRA class, the same from every node (so that agents applying
- * it never undo each other), owned by the devices.nfdctl.io class so that it goes when that class goes.
+ * it never undo each other), owned by the devices.nfdctl.io class so that it goes when that class goes. It
+ * names the class's extended resource devices.nfdctl.io/<class>, so that a pod asking by limit (as it did
+ * of the class's device plugin) is served from the same slices as a claim (KEP-5004, GA in 1.37).
  */
 export function draDeviceClassOf(deviceClass: DeviceClass): DraDeviceClass {
   const {name, uid} = deviceClass.metadata
@@ -49,7 +55,7 @@ export function draDeviceClassOf(deviceClass: DeviceClass): DraDeviceClass {
       name: draClassName(name),
       ownerReferences: uid === undefined ? undefined : [{apiVersion: deviceClassApiVersion, kind: 'DeviceClass', name, uid}],
     },
-    spec: {selectors: [{cel: {expression: classSelector(name)}}]},
+    spec: {extendedResourceName: resourceNameOf(name), selectors: [{cel: {expression: classSelector(name)}}]},
   }
 }
 

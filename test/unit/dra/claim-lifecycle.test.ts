@@ -14,7 +14,7 @@ import {PreparedClaims} from '../../../src/lib/dra/prepared-claims.js'
 import {Registry} from '../../../src/lib/observe/prometheus.js'
 import {loopDevice} from '../../../harness/devices/loop-device.js'
 import {deviceClass} from '../../support/device-class.js'
-import {allocatedClaim, claimRef, draNameOf} from '../../support/dra-claims.js'
+import {allocatedClaim, claimRef, draNameOf, extendedResourceClaim} from '../../support/dra-claims.js'
 import {FakeClaimApi} from '../../support/fake-claim-api.js'
 import {recordingLogger} from '../../support/recording-logger.js'
 
@@ -202,5 +202,25 @@ describe('ClaimLifecycle', function () {
     expect(claims.claimed(container([deviceA.devNode, claimMarkerPath(uidA, draNameOf(deviceA))]))).to.deep.equal(new Map([['serial', [stableDeviceId(deviceA)]]]))
     expect(claims.claimed(container([claimMarkerPath(uidB, draNameOf(deviceA)), claimMarkerPath(uidA, draNameOf(deviceB))]))).to.equal(undefined)
     expect(claims.claimed({id: 'c2', labels: {}})).to.equal(undefined)
+  })
+
+  it("prepares the claim kube-scheduler makes for a pod's limit devices.nfdctl.io/<class>: one CDI device per device under the request the pod's status maps to its container, which then holds both", async function () {
+    const made = extendedResourceClaim(uidA, 'web-0', [deviceA, deviceB], 'serial', node)
+    api.put(made)
+    const claims = lifecycle()
+    const response = await claims.prepare([claimRef(uidA, made.metadata.name)])
+    // kubelet gives a container the CDI devices of the requests its pod's status.extendedResourceClaimStatus maps to it.
+    expect(response.claims[uidA]).to.deep.equal({
+      devices: [deviceA, deviceB].map((d) => ({
+        cdi_device_ids: [`dra.devices.nfdctl.io/claim=${uidA}-${draNameOf(d)}`],
+        device_name: draNameOf(d),
+        pool_name: node,
+        request_names: ['container-0-request-0'],
+      })),
+      error: '',
+    })
+    expect(claims.claims()[0]).to.deep.include({name: 'web-0-extended-resources-x7k2p', pods: [`pod-${uidA}`]})
+    const container = {id: 'c1', labels: {}, spec: {linux: {devices: [deviceA, deviceB].map((d) => ({path: claimMarkerPath(uidA, draNameOf(d))}))}}}
+    expect(claims.claimed(container)).to.deep.equal(new Map([['serial', [stableDeviceId(deviceA), stableDeviceId(deviceB)]]]))
   })
 })

@@ -8,6 +8,7 @@ import type {PreparedClaim} from '../../../src/lib/dra/prepared-claims.js'
 import {draDeviceName} from '../../../src/lib/dra/resource-slices.js'
 import {loopDevice as loop} from '../../../harness/devices/loop-device.js'
 import {deviceClass} from '../../support/device-class.js'
+import {extendedResourceClaim} from '../../support/dra-claims.js'
 
 const node = 'worker-1'
 const driver = 'devices.nfdctl.io'
@@ -158,6 +159,19 @@ describe('prepareClaim', function () {
     expect(error(prepare(claim(requests, [result('any/big', nameOf(serialA))])))).to.include(`device ${nameOf(serialA)} of ResourceClaim lab/serial-claim is not present`)
     expect(error(prepare(claim(requests, [result('any/none', nameOf(serialA))])))).to.include('names DeviceClass (none)')
     expect(error(prepare(claim(requests, [result('any', nameOf(serialA))])))).to.include('names DeviceClass (none)')
+  })
+
+  it("the claim kube-scheduler makes for a pod's limit devices.nfdctl.io/<class> is prepared like any claim, and checked like one", function () {
+    const made = prepared(prepare(extendedResourceClaim(uid, 'web-0', [serialA, upper], 'serial', node)))
+    expect(made.prepared.devices.map((d) => [d.request, d.device, d.className])).to.deep.equal([
+      ['container-0-request-0', nameOf(serialA), 'serial'],
+      ['container-0-request-0', nameOf(upper), 'serial'],
+    ])
+    expect(made.prepared).to.deep.include({name: 'web-0-extended-resources-x7k2p', pods: [`pod-${uid}`]})
+    // Another node's pool, a device outside the class, a stale UID: refused as for a claim a user wrote.
+    expect(error(prepare(extendedResourceClaim(uid, 'web-0', [serialA], 'serial', 'worker-2')))).to.contain("which is not this node's (worker-1)")
+    expect(error(prepare(extendedResourceClaim(uid, 'web-0', [disk], 'serial', node)))).to.contain('not present on node worker-1')
+    expect(error(prepare(extendedResourceClaim(uid, 'web-0', [serialA], 'serial', node), 'other-uid'))).to.contain('deleted and created again')
   })
 
   it('refuses a claim of another UID: the claim kubelet asked for was deleted and created again', function () {

@@ -41,7 +41,7 @@ describe('classSelector', function () {
 })
 
 describe('draDeviceClassOf', function () {
-  it('a class with a UID: owned by it (so it goes when the class goes), labelled, selecting its devices', function () {
+  it('a class with a UID: owned by it (so it goes when the class goes), labelled, selecting its devices, asked for by the limit devices.nfdctl.io/<class>', function () {
     const made = draDeviceClassOf({...deviceClass('usb-serial', {allocation: 'DRA'}), metadata: {name: 'usb-serial', uid: 'uid-1'}})
     expect(made).to.deep.equal({
       apiVersion: 'resource.k8s.io/v1',
@@ -51,7 +51,7 @@ describe('draDeviceClassOf', function () {
         name: 'usb-serial.devices.nfdctl.io',
         ownerReferences: [{apiVersion: deviceClassApiVersion, kind: 'DeviceClass', name: 'usb-serial', uid: 'uid-1'}],
       },
-      spec: {selectors: [{cel: {expression: classSelector('usb-serial')}}]},
+      spec: {extendedResourceName: 'devices.nfdctl.io/usb-serial', selectors: [{cel: {expression: classSelector('usb-serial')}}]},
     })
     expect(made.metadata.labels[classLabel]).to.equal('usb-serial')
   })
