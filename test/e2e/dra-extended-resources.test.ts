@@ -1,0 +1,251 @@
+import {expect} from 'chai'
+import {mkdir, mkdtemp, rm} from 'node:fs/promises'
+import {tmpdir} from 'node:os'
+import {join} from 'node:path'
+
+import {claimPodManifest, claimTemplateManifest, draAgentArgs, SerialDisks} from '../../harness/devices/dra-agent.js'
+import {BackedLoops, canUseLoopControl, loopData, readLoop} from '../../harness/devices/loop-devices.js'
+import {createNamespace, deletePods, waitForPod, type NodeEnv, type RunningPod} from '../../harness/node/pods.js'
+import {CliProcess} from '../../harness/process/cli-process.js'
+import {waitFor} from '../../harness/process/wait.js'
+import {missingPrerequisite} from '../support/prerequisites.js'
+import {testNode} from '../support/test-node.js'
+
+// Loop devices 670-679 belong to these tests (the class takes loop670-679). Each test disk has a udev serial
+// (in the agent's own udev database directory), so that plugged in again under another loop number it is the
+// same device. The cluster runs with kube-apiserver's, kube-scheduler's and kubelet's v1.37 defaults: no gate.
+const dra = '/apis/resource.k8s.io/v1'
+const classesPath = '/apis/devices.nfdctl.io/v1alpha1/deviceclasses'
+const className = 'drax'
+const draClass = `${className}.devices.nfdctl.io`
+const resource = `devices.nfdctl.io/${className}`
+
+interface Claim {
+  metadata: {name: string; uid: string; annotations?: Record<string, string>; ownerReferences?: Array<{kind: string; name: string; uid: string; controller?: boolean}>}
+  spec: {devices: {requests: Array<{name: string; exactly?: {deviceClassName: string; count?: number}}>}}
+  status?: {
+    allocation?: {devices?: {results?: Array<{request: string; device: string; pool: string; driver: string}>}}
+    devices?: Array<{device: string; conditions?: Array<{type: string; status: string; reason: string}>; data?: {devNode?: string}}>
+  }
+}
+interface PodObject {
+  metadata: {name: string; uid: string}
+  status?: {
+    phase?: string
+    conditions?: Array<{type: string; status: string; reason?: string; message?: string}>
+    resourceClaimStatuses?: Array<{name: string; resourceClaimName?: string}>
+    extendedResourceClaimStatus?: {resourceClaimName: string; requestMappings: Array<{containerName: string; resourceName: string; requestName: string}>}
+  }
+}
+interface LogLine {
+  msg: string
+}
+
+/** A busybox container `main` that sleeps, asking by limit for `count` devices of the class. */
+const limitContainer = (count: number): object => ({
+  command: ['sleep', '3600'],
+  image: 'localhost/nfdctl-test/busybox:1',
+  imagePullPolicy: 'Never',
+  name: 'main',
+  resources: {limits: {[resource]: String(count)}},
+})
+
+describe('a DRA class asked for by limit (extended resources through DRA, KEP-5004) on a real node', function () {
+  let env: NodeEnv
+  let dir: string
+  let udevDir: string
+  let loops: BackedLoops
+  let disks: SerialDisks
+  let agent: CliProcess | undefined
+  const namespace = 'nfdctl-dra-ext'
+  const pods: string[] = []
+  /** The loop number each test disk is plugged in at, by DRA device name. */
+  const pluggedAt = new Map<string, number>()
+
+  const plug = async (index: number, disk: string): Promise<void> => {
+    await disks.record(index, disk)
+    await loops.add(index)
+    pluggedAt.set(disks.deviceOf(disk), index)
+  }
+  const unplug = async (index: number): Promise<void> => {
+    await loops.drop(index)
+    await rm(join(udevDir, `b7:${index}`), {force: true})
+  }
+  const pod = (name: string): Promise<PodObject> => env.client.request<PodObject>('GET', `/api/v1/namespaces/${namespace}/pods/${name}`)
+  const claim = (name: string): Promise<Claim> => env.client.request<Claim>('GET', `${dra}/namespaces/${namespace}/resourceclaims/${name}`)
+  const allocatedDevice = (c: Claim): string => {
+    const results = c.status?.allocation?.devices?.results ?? []
+    expect(results, c.metadata.name).to.have.length(1)
+    return results[0].device
+  }
+  /** The pod the Deployment `limit-app` runs now. */
+  const deploymentPod = async (): Promise<string> =>
+    waitFor('a pod of Deployment limit-app', async () => {
+      const list = await env.client.request<{items: PodObject[]}>('GET', `/api/v1/namespaces/${namespace}/pods`, {query: {labelSelector: 'app=limit-app'}})
+      return list.items[0]?.metadata.name
+    })
+  /** Waits until the container `main` reads the test disk at loop<index>. */
+  const readsDisk = async (running: RunningPod, index: number): Promise<void> => {
+    await waitFor(`${running.name} reads /dev/loop${index}`, async () => (await readLoop(env.node, running.containerId, index)) === loopData(index), {intervalMs: 20, timeoutMs: 10_000})
+  }
+  const readyCondition = async (claimName: string, device: string): Promise<{status: string; reason: string; devNode?: string} | undefined> => {
+    const entry = (await claim(claimName)).status?.devices?.find((d) => d.device === device)
+    const ready = entry?.conditions?.find((c) => c.type === 'Ready')
+    return ready === undefined ? undefined : {devNode: entry?.data?.devNode, reason: ready.reason, status: ready.status}
+  }
+
+  before(async function () {
+    this.timeout(120_000)
+    env = await testNode(this)
+    if (!canUseLoopControl()) missingPrerequisite(this, '/dev/loop-control is not usable (needs root and the loop driver)')
+    dir = await mkdtemp(join(tmpdir(), 'nfdctl-dra-ext-'))
+    udevDir = join(dir, 'udev')
+    await mkdir(udevDir, {recursive: true})
+    disks = new SerialDisks(udevDir, 'nfdctl-dra-ext')
+    loops = new BackedLoops(dir)
+    await createNamespace(env, namespace)
+    await env.client.request('POST', classesPath, {
+      body: {apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', metadata: {name: className}, spec: {allocation: 'DRA', match: [{devName: 'loop67[0-9]', subsystem: 'block'}]}},
+    })
+    await env.client.request('POST', `${dra}/namespaces/${namespace}/resourceclaimtemplates`, {body: claimTemplateManifest('one-disk', draClass)})
+    await plug(671, 'a')
+    await plug(672, 'b')
+    agent = new CliProcess(draAgentArgs(env.node, {kubeconfig: env.plane.kubeconfig, stateDir: join(dir, 'state'), udevDir}))
+    await agent.waitForLine<LogLine>('the DRA driver registered', (l) => l.msg.includes('registered with kubelet'), 30_000)
+  })
+
+  after(async function () {
+    this.timeout(120_000)
+    if (process.env.NFDCTL_DEBUG_AGENT && agent) console.log(agent.transcript())
+    await env.client.request('DELETE', `/apis/apps/v1/namespaces/${namespace}/deployments/limit-app`, {body: {propagationPolicy: 'Background'}}).catch(() => {})
+    const left = await env.client.request<{items: PodObject[]}>('GET', `/api/v1/namespaces/${namespace}/pods`).catch(() => ({items: []}))
+    await deletePods(env, [...new Set([...pods.splice(0), ...left.items.map((p) => `${namespace}/${p.metadata.name}`)])])
+    await agent?.stop('SIGTERM')
+    for (const i of loops.plugged) await unplug(i)
+    await env.client.request('DELETE', `${classesPath}/${className}`).catch(() => {})
+    await env.client.request('DELETE', `/api/v1/namespaces/${namespace}`).catch(() => {})
+    await rm(dir, {force: true, recursive: true})
+  })
+
+  it('the resource.k8s.io DeviceClass names the extended resource devices.nfdctl.io/<class>, and no device plugin advertises it', async function () {
+    const made = await waitFor('the resource.k8s.io DeviceClass', () => env.client.request<{spec: {extendedResourceName?: string}}>('GET', `${dra}/deviceclasses/${draClass}`).catch(() => undefined))
+    expect(made.spec.extendedResourceName).to.equal(resource)
+    // kube-scheduler takes a limit to DRA only where the node has none of the resource allocatable.
+    const node = await env.client.request<{status?: {allocatable?: Record<string, string>; capacity?: Record<string, string>}}>('GET', `/api/v1/nodes/${env.node.name}`)
+    expect(node.status?.capacity?.[resource]).to.equal(undefined)
+    expect(node.status?.allocatable?.[resource]).to.equal(undefined)
+  })
+
+  it("a Deployment asking by limit runs on the scheduler's claim, and a pod asking by ResourceClaim gets the other device: each container reads its own, never the other's", async function () {
+    this.timeout(120_000)
+    await env.client.request('POST', `/apis/apps/v1/namespaces/${namespace}/deployments`, {
+      body: {
+        apiVersion: 'apps/v1',
+        kind: 'Deployment',
+        metadata: {name: 'limit-app'},
+        spec: {
+          replicas: 1,
+          selector: {matchLabels: {app: 'limit-app'}},
+          template: {
+            metadata: {labels: {app: 'limit-app'}},
+            spec: {automountServiceAccountToken: false, containers: [limitContainer(1)], nodeSelector: {'kubernetes.io/hostname': env.node.name}, terminationGracePeriodSeconds: 1},
+          },
+        },
+      },
+    })
+    const limitName = await deploymentPod()
+    const limitPod = await waitForPod(env, `${namespace}/${limitName}`, 60_000)
+
+    // What kube-scheduler wrote: the pod's status names its claim and maps container main's limit to a request.
+    const status = (await pod(limitName)).status?.extendedResourceClaimStatus
+    expect(status?.requestMappings).to.deep.equal([{containerName: 'main', requestName: 'container-0-request-0', resourceName: resource}])
+    const limitClaim = await claim(status!.resourceClaimName)
+    expect(limitClaim.metadata.name).to.match(new RegExp(`^${limitName}-extended-resources-`))
+    expect(limitClaim.metadata.annotations).to.deep.include({'resource.kubernetes.io/extended-resource-claim': 'true'})
+    expect(limitClaim.metadata.ownerReferences?.map((o) => [o.kind, o.name, o.uid, o.controller])).to.deep.equal([['Pod', limitName, limitPod.uid, true]])
+    expect(limitClaim.spec.devices.requests.map((r) => [r.name, r.exactly?.deviceClassName, r.exactly?.count])).to.deep.equal([['container-0-request-0', draClass, 1]])
+    const limitDevice = allocatedDevice(limitClaim)
+
+    pods.push(`${namespace}/claimer`)
+    await env.client.request('POST', `/api/v1/namespaces/${namespace}/pods`, {body: claimPodManifest('claimer', env.node.name, {template: 'one-disk'})})
+    const claimer = await waitForPod(env, `${namespace}/claimer`, 60_000)
+    const claimName = (await pod('claimer')).status?.resourceClaimStatuses?.[0]?.resourceClaimName
+    const claimDevice = allocatedDevice(await claim(claimName!))
+    expect([limitDevice, claimDevice].sort()).to.deep.equal([disks.deviceOf('a'), disks.deviceOf('b')].sort())
+
+    const limitIndex = pluggedAt.get(limitDevice)!
+    const claimIndex = pluggedAt.get(claimDevice)!
+    await readsDisk(limitPod, limitIndex)
+    await readsDisk(claimer, claimIndex)
+    expect(await readLoop(env.node, limitPod.containerId, claimIndex)).to.match(/^failed/)
+    expect(await readLoop(env.node, claimer.containerId, limitIndex)).to.match(/^failed/)
+    await waitFor('the limit claim Ready', async () => (await readyCondition(limitClaim.metadata.name, limitDevice))?.status === 'True', {timeoutMs: 10_000})
+  })
+
+  it('a third pod asking by limit is refused by the scheduler (Pending, FailedScheduling) while both devices are held', async function () {
+    this.timeout(60_000)
+    pods.push(`${namespace}/third`)
+    await env.client.request('POST', `/api/v1/namespaces/${namespace}/pods`, {
+      body: {
+        apiVersion: 'v1',
+        kind: 'Pod',
+        metadata: {name: 'third'},
+        spec: {automountServiceAccountToken: false, containers: [limitContainer(1)], nodeSelector: {'kubernetes.io/hostname': env.node.name}, terminationGracePeriodSeconds: 1},
+      },
+    })
+    const condition = await waitFor('third unschedulable', async () => (await pod('third')).status?.conditions?.find((c) => c.type === 'PodScheduled' && c.status === 'False'), {
+      timeoutMs: 30_000,
+    })
+    expect(condition.reason).to.equal('Unschedulable')
+    const event = await waitFor('a FailedScheduling event for third', async () => {
+      const events = await env.client.request<{items: Array<{reason: string; message: string}>}>('GET', `/api/v1/namespaces/${namespace}/events`, {
+        query: {fieldSelector: 'involvedObject.name=third,reason=FailedScheduling'},
+      })
+      return events.items[0]
+    })
+    expect(event.message).to.match(/0\/1 nodes are available/)
+    expect((await pod('third')).status?.phase).to.equal('Pending')
+    expect(await env.client.request<{items: unknown[]}>('GET', `${dra}/namespaces/${namespace}/resourceclaims`).then((l) => l.items.length)).to.equal(2)
+  })
+
+  it("unplug and re-plug under another loop number: the limit pod's container reads its device again, and its claim says so", async function () {
+    this.timeout(120_000)
+    const limitName = await deploymentPod()
+    const limitPod = await waitForPod(env, `${namespace}/${limitName}`)
+    const claimName = (await pod(limitName)).status!.extendedResourceClaimStatus!.resourceClaimName
+    const device = allocatedDevice(await claim(claimName))
+    const index = pluggedAt.get(device)!
+    const disk = device === disks.deviceOf('a') ? 'a' : 'b'
+    await readsDisk(limitPod, index)
+    await unplug(index)
+    await waitFor('read fails after unplug', async () => (await readLoop(env.node, limitPod.containerId, index)).startsWith('failed'), {intervalMs: 20})
+    await waitFor('claim status not Ready', async () => (await readyCondition(claimName, device))?.status === 'False', {timeoutMs: 10_000})
+    await plug(675, disk)
+    await readsDisk(limitPod, 675)
+    expect(await waitFor('claim status Ready again', async () => readyCondition(claimName, device).then((c) => (c?.status === 'True' ? c : undefined)))).to.include({devNode: '/dev/loop675'})
+  })
+
+  it("the Deployment gone, its pod's claim goes with it and the pending pod gets the freed device", async function () {
+    this.timeout(120_000)
+    const limitName = await deploymentPod()
+    const claimName = (await pod(limitName)).status!.extendedResourceClaimStatus!.resourceClaimName
+    const freed = allocatedDevice(await claim(claimName))
+    // Scaled to none first: a pod deleted under a live ReplicaSet would be replaced, and take the device again.
+    await env.client.request('PATCH', `/apis/apps/v1/namespaces/${namespace}/deployments/limit-app`, {body: {spec: {replicas: 0}}, contentType: 'application/merge-patch+json'})
+    await deletePods(env, [`${namespace}/${limitName}`])
+    await env.client.request('DELETE', `/apis/apps/v1/namespaces/${namespace}/deployments/limit-app`, {body: {propagationPolicy: 'Background'}})
+    await waitFor(
+      `claim ${claimName} deleted`,
+      async () =>
+        (await claim(claimName).then(
+          () => false,
+          () => true,
+        )) || undefined,
+      {timeoutMs: 30_000},
+    )
+    const third = await waitForPod(env, `${namespace}/third`, 60_000)
+    const thirdClaim = await claim((await pod('third')).status!.extendedResourceClaimStatus!.resourceClaimName)
+    expect(allocatedDevice(thirdClaim)).to.equal(freed)
+    await readsDisk(third, pluggedAt.get(freed)!)
+  })
+})
