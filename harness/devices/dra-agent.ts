@@ -13,7 +13,7 @@ export interface DraAgentDirs {
   readonly stateDir: string
 }
 
-/** `devices agent` on the test node: its containerd and kubelet's PodResources, a state dir, JSON logs, `extra` last. */
+/** `devices agent` on the test node: its containerd, kubelet's PodResources and device-plugin directory, a state dir, JSON logs, `extra` last. */
 export function nodeAgentArgs(node: TestNode, dirs: Pick<DraAgentDirs, 'kubeconfig' | 'stateDir'>, extra: readonly string[] = ['--metrics-port', '0']): string[] {
   return [
     'devices',
@@ -26,6 +26,8 @@ export function nodeAgentArgs(node: TestNode, dirs: Pick<DraAgentDirs, 'kubeconf
     node.containerd.socket,
     '--pod-resources-socket',
     node.kubelet.podResourcesSocket,
+    '--plugin-dir',
+    node.pluginDir,
     '--state-dir',
     dirs.stateDir,
     '--log-format',
@@ -89,8 +91,11 @@ export interface ClaimPodOptions {
   readonly terminationGracePeriodSeconds?: number
 }
 
-/** A busybox pod whose container `main` asks for the claim `disk`, placed on the node by kube-scheduler (it allocates the claim). */
-export function claimPodManifest(name: string, nodeName: string, options: ClaimPodOptions): object {
+/**
+ * A busybox pod whose container `main` asks for the claim `disk`, placed by kube-scheduler (it allocates the
+ * claim) on the node `nodeName`, or without one on whichever node has the devices.
+ */
+export function claimPodManifest(name: string, nodeName: string | undefined, options: ClaimPodOptions): object {
   const container = (containerName: string, claims: boolean): object => ({
     command: claims && options.command !== undefined ? options.command : ['sleep', '3600'],
     image: 'localhost/nfdctl-test/busybox:1',
@@ -105,7 +110,7 @@ export function claimPodManifest(name: string, nodeName: string, options: ClaimP
     spec: {
       automountServiceAccountToken: false,
       containers: [container('main', true), ...(options.sidecar ? [container('sidecar', false)] : [])],
-      nodeSelector: {'kubernetes.io/hostname': nodeName},
+      ...(nodeName === undefined ? {} : {nodeSelector: {'kubernetes.io/hostname': nodeName}}),
       resourceClaims: [{name: 'disk', ...(options.claim === undefined ? {resourceClaimTemplateName: options.template} : {resourceClaimName: options.claim})}],
       terminationGracePeriodSeconds: options.terminationGracePeriodSeconds ?? 1,
     },

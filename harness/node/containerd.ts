@@ -10,6 +10,7 @@ import {containerdBinary} from '../controlplane/paths.js'
 import {launchDaemon, terminate} from '../process/daemon.js'
 import {waitFor} from '../process/wait.js'
 import {busyboxImage} from './images.js'
+import type {MountNamespace} from './mount-namespace.js'
 
 const run = promisify(execFile)
 
@@ -27,6 +28,8 @@ export interface ContainerdOptions {
   readonly podSubnet: string
   readonly bridge: string
   readonly detached?: boolean
+  /** Run inside this mount namespace (a second node's, shared with its kubelet). */
+  readonly mountNamespace?: MountNamespace
 }
 
 /**
@@ -86,8 +89,11 @@ export class Containerd {
   }
 
   async #launch(): Promise<void> {
-    const {dir} = this.options
-    this.#child = launchDaemon(containerdBinary(this.options.binDir, 'containerd'), ['--config', join(dir, 'config.toml')], {
+    const {dir, mountNamespace} = this.options
+    const binary = containerdBinary(this.options.binDir, 'containerd')
+    const args = ['--config', join(dir, 'config.toml')]
+    const launch = mountNamespace?.launch(binary, args) ?? {args, command: binary}
+    this.#child = launchDaemon(launch.command, launch.args, {
       detached: this.options.detached,
       logFile: join(dir, 'containerd.log'),
     })

@@ -44,7 +44,11 @@ interface ChangeRecord {
 export class HostChanges {
   private constructor(readonly record: ChangeRecord) {}
 
-  static async apply(dir: string, cgroupRoot: string, ownDirs: readonly string[] = []): Promise<HostChanges> {
+  /**
+   * `linkPluginDir` false: the node's device-plugin directory is made but not linked at kubelet's path (a
+   * second node mounts it there in its own mount namespace; the first node's link stays as it is).
+   */
+  static async apply(dir: string, cgroupRoot: string, ownDirs: readonly string[] = [], linkPluginDir = true): Promise<HostChanges> {
     const sysctls: {[name: string]: string} = {}
     for (const name of kubeletSysctls) sysctls[name] = (await readFile(sysctlPath(name), 'utf8')).trim()
     const absentDirs: string[] = []
@@ -52,16 +56,18 @@ export class HostChanges {
     const untouchedDirs: string[] = []
     for (const d of runtimeDefaultDirs) if (!(await exists(d))) untouchedDirs.push(d)
     const pluginDirTarget = join(dir, 'device-plugins')
-    const savedPluginDir = (await exists(kubeletPluginDir)) ? `${kubeletPluginDir}.nfdctl-saved-${process.pid}` : undefined
+    const savedPluginDir = linkPluginDir && (await exists(kubeletPluginDir)) ? `${kubeletPluginDir}.nfdctl-saved-${process.pid}` : undefined
     const cgroups = await cgroupDirs(cgroupRoot)
     const changes = new HostChanges({absentDirs, cgroups, dir, ownDirs, pluginDirTarget, savedPluginDir, sysctls, untouchedDirs})
     await writeFile(join(dir, 'host-changes.json'), JSON.stringify(changes.record))
 
     for (const d of ownDirs) await mkdir(d, {mode: 0o700, recursive: true})
     await mkdir(pluginDirTarget, {recursive: true})
-    await mkdir(dirname(kubeletPluginDir), {recursive: true})
-    if (savedPluginDir !== undefined) await rename(kubeletPluginDir, savedPluginDir)
-    await symlink(pluginDirTarget, kubeletPluginDir)
+    if (linkPluginDir) {
+      await mkdir(dirname(kubeletPluginDir), {recursive: true})
+      if (savedPluginDir !== undefined) await rename(kubeletPluginDir, savedPluginDir)
+      await symlink(pluginDirTarget, kubeletPluginDir)
+    }
     for (const cgroup of cgroups) await makeCgroup(cgroup)
     return changes
   }

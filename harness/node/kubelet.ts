@@ -5,6 +5,7 @@ import {join} from 'node:path'
 import type {KubeClient} from '../../src/lib/kube/kube-client.js'
 import {launchDaemon, terminate} from '../process/daemon.js'
 import {waitFor} from '../process/wait.js'
+import type {MountNamespace} from './mount-namespace.js'
 
 export interface KubeletOptions {
   readonly binary: string
@@ -18,6 +19,8 @@ export interface KubeletOptions {
   /** A private cgroup parent, so that the test's pods stay away from any other kubepods. */
   readonly cgroupRoot: string
   readonly detached?: boolean
+  /** Run inside this mount namespace (a second node's, shared with its containerd). */
+  readonly mountNamespace?: MountNamespace
 }
 
 /**
@@ -51,19 +54,17 @@ export class Kubelet {
     await writeFile(join(dir, 'kubelet-config.yaml'), configYaml(this.options, join(dir, 'pod-logs')))
     const startedAt = Date.now()
     this.#starts++
-    const child = launchDaemon(
-      this.options.binary,
-      [
-        `--config=${join(dir, 'kubelet-config.yaml')}`,
-        `--kubeconfig=${this.options.kubeconfig}`,
-        `--root-dir=${this.rootDir}`,
-        `--cert-dir=${join(dir, 'pki')}`,
-        `--hostname-override=${this.options.nodeName}`,
-        `--node-ip=${this.options.nodeIp}`,
-        '--v=2',
-      ],
-      {detached: this.options.detached, logFile: join(dir, `kubelet.${this.#starts}.log`)},
-    )
+    const args = [
+      `--config=${join(dir, 'kubelet-config.yaml')}`,
+      `--kubeconfig=${this.options.kubeconfig}`,
+      `--root-dir=${this.rootDir}`,
+      `--cert-dir=${join(dir, 'pki')}`,
+      `--hostname-override=${this.options.nodeName}`,
+      `--node-ip=${this.options.nodeIp}`,
+      '--v=2',
+    ]
+    const launch = this.options.mountNamespace?.launch(this.options.binary, args) ?? {args, command: this.options.binary}
+    const child = launchDaemon(launch.command, launch.args, {detached: this.options.detached, logFile: join(dir, `kubelet.${this.#starts}.log`)})
     this.#child = child
     if (client === undefined) return
     const exited = new Promise<Error>((resolve) => child.once('exit', (code) => resolve(new Error(`kubelet exited (${code}); see ${dir}/kubelet.${this.#starts}.log`))))

@@ -13,6 +13,24 @@ export const netnsVariable = 'NFDCTL_TEST_NETNS'
  */
 export const nodeIp = '10.223.255.1'
 
+/**
+ * The address of the test node `index` (0, the first, has nodeIp): further nodes add theirs to the test
+ * namespace's lo, so that each kubelet has its own node IP and port 10250.
+ */
+export function nodeIpOf(index: number): string {
+  return index === 0 ? nodeIp : `10.223.255.${index + 1}`
+}
+
+/** Adds a further node's address to the test namespace's lo (kept when it is there already). */
+export async function addNodeIp(address: string): Promise<void> {
+  const present = (await run('ip', ['-o', 'addr', 'show', 'dev', 'lo'])).stdout.includes(` ${address}/32 `)
+  if (!present) await run('ip', ['addr', 'add', `${address}/32`, 'dev', 'lo'])
+}
+
+export async function removeNodeIp(address: string): Promise<void> {
+  await run('ip', ['addr', 'del', `${address}/32`, 'dev', 'lo']).catch(() => {})
+}
+
 export const netnsPath = (name: string): string => `/run/netns/${name}`
 
 /** A fresh network namespace with lo up and the node address on it: nothing in it can reach another host. */

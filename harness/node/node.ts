@@ -1,5 +1,7 @@
-import {mkdir, readFile, writeFile} from 'node:fs/promises'
+import {execFile} from 'node:child_process'
+import {lstat, mkdir, readFile, writeFile} from 'node:fs/promises'
 import {join} from 'node:path'
+import {promisify} from 'node:util'
 
 import type {KubeClient} from '../../src/lib/kube/kube-client.js'
 import {terminate} from '../process/daemon.js'
@@ -7,7 +9,8 @@ import {Containerd, type ContainerdProcess, shimSocketDirOf, stopContainerd} fro
 import {HostChanges, kubeletPluginDir} from './host-changes.js'
 import {buildBusyboxImage} from './images.js'
 import {Kubelet} from './kubelet.js'
-import {nodeIp, outsideTestNetns} from './netns.js'
+import {MountNamespace} from './mount-namespace.js'
+import {addNodeIp, nodeIpOf, outsideTestNetns, removeNodeIp} from './netns.js'
 import {routeKubernetesService} from './service-proxy.js'
 
 export interface TestNodeOptions {
@@ -27,6 +30,13 @@ export interface TestNodeOptions {
    * its node's workloads do not reach the API server through the Service.
    */
   readonly kubernetesService?: boolean
+  /**
+   * 0 (the default): the first node, at the namespace's node address, its device-plugin directory linked at
+   * kubelet's path on the host. 1, 2, …: a further node of the same control plane, started after the first:
+   * its own address, pod bridge and subnet, and its kubelet and containerd in a mount namespace of their own
+   * in which its device-plugin directory is mounted at kubelet's path. Not detached.
+   */
+  readonly index?: number
 }
 
 interface State {
@@ -36,8 +46,11 @@ interface State {
   readonly containerdSocket: string
 }
 
-const podSubnet = '10.223.0.0/24'
-const bridge = 'nfdctlbr0'
+const run = promisify(execFile)
+
+/** Node `index`'s pod bridge and subnet: each node's pods have their own, routed inside the test namespace. */
+const bridgeOf = (index: number): string => `nfdctlbr${index}`
+const podSubnetOf = (index: number): string => `10.223.${index}.0/24`
 
 /**
  * A real Kubernetes node on this machine: a private containerd and a real kubelet registered with the test
@@ -45,14 +58,27 @@ const bridge = 'nfdctlbr0'
  * stop() puts the host back (HostChanges).
  */
 export class TestNode {
-  readonly pluginDir = kubeletPluginDir
-
   private constructor(
     readonly options: TestNodeOptions,
     readonly containerd: Containerd,
     readonly kubelet: Kubelet,
     readonly host: HostChanges,
+    readonly mountNamespace?: MountNamespace,
   ) {}
+
+  get index(): number {
+    return this.options.index ?? 0
+  }
+
+  /** kubelet's device-plugin directory as seen from the host (an agent's `--plugin-dir`). */
+  get pluginDir(): string {
+    return this.index === 0 ? kubeletPluginDir : this.host.record.pluginDirTarget
+  }
+
+  /** The node's InternalIP. */
+  get ip(): string {
+    return nodeIpOf(this.index)
+  }
 
   get name(): string {
     return this.options.nodeName
@@ -69,18 +95,31 @@ export class TestNode {
     const outside = await outsideTestNetns()
     if (outside !== undefined) throw new Error(`test node: ${outside}`)
     if (process.getuid?.() !== 0) throw new Error('test node: needs root (containerd, kubelet, cgroups, /var/lib/kubelet/device-plugins)')
+    const index = options.index ?? 0
+    const first = index === 0
+    if (!first && options.detached) throw new Error('test node: a further node cannot be detached (its mount namespace lives with this process)')
+    if (!first && (await lstat(kubeletPluginDir).catch(() => undefined)) === undefined) throw new Error(`test node: ${kubeletPluginDir} is absent: start the first test node before node ${index}`)
     await mkdir(options.dir, {recursive: true})
     const cgroupRoot = `/nfdctl-${options.nodeName}`
     const containerdDir = join(options.dir, 'containerd')
     const shimSocketDir = shimSocketDirOf(containerdDir)
-    const host = await HostChanges.apply(options.dir, cgroupRoot, shimSocketDir.startsWith(`${options.dir}/`) ? [] : [shimSocketDir])
+    const host = await HostChanges.apply(options.dir, cgroupRoot, shimSocketDir.startsWith(`${options.dir}/`) ? [] : [shimSocketDir], first)
+    let mountNamespace: MountNamespace | undefined
+    if (!first) {
+      await addNodeIp(nodeIpOf(index))
+      mountNamespace = await MountNamespace.create(options.dir, [[host.record.pluginDirTarget, kubeletPluginDir]]).catch(async (error: unknown) => {
+        await host.restore().catch(() => {})
+        throw error
+      })
+    }
     const containerd = new Containerd({
       binDir: options.binDir,
-      bridge,
+      bridge: bridgeOf(index),
       cdiDir: join(options.dir, 'cdi'),
       detached: options.detached,
       dir: containerdDir,
-      podSubnet,
+      mountNamespace,
+      podSubnet: podSubnetOf(index),
     })
     const kubelet = new Kubelet({
       binary: join(options.binDir, 'kubelet'),
@@ -89,15 +128,17 @@ export class TestNode {
       detached: options.detached,
       dir: join(options.dir, 'kubelet'),
       kubeconfig: options.kubeconfig,
-      nodeIp,
+      mountNamespace,
+      nodeIp: nodeIpOf(index),
       nodeName: options.nodeName,
     })
-    const node = new TestNode(options, containerd, kubelet, host)
+    const node = new TestNode(options, containerd, kubelet, host, mountNamespace)
     try {
       // A Node of the same name left by an earlier run would have its old status and CSINode.
       await client.request('DELETE', `/api/v1/nodes/${options.nodeName}`).catch(() => {})
       await containerd.start()
-      if (options.kubernetesService !== false) await routeKubernetesService(client)
+      // One set of rules in the test namespace serves every node's pods: the first node makes them.
+      if (first && options.kubernetesService !== false) await routeKubernetesService(client)
       const image = join(options.dir, 'busybox.tar')
       await buildBusyboxImage(image)
       await containerd.importImage(image)
@@ -116,6 +157,12 @@ export class TestNode {
   async stop(): Promise<void> {
     await this.kubelet.stop()
     await this.containerd.stop()
+    if (this.mountNamespace !== undefined) {
+      await this.mountNamespace.close()
+      // The first node's bridge and address stay for the namespace's life; a further node's go with it.
+      await run('ip', ['link', 'delete', bridgeOf(this.index)]).catch(() => {})
+      await removeNodeIp(this.ip)
+    }
     await this.host.restore()
   }
 

@@ -55,3 +55,35 @@ export async function stopTestNode(): Promise<void> {
 }
 
 stopAtRunEnd(stopTestNode)
+
+/** A further node beside the run's node, and how to stop it. */
+export interface FurtherNode {
+  readonly env: NodeEnv
+  /** Stops the node and removes its directory; throws when it left something on the host. Idempotent. */
+  stop(): Promise<void>
+}
+
+/**
+ * A second real node (index 1: its own containerd, kubelet root, device-plugin directory in its own mount
+ * namespace, address and pod subnet) registered with the run's control plane, for the suites that need two
+ * nodes; the others never pay for it. The suite stops it in its `after`; the run's end stops it too, before
+ * the first node, when a failure skipped that.
+ */
+export async function startSecondNode(context: Mocha.Context): Promise<FurtherNode> {
+  const first = await testNode(context)
+  const binDir = await ensureBinaries(log, ['containerd', 'kubelet'])
+  const nodeDir = await mkdtemp(join(tmpdir(), 'nfdctl-node-b-'))
+  let stopped: Promise<void> | undefined
+  let node: TestNode | undefined
+  const stop = (): Promise<void> =>
+    (stopped ??= (async () => {
+      if (node === undefined) return
+      await node.stop()
+      const left = await node.host.leftovers()
+      await rm(nodeDir, {force: true, recursive: true})
+      if (left.length > 0) throw new Error(`the second test node left things on the host: ${left.join('; ')}`)
+    })())
+  stopAtRunEnd(stop)
+  node = await TestNode.start({binDir, dir: nodeDir, index: 1, kubeconfig: first.plane.kubeconfig, log, nodeName: `nfdctl-test-${process.pid}-b`}, first.client)
+  return {env: {client: first.client, node, plane: first.plane}, stop}
+}
