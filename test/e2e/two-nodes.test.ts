@@ -1,0 +1,332 @@
+import {expect} from 'chai'
+import {lstat, mkdir, mkdtemp, readFile, rm} from 'node:fs/promises'
+import {tmpdir} from 'node:os'
+import {join} from 'node:path'
+
+import {nodeClassStatus, StatusWriter} from '../../src/lib/agent/status-writer.js'
+import {KubeApiError} from '../../src/lib/kube/api-error.js'
+import {openCluster} from '../../src/lib/kube/connect.js'
+import type {KubeClient} from '../../src/lib/kube/kube-client.js'
+import {placeManifest, readManifests} from '../../harness/controlplane/manifests.js'
+import {claimPodManifest, claimTemplateManifest, draAgentArgs, SerialDisks} from '../../harness/devices/dra-agent.js'
+import {BackedLoops, canUseLoopControl, loopData, readLoop} from '../../harness/devices/loop-devices.js'
+import {nodeIp} from '../../harness/node/netns.js'
+import {createNamespace, deletePods, waitForPod, type NodeEnv} from '../../harness/node/pods.js'
+import {CliProcess} from '../../harness/process/cli-process.js'
+import {waitFor} from '../../harness/process/wait.js'
+import {missingPrerequisite} from '../support/prerequisites.js'
+import {runEvery} from '../support/run-end.js'
+import {type FurtherNode, startSecondNode, testNode} from '../support/test-node.js'
+import {rejection} from '../support/thrown.js'
+
+// Loop devices 490-499 belong to these tests: loop490 is node A's disk, loop491 node B's. Both agents see
+// every loop device of the machine; each has its own udev database, which gives only its node's disk the
+// serial the class matches, so each node's pool holds its own disk alone.
+const dra = '/apis/resource.k8s.io/v1'
+const classesPath = '/apis/devices.nfdctl.io/v1alpha1/deviceclasses'
+const driver = 'devices.nfdctl.io'
+const system = 'nfdctl-system'
+const consumers = 'nfdctl-two-nodes'
+const className = 'twonode'
+const draClass = `${className}.${driver}`
+const policies = ['nfdctl-agent-own-node-status', 'nfdctl-agent-own-node-slices', 'nfdctl-agent-dra-device-classes', 'nfdctl-agent-own-node-claims']
+
+interface Slice {
+  metadata: {name: string; managedFields?: Array<{manager: string}>}
+  spec: {nodeName: string; pool: {name: string}; devices?: Array<{name: string}>}
+}
+interface ClassStatusEntry {
+  node: string
+  devices: Array<{devName: string}>
+}
+interface Claim {
+  metadata: {name: string; managedFields?: Array<{manager: string; subresource?: string}>}
+  status?: {
+    allocation?: {devices?: {results?: Array<{device: string; pool: string}>}}
+    devices?: Array<{device: string; pool: string; conditions?: Array<{type: string; status: string}>}>
+  }
+}
+interface LogLine {
+  msg: string
+}
+
+/** One of the two nodes: its harness node, its agent's udev database and disk, the agent and its credentials. */
+interface Side {
+  readonly label: 'a' | 'b'
+  readonly env: NodeEnv
+  readonly loop: number
+  disks: SerialDisks
+  kubeconfig: string
+  client: KubeClient
+  agent?: CliProcess
+}
+
+const refusal = (action: () => Promise<unknown>): Promise<KubeApiError> => rejection(action(), KubeApiError)
+
+describe('two nodes on one control plane, each with its own agent (the DRA driver) under its own service account token', function () {
+  let second: FurtherNode | undefined
+  let dir: string
+  let loops: BackedLoops
+  let a: Side
+  let b: Side
+  const pods: string[] = []
+  let startup: {ms: number; rssMiB: number}
+
+  const admin = (): KubeClient => a.env.client
+  const slicesOf = async (node: string): Promise<Slice[]> =>
+    (await admin().request<{items: Slice[]}>('GET', `${dra}/resourceslices`, {query: {fieldSelector: `spec.nodeName=${node},spec.driver=${driver}`}})).items
+  const devicesOf = async (node: string): Promise<string[]> => (await slicesOf(node)).flatMap((s) => (s.spec.devices ?? []).map((d) => d.name)).sort()
+  const classEntries = async (): Promise<ClassStatusEntry[]> => (await admin().request<{status?: {nodes?: ClassStatusEntry[]}}>('GET', `${classesPath}/${className}`)).status?.nodes ?? []
+  const claimOf = async (pod: string): Promise<Claim> => {
+    const found = await admin().request<{status?: {resourceClaimStatuses?: Array<{resourceClaimName?: string}>}}>('GET', `/api/v1/namespaces/${consumers}/pods/${pod}`)
+    const name = found.status?.resourceClaimStatuses?.[0]?.resourceClaimName
+    if (name === undefined) throw new Error(`pod ${pod} has no claim`)
+    return admin().request<Claim>('GET', `${dra}/namespaces/${consumers}/resourceclaims/${name}`)
+  }
+  const createClaimPod = async (name: string, nodeName?: string): Promise<void> => {
+    pods.push(`${consumers}/${name}`)
+    await admin().request('POST', `/api/v1/namespaces/${consumers}/pods`, {body: claimPodManifest(name, nodeName, {template: 'one-disk'})})
+  }
+
+  /**
+   * A token of deploy/agent's service account bound to a pod on `side`'s node, as the DaemonSet pod's projected
+   * token is: it carries the node's name (authentication.kubernetes.io/node-name), which the policies read.
+   */
+  const agentCredentials = async (side: Side): Promise<void> => {
+    const podName = `token-${side.label}`
+    const pod = await admin().request<{metadata: {uid: string}}>('POST', `/api/v1/namespaces/${system}/pods`, {
+      body: {
+        apiVersion: 'v1',
+        kind: 'Pod',
+        metadata: {name: podName},
+        spec: {
+          automountServiceAccountToken: false,
+          containers: [{command: ['sleep', '3600'], image: 'localhost/nfdctl-test/busybox:1', imagePullPolicy: 'Never', name: 'main'}],
+          nodeName: side.env.node.name,
+          serviceAccountName: 'nfdctl-agent',
+          terminationGracePeriodSeconds: 1,
+        },
+      },
+    })
+    const request = await admin().request<{status: {token: string}}>('POST', `/api/v1/namespaces/${system}/serviceaccounts/nfdctl-agent/token`, {
+      body: {
+        apiVersion: 'authentication.k8s.io/v1',
+        kind: 'TokenRequest',
+        spec: {boundObjectRef: {apiVersion: 'v1', kind: 'Pod', name: podName, uid: pod.metadata.uid}, expirationSeconds: 3600},
+      },
+    })
+    side.kubeconfig = await side.env.plane.kubeconfigWithToken(`agent-${side.label}`, request.status.token)
+    side.client = (await openCluster({kubeconfig: side.kubeconfig}, {burst: 10, qps: 10})).client
+  }
+
+  const startAgent = async (side: Side): Promise<void> => {
+    const udevDir = join(dir, side.label, 'udev')
+    side.agent = new CliProcess(draAgentArgs(side.env.node, {kubeconfig: side.kubeconfig, stateDir: join(dir, side.label, 'state'), udevDir}))
+    await side.agent.waitForLine<LogLine>(`node ${side.label}'s agent registered its DRA driver`, (l) => l.msg.includes('registered with kubelet'), 30_000)
+  }
+
+  before(async function () {
+    this.timeout(10 * 60_000)
+    const first = await testNode(this)
+    if (!canUseLoopControl()) missingPrerequisite(this, '/dev/loop-control is not usable (needs root and the loop driver)')
+    const started = performance.now()
+    second = await startSecondNode(this)
+    startup = {ms: performance.now() - started, rssMiB: ((await rssKiB(second.env.node.kubelet.pid)) + (await rssKiB(second.env.node.containerd.pid))) / 1024}
+    dir = await mkdtemp(join(tmpdir(), 'nfdctl-two-nodes-'))
+    loops = new BackedLoops(dir)
+    a = {disks: new SerialDisks(join(dir, 'a', 'udev'), 'nfdctl-2n'), env: first, label: 'a', loop: 490} as Side
+    b = {disks: new SerialDisks(join(dir, 'b', 'udev'), 'nfdctl-2n'), env: second.env, label: 'b', loop: 491} as Side
+    for (const side of [a, b]) await mkdir(side.disks.udevDir, {recursive: true})
+
+    // deploy/agent's and deploy/agent-dra's service account, roles and own-node policies, as applied by kustomize
+    // (the annotation policy judges every pod of the cluster, and no pod here takes a class by annotation).
+    for (const [component, files] of [
+      ['agent', ['namespace.yaml', 'rbac.yaml', 'status-policy.yaml']],
+      ['agent-dra', ['rbac.yaml', 'slice-policy.yaml', 'device-class-policy.yaml', 'claim-status-policy.yaml']],
+    ] as const) {
+      const {docs, namespace} = await readManifests(component, files)
+      for (const {doc} of docs) {
+        const {body, collection} = placeManifest(doc, namespace)!
+        await admin().request('POST', collection, {body})
+      }
+    }
+    await createNamespace(first, consumers)
+    await admin().request('POST', classesPath, {
+      body: {
+        apiVersion: 'devices.nfdctl.io/v1alpha1',
+        kind: 'DeviceClass',
+        metadata: {name: className},
+        spec: {allocation: 'DRA', match: [{devName: 'loop49[0-9]', properties: {ID_SERIAL: 'nfdctl-2n-*'}, subsystem: 'block'}]},
+      },
+    })
+    await admin().request('POST', `${dra}/namespaces/${consumers}/resourceclaimtemplates`, {body: claimTemplateManifest('one-disk', draClass)})
+    for (const side of [a, b]) {
+      await side.disks.record(side.loop, side.label)
+      await loops.add(side.loop)
+      await agentCredentials(side)
+      await startAgent(side)
+    }
+  })
+
+  after(async function () {
+    this.timeout(5 * 60_000)
+    if (process.env.NFDCTL_DEBUG_AGENT) for (const side of [a, b]) if (side?.agent) console.log(side.agent.transcript())
+    if (a === undefined) {
+      await second?.stop()
+      return
+    }
+    const sides = [a, b].filter((side): side is Side => side !== undefined)
+    await runEvery([
+      ...sides.map((side) => async () => side.agent?.stop('SIGTERM')),
+      () => deletePods(a.env, pods.splice(0)),
+      () =>
+        admin()
+          .request('DELETE', `${classesPath}/${className}`)
+          .catch(() => {}),
+      ...sides.map((side) => () => admin().request('DELETE', `${dra}/resourceslices`, {query: {fieldSelector: `spec.nodeName=${side.env.node.name},spec.driver=${driver}`}})),
+      ...policies.flatMap((name) => [
+        () =>
+          admin()
+            .request('DELETE', `/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings/${name}`)
+            .catch(() => {}),
+        () =>
+          admin()
+            .request('DELETE', `/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/${name}`)
+            .catch(() => {}),
+      ]),
+      ...['nfdctl-agent', 'nfdctl-agent-dra'].flatMap((name) => [
+        () =>
+          admin()
+            .request('DELETE', `/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/${name}`)
+            .catch(() => {}),
+        () =>
+          admin()
+            .request('DELETE', `/apis/rbac.authorization.k8s.io/v1/clusterroles/${name}`)
+            .catch(() => {}),
+      ]),
+      () => deletePods(a.env, [`${system}/token-a`, `${system}/token-b`]),
+      ...[system, consumers].map(
+        (namespace) => () =>
+          admin()
+            .request('DELETE', `/api/v1/namespaces/${namespace}`)
+            .catch(() => {}),
+      ),
+      ...(loops?.plugged ?? []).map((index) => () => loops.drop(index)),
+      async () => {
+        for (const side of sides) side.client?.close()
+      },
+      async () => second?.stop(),
+      async () => {
+        if (dir) await rm(dir, {force: true, recursive: true})
+      },
+    ])
+  })
+
+  it('both Nodes are Ready, each at its own address, and each kubelet has a device-plugin directory of its own', async function () {
+    for (const [side, address] of [
+      [a, nodeIp],
+      [b, '10.223.255.2'],
+    ] as const) {
+      const node = await admin().request<{status: {addresses: Array<{type: string; address: string}>; conditions: Array<{type: string; status: string}>}}>('GET', `/api/v1/nodes/${side.env.node.name}`)
+      expect(node.status.conditions.find((c) => c.type === 'Ready')?.status, side.label).to.equal('True')
+      expect(node.status.addresses, side.label).to.deep.include({address, type: 'InternalIP'})
+    }
+    // Each kubelet made its own registration socket; node B's start did not clean node A's directory.
+    const [socketA, socketB] = await Promise.all([a, b].map((side) => lstat(join(side.env.node.pluginDir, 'kubelet.sock'))))
+    expect(socketA.isSocket() && socketB.isSocket()).to.equal(true)
+    expect(socketA.ino).to.not.equal(socketB.ino)
+    process.stderr.write(`      second node: Ready ${(startup.ms / 1000).toFixed(1)} s after its start, kubelet + containerd RSS ${startup.rssMiB.toFixed(0)} MiB\n`)
+  })
+
+  it("each agent publishes its own node's pool, and the DeviceClass status lists both nodes", async function () {
+    for (const side of [a, b]) {
+      const node = side.env.node.name
+      await waitFor(`node ${side.label}'s pool lists its disk`, async () => (await devicesOf(node)).length > 0, {timeoutMs: 10_000})
+      expect(await devicesOf(node), side.label).to.deep.equal([side.disks.deviceOf(side.label)])
+      const slices = await slicesOf(node)
+      expect(slices.map((s) => s.spec.pool.name)).to.deep.equal([node])
+    }
+    const entries = await waitFor(
+      'both nodes in the DeviceClass status',
+      async () => {
+        const found = await classEntries()
+        return found.length === 2 && found.every((e) => e.devices.length === 1) ? found : undefined
+      },
+      {timeoutMs: 10_000},
+    )
+    expect(Object.fromEntries(entries.map((e) => [e.node, e.devices.map((d) => d.devName)]))).to.deep.equal({
+      [a.env.node.name]: ['loop490'],
+      [b.env.node.name]: ['loop491'],
+    })
+  })
+
+  it("a claim whose class's only free device is on node B lands on node B, and its container reads that device", async function () {
+    this.timeout(3 * 60_000)
+    await createClaimPod('on-a', a.env.node.name)
+    await waitForPod(a.env, `${consumers}/on-a`, 90_000)
+    expect((await claimOf('on-a')).status?.allocation?.devices?.results?.map((r) => [r.pool, r.device])).to.deep.equal([[a.env.node.name, a.disks.deviceOf('a')]])
+
+    await createClaimPod('anywhere')
+    const running = await waitForPod(b.env, `${consumers}/anywhere`, 90_000)
+    const placed = await admin().request<{spec: {nodeName: string}}>('GET', `/api/v1/namespaces/${consumers}/pods/anywhere`)
+    expect(placed.spec.nodeName).to.equal(b.env.node.name)
+    expect((await claimOf('anywhere')).status?.allocation?.devices?.results?.map((r) => [r.pool, r.device])).to.deep.equal([[b.env.node.name, b.disks.deviceOf('b')]])
+    await waitFor('the pod on node B reads /dev/loop491', async () => (await readLoop(b.env.node, running.containerId, b.loop)) === loopData(b.loop), {intervalMs: 50, timeoutMs: 15_000})
+    // Node B's agent reported the device Ready, under its own node's field manager.
+    const claim = await waitFor('the claim status Ready', async () => {
+      const found = await claimOf('anywhere')
+      return found.status?.devices?.some((d) => d.conditions?.some((c) => c.type === 'Ready' && c.status === 'True')) ? found : undefined
+    })
+    expect(claim.metadata.managedFields?.filter((f) => f.subresource === 'status').map((f) => f.manager)).to.include(`nfdctl-dra-${b.env.node.name}`)
+  })
+
+  it("each agent's credentials may write only its own node's slices, class status entry and claim statuses: the shipped policies refuse the other node's", async function () {
+    for (const [self, other] of [
+      [a, b],
+      [b, a],
+    ] as const) {
+      const me = self.env.node.name
+      const them = other.env.node.name
+      const slice = await refusal(() =>
+        self.client.request('PATCH', `${dra}/resourceslices/${them}-${driver}-intruder`, {
+          body: {
+            apiVersion: 'resource.k8s.io/v1',
+            kind: 'ResourceSlice',
+            metadata: {name: `${them}-${driver}-intruder`},
+            spec: {devices: [], driver, nodeName: them, pool: {generation: 1, name: them, resourceSliceCount: 1}},
+          },
+          contentType: 'application/apply-patch+yaml',
+          query: {fieldManager: 'nfdctl-agent', force: true},
+        }),
+      )
+      expect(slice.code).to.equal(403)
+      expect(slice.serverMessage)
+        .to.contain("ValidatingAdmissionPolicy 'nfdctl-agent-own-node-slices'")
+        .and.contain(`the nfdctl agent of node ${me} may write only the ResourceSlices of its own node, not those of node ${them}`)
+
+      const before = await classEntries()
+      const status = await refusal(() => new StatusWriter(self.client, them).write(new Map([[className, {entry: nodeClassStatus(them, [], 0)}]])))
+      expect(status.code).to.equal(403)
+      expect(status.serverMessage).to.contain("ValidatingAdmissionPolicy 'nfdctl-agent-own-node-status'").and.contain(`the nfdctl agent of node ${me} may write only its own entry of status.nodes`)
+      expect(await classEntries()).to.deep.equal(before)
+    }
+
+    // The claim of `anywhere` is allocated on node B: node A's agent is refused its status, node B's may write it.
+    const claim = await claimOf('anywhere')
+    const claimPath = `${dra}/namespaces/${consumers}/resourceclaims/${claim.metadata.name}/status`
+    const stolen = await refusal(() => a.client.request('PATCH', claimPath, {body: {status: {devices: []}}, contentType: 'application/merge-patch+json'}))
+    expect(stolen.code).to.equal(403)
+    expect(stolen.serverMessage).to.match(
+      new RegExp(`ValidatingAdmissionPolicy 'nfdctl-agent-own-node-claims'.*node ${a.env.node.name} may write the status only of ResourceClaims allocated on its node|resourceclaims/driver`),
+    )
+    await b.client.request('PATCH', claimPath, {body: {status: {devices: claim.status?.devices ?? []}}, contentType: 'application/merge-patch+json', query: {dryRun: 'All'}})
+    expect((await claimOf('anywhere')).status?.devices).to.deep.equal(claim.status?.devices)
+  })
+})
+
+/** A process's resident memory in KiB (VmRSS), 0 once it is gone. */
+async function rssKiB(pid: number | undefined): Promise<number> {
+  if (pid === undefined) return 0
+  const status = await readFile(`/proc/${pid}/status`, 'utf8').catch(() => '')
+  return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0)
+}
