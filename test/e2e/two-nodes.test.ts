@@ -8,11 +8,13 @@ import {KubeApiError} from '../../src/lib/kube/api-error.js'
 import {openCluster} from '../../src/lib/kube/connect.js'
 import type {KubeClient} from '../../src/lib/kube/kube-client.js'
 import {placeManifest, readManifests} from '../../harness/controlplane/manifests.js'
+import {createNodeFeature, exists, nodeFeaturePath} from '../../harness/controlplane/seed.js'
 import {claimPodManifest, claimTemplateManifest, draAgentArgs, SerialDisks} from '../../harness/devices/dra-agent.js'
 import {BackedLoops, canUseLoopControl, loopData, readLoop} from '../../harness/devices/loop-devices.js'
 import {nodeIp} from '../../harness/node/netns.js'
 import {createNamespace, deletePods, waitForPod, type NodeEnv} from '../../harness/node/pods.js'
 import {CliProcess} from '../../harness/process/cli-process.js'
+import {freePort} from '../../harness/process/free-port.js'
 import {waitFor} from '../../harness/process/wait.js'
 import {missingPrerequisite} from '../support/prerequisites.js'
 import {runEvery} from '../support/run-end.js'
@@ -48,6 +50,8 @@ interface Claim {
 }
 interface LogLine {
   msg: string
+  nodes?: string[]
+  deleted?: number
 }
 
 /** One of the two nodes: its harness node, its agent's udev database and disk, the agent and its credentials. */
@@ -321,6 +325,39 @@ describe('two nodes on one control plane, each with its own agent (the DRA drive
     )
     await b.client.request('PATCH', claimPath, {body: {status: {devices: claim.status?.devices ?? []}}, contentType: 'application/merge-patch+json', query: {dryRun: 'All'}})
     expect((await claimOf('anywhere')).status?.devices).to.deep.equal(claim.status?.devices)
+  })
+
+  // Last: it stops node B.
+  it("gc run (the shipped Deployment's arguments) collects node B's NodeFeature once its kubelet is stopped and its Node deleted, and keeps node A's", async function () {
+    this.timeout(3 * 60_000)
+    for (const side of [a, b]) await createNodeFeature(admin(), consumers, `features-${side.label}`, side.env.node.name)
+    // As deploy/gc runs it, but with metrics on a free loopback port, the Lease in this suite's namespace, and no grace period.
+    const gc = new CliProcess([
+      'gc',
+      'run',
+      '--kubeconfig',
+      a.env.plane.kubeconfig,
+      '--leader-elect',
+      '--leader-elect-namespace',
+      consumers,
+      '--interval=1h',
+      '--grace-period=0',
+      '--metrics-bind-address',
+      `127.0.0.1:${await freePort()}`,
+      '--log-format=json',
+    ])
+    try {
+      await gc.waitForLine<LogLine>('the first sweep', (l) => l.msg === 'sweep done', 60_000)
+      await b.agent?.stop('SIGTERM')
+      await second?.stop()
+      await admin().request('DELETE', `/api/v1/nodes/${b.env.node.name}`)
+      const collected = await gc.waitForLine<LogLine>("node B's objects collected", (l) => l.msg === 'collected objects of deleted nodes', 30_000)
+      expect(collected.value).to.deep.include({deleted: 1, nodes: [b.env.node.name]})
+      expect(await exists(admin(), nodeFeaturePath(consumers, 'features-b'))).to.equal(false)
+      expect(await exists(admin(), nodeFeaturePath(consumers, 'features-a'))).to.equal(true)
+    } finally {
+      expect(await gc.stop('SIGTERM'), gc.transcript()).to.equal(0)
+    }
   })
 })
 
