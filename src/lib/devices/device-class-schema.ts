@@ -273,6 +273,48 @@ const annotationAccess: SchemaNode = {
   },
 }
 
+/** A Go duration of hours, minutes and seconds, as kubectl and Pod specs write them: 30s, 5m, 1h30m. */
+const durationPattern = '^([0-9]+h)?([0-9]+m)?([0-9]+s)?$'
+
+const unplugged: SchemaNode = {
+  description:
+    'Allocation DRA only: how the ResourceSlice lists a device of the class that is unplugged. It stays listed, with the taint '
+    + 'devices.nfdctl.io/unplugged, until the same device (by identity) is plugged in again. effect NoSchedule (the default): no new '
+    + 'claim gets it, pods holding it keep running. effect NoExecute: after noExecuteAfter (default 0s) the taint becomes NoExecute '
+    + 'and kube-controller-manager evicts the pods whose claims hold it (unless they tolerate the taint). A device in several classes takes the strictest.',
+  type: 'object',
+  'x-nfdctl-text': {fieldsOf: 'unplugged', is: 'a mapping {effect: NoSchedule|NoExecute, noExecuteAfter: <duration>}'},
+  'x-kubernetes-validations': [
+    {
+      rule: "!has(self.noExecuteAfter) || self.effect == 'NoExecute'",
+      message: 'noExecuteAfter applies only to effect NoExecute',
+      fieldPath: '.noExecuteAfter',
+      reason: 'FieldValueForbidden',
+      check: (self) =>
+        field(self, 'noExecuteAfter') !== undefined && field(self, 'effect') !== 'NoExecute'
+          ? [{at: ['noExecuteAfter'], message: 'noExecuteAfter applies only to effect NoExecute; remove it or set effect: NoExecute'}]
+          : [],
+    },
+  ],
+  properties: {
+    effect: {
+      description: 'NoSchedule: an unplugged device is not allocated to new claims. NoExecute: also the pods holding it are evicted, after noExecuteAfter.',
+      type: 'string',
+      default: 'NoSchedule',
+      enum: ['NoSchedule', 'NoExecute'],
+      'x-nfdctl-text': {is: 'NoSchedule or NoExecute'},
+    },
+    noExecuteAfter: {
+      description: 'effect NoExecute only: how long a device stays unplugged (NoSchedule) before its taint becomes NoExecute, such as 30s, 5m or 1h30m; absent means at once.',
+      type: 'string',
+      minLength: 2,
+      maxLength: 16,
+      pattern: durationPattern,
+      'x-nfdctl-text': {is: 'a duration of hours, minutes and seconds, such as 30s, 5m or 1h30m'},
+    },
+  },
+}
+
 const matchRule: SchemaNode = {
   type: 'object',
   // At least one of the four fields; unknown fields are pruned first, so a rule holding only unknown
@@ -338,7 +380,7 @@ const spec: SchemaNode = {
   required: ['match'],
   'x-nfdctl-text': {
     fieldsOf: 'spec',
-    is: 'a mapping with match and optionally nodeSelector, permissions, allocation, capacity, identity, annotationAccess, hostCritical',
+    is: 'a mapping with match and optionally nodeSelector, permissions, allocation, capacity, identity, annotationAccess, unplugged, hostCritical',
     required: 'required: a mapping with match (the device rules) and optionally nodeSelector, permissions, allocation, capacity',
   },
   'x-kubernetes-validations': [
@@ -366,6 +408,16 @@ const spec: SchemaNode = {
       check: (self) =>
         field(self, 'capacity') !== undefined && field(self, 'allocation') !== 'Class'
           ? [{at: ['capacity'], message: 'capacity applies only to allocation Class; remove it (each device is one unit) or set allocation: Class'}]
+          : [],
+    },
+    {
+      rule: "!has(self.unplugged) || self.allocation == 'DRA'",
+      message: 'unplugged applies only to allocation DRA: it says how the ResourceSlice lists an unplugged device',
+      fieldPath: '.unplugged',
+      reason: 'FieldValueForbidden',
+      check: (self) =>
+        field(self, 'unplugged') !== undefined && field(self, 'allocation') !== 'DRA'
+          ? [{at: ['unplugged'], message: 'unplugged applies only to allocation DRA (it says how the ResourceSlice lists an unplugged device); remove it or set allocation: DRA'}]
           : [],
     },
     hostCriticalOptIn,
@@ -421,6 +473,7 @@ const spec: SchemaNode = {
       'x-nfdctl-text': {is: 'a whole number >= 1'},
     },
     annotationAccess,
+    unplugged,
     hostCritical: {
       description:
         'Allow: the class may serve host-critical devices (/dev/mem, /dev/kmem, /dev/port, /dev/kmsg, and block devices that back '

@@ -59,10 +59,22 @@ export interface DeviceClassSpec {
   /** What a device is followed by across re-plugs (default Serial: its serial number when it has one, else its port). */
   readonly identity?: IdentitySource
   /**
+   * DRA only: how the ResourceSlice lists an unplugged device of the class (kept, tainted devices.nfdctl.io/unplugged,
+   * until it is back). Absent: effect NoSchedule.
+   */
+  readonly unplugged?: UnpluggedSpec
+  /**
    * Allow: the class may serve host-critical devices (/dev/mem, /dev/kmem, /dev/port, /dev/kmsg, block
    * devices that back the node's mounts or swap). Absent or Refuse: they are left out and reported.
    */
   readonly hostCritical?: 'Allow' | 'Refuse'
+}
+
+export interface UnpluggedSpec {
+  /** NoSchedule: no new claim gets the device. NoExecute: also the pods holding it are evicted, after noExecuteAfter. */
+  readonly effect: 'NoExecute' | 'NoSchedule'
+  /** effect NoExecute only: a duration such as 30s, 5m or 1h30m (hours, minutes, seconds); absent means at once. */
+  readonly noExecuteAfter?: string
 }
 
 export interface MatchRule {
