@@ -10,17 +10,21 @@ import type {KubeClient} from '../../src/lib/kube/kube-client.js'
 import {noopLogger} from '../../src/lib/observe/logger.js'
 import {loopDevice} from '../../harness/devices/loop-device.js'
 import {waitFor} from '../../harness/process/wait.js'
-import {adminClient} from '../support/cluster.js'
+import {adminClient, startControlPlane} from '../support/cluster.js'
+import {recordingLogger} from '../support/recording-logger.js'
 import {deviceClassManifest} from '../support/device-class.js'
 
 interface Slice {
   metadata: {name: string; uid: string}
-  spec: {nodeName: string; pool: {name: string; generation: number; resourceSliceCount: number}; devices?: Array<{name: string; attributes: Record<string, unknown>}>}
+  spec: {nodeName: string; pool: {name: string; generation: number; resourceSliceCount: number}; devices?: Array<{name: string; attributes: Record<string, unknown>; taints?: unknown[]}>}
 }
 
 const slicesPath = '/apis/resource.k8s.io/v1/resourceslices'
 /** Disks with serials: each a distinct device name, as a node full of USB disks would have. */
 const disks = (count: number): SliceDevice[] => Array.from({length: count}, (_, i) => sliceDeviceOf(loopDevice(i, {ID_SERIAL: `disk-${String(i).padStart(3, '0')}`}), ['disks']).device)
+/** The same disks, every `every`-th one unplugged (as unplugged-devices.ts lists it). */
+const withUnplugged = (count: number, every: number): SliceDevice[] =>
+  disks(count).map((d, i) => (i % every === 0 ? {...d, taints: [{effect: 'NoSchedule' as const, key: 'devices.nfdctl.io/unplugged', timeAdded: '2026-12-06T21:00:00Z'}]} : d))
 
 describe('DRA driver against kube-apiserver: the pool of ResourceSlices and the resource.k8s.io DeviceClasses', function () {
   let client: KubeClient
@@ -130,5 +134,56 @@ describe('DRA driver against kube-apiserver: the pool of ResourceSlices and the 
       for (const name of made) await client.request('DELETE', `${deviceClassesPath}/${name}`).catch(() => {})
       for (const name of made) await client.request('DELETE', `/apis/resource.k8s.io/v1/deviceclasses/${name}.devices.nfdctl.io`).catch(() => {})
     }
+  })
+
+  it('unplugged devices: the API server keeps their taints, 64 devices a slice, and the pool settles (its taints read back equal)', async function () {
+    publisher?.setDevices(withUnplugged(100, 10))
+    const tainted = await waitFor('two slices with taints', async () => {
+      const p = await pool()
+      return p.slices.length === 2 && p.devices.length === 100 ? p : undefined
+    })
+    expect(tainted.slices.map((s) => s.spec.devices?.length).sort()).to.deep.equal([36, 64])
+    const taints = tainted.slices.flatMap((s) => (s.spec.devices ?? []).flatMap((d) => d.taints ?? []))
+    expect(taints).to.have.length(10)
+    expect(taints[0]).to.deep.equal({effect: 'NoSchedule', key: 'devices.nfdctl.io/unplugged', timeAdded: '2026-12-06T21:00:00Z'})
+    const settled = (await slices()).map((s) => [s.metadata.uid, s.spec.pool.generation])
+    await sleep(1500)
+    expect((await slices()).map((s) => [s.metadata.uid, s.spec.pool.generation])).to.deep.equal(settled)
+  })
+})
+
+describe('DRA driver against a kube-apiserver with DRADeviceTaints off (a cluster before 1.36)', function () {
+  const nodeName = 'dra-untainted-node'
+  const controller = new AbortController()
+  let publisher: SlicePublisher | undefined
+  let client: KubeClient | undefined
+
+  after(async () => {
+    controller.abort()
+    await publisher?.stop()
+    client?.close()
+  })
+
+  it('drops the taints: the publisher leaves the unplugged devices out (as without taints) and says why once', async function () {
+    this.timeout(120_000)
+    const plane = await startControlPlane(this, ['--feature-gates=DRADeviceTaints=false,DRADeviceTaintRules=false'])
+    client = await plane.client()
+    const log = recordingLogger()
+    publisher = new SlicePublisher({client, logger: log, nodeName, onError: () => {}})
+    publisher.setDevices(withUnplugged(10, 5))
+    await publisher.start(controller.signal).synced
+    const list = async (): Promise<Slice[]> => (await client!.request<{items: Slice[]}>('GET', slicesPath, {query: {fieldSelector: `spec.nodeName=${nodeName}`}})).items
+    const untainted = await waitFor('the slice without the unplugged devices', async () => {
+      const [slice] = await list()
+      return slice?.spec.devices?.length === 8 ? slice : undefined
+    })
+    expect(untainted.spec.devices?.map((d) => d.name)).to.deep.equal(
+      disks(10)
+        .filter((_, i) => i % 5 !== 0)
+        .map((d) => d.name),
+    )
+    publisher.setDevices(withUnplugged(10, 2))
+    await waitFor('five devices left', async () => (await list())[0]?.spec.devices?.length === 5)
+    expect(log.lines.filter((l) => l.msg.includes('drops ResourceSlice device taints'))).to.have.length(1)
   })
 })

@@ -155,6 +155,7 @@ export class DraDriver {
 
   async stop(): Promise<void> {
     this.#claims.stop()
+    this.#pool.stop()
     this.#health.stop()
     await this.#keeper.close()
     await this.#slices.stop()

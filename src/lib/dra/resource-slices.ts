@@ -7,16 +7,30 @@ import {resourceDomain} from '../devices/resource-names.js'
 /** The DRA driver name: ResourceSlices, allocation results and CDI kinds all carry it. */
 export const draDriver = resourceDomain
 
-/** resource.k8s.io/v1's limits (k8s.io/api/resource/v1): devices a slice, the two parts of an attribute name, a string value. */
-const sliceLimits = {attributeDomain: 63, attributeId: 32, attributesPerDevice: 32, devicesPerSlice: 128, stringValue: 64} as const
+/**
+ * resource.k8s.io/v1's limits (k8s.io/api/resource/v1): devices a slice (64 once any device of it has a
+ * taint), the two parts of an attribute name, a string value.
+ */
+const sliceLimits = {attributeDomain: 63, attributeId: 32, attributesPerDevice: 32, devicesPerSlice: 128, devicesPerTaintedSlice: 64, stringValue: 64} as const
 
 export type DeviceAttribute = {readonly string: string} | {readonly int: number} | {readonly bool: boolean}
+
+/** resource.k8s.io/v1 DeviceTaint: what the device's state does to claims that do not tolerate it. */
+export interface DeviceTaint {
+  readonly key: string
+  readonly value?: string
+  readonly effect: 'NoExecute' | 'NoSchedule' | 'None'
+  /** RFC 3339: when the taint (or, for NoExecute, the eviction) began. */
+  readonly timeAdded?: string
+}
 
 /** One device of a ResourceSlice (resource.k8s.io/v1 Device, flat since v1). */
 export interface SliceDevice {
   /** The device's stable ID as a DNS label: the same device keeps it under any kernel name. */
   readonly name: string
   readonly attributes: Readonly<Record<string, DeviceAttribute>>
+  /** Only on a device that is unplugged (unplugged-devices.ts). */
+  readonly taints?: readonly DeviceTaint[]
 }
 
 export interface ResourceSlice {
@@ -103,11 +117,20 @@ function prefixed(attributes: Record<string, DeviceAttribute>): Record<string, D
   return Object.fromEntries(Object.entries(attributes).map(([id, value]) => [`${draDriver}/${id}`, value]))
 }
 
+/** A device of the pool, with the DRA classes it is in and the identity they follow it by. */
+export interface PoolMember {
+  readonly device: Device
+  readonly classes: readonly string[]
+  readonly identity?: IdentitySource
+}
+
 export interface NodeDevices {
   /** The devices of the node's DRA classes, one per stable ID, in name order. */
   readonly devices: SliceDevice[]
   /** The present device behind each name. */
   readonly byName: ReadonlyMap<string, Device>
+  /** The present device behind each name, with its classes. */
+  readonly members: ReadonlyMap<string, PoolMember>
   /** Classes a device could not be marked with (too many attributes), by device name. */
   readonly dropped: ReadonlyMap<string, string[]>
 }
@@ -130,13 +153,15 @@ export function nodeDevicesOf(classes: readonly DeviceClass[], members: (classNa
   const devices: SliceDevice[] = []
   const dropped = new Map<string, string[]>()
   const byName = new Map<string, Device>()
+  const inPool = new Map<string, PoolMember>()
   for (const [name, entry] of [...classesOf].sort(([a], [b]) => a.localeCompare(b))) {
     const made = sliceDeviceOf(entry.device, entry.classes, entry.identity)
     devices.push(made.device)
     byName.set(name, entry.device)
+    inPool.set(name, entry)
     if (made.dropped.length > 0) dropped.set(name, made.dropped)
   }
-  return {byName, devices, dropped}
+  return {byName, devices, dropped, members: inPool}
 }
 
 /**
@@ -152,13 +177,15 @@ export function sliceName(nodeName: string, index: number): string {
 }
 
 /**
- * Pure: the node's pool (named after the node) as ResourceSlices of at most 128 devices each, every one with
- * the pool's generation and slice count, so that the scheduler reads the pool whole or waits. A node
- * without devices still has one empty slice: the pool exists and is known to be empty.
+ * Pure: the node's pool (named after the node) as ResourceSlices of at most 128 devices each (64 when any
+ * device of the pool is tainted), every one with the pool's generation and slice count, so that the
+ * scheduler reads the pool whole or waits. A node without devices still has one empty slice: the pool
+ * exists and is known to be empty.
  */
 export function nodeSlicesOf(nodeName: string, devices: readonly SliceDevice[], generation: number): ResourceSlice[] {
+  const perSlice = devices.some((d) => (d.taints?.length ?? 0) > 0) ? sliceLimits.devicesPerTaintedSlice : sliceLimits.devicesPerSlice
   const chunks: SliceDevice[][] = []
-  for (let i = 0; i < devices.length; i += sliceLimits.devicesPerSlice) chunks.push(devices.slice(i, i + sliceLimits.devicesPerSlice))
+  for (let i = 0; i < devices.length; i += perSlice) chunks.push(devices.slice(i, i + perSlice))
   if (chunks.length === 0) chunks.push([])
   return chunks.map((chunk, index) => ({
     apiVersion: 'resource.k8s.io/v1',
@@ -170,9 +197,11 @@ export function nodeSlicesOf(nodeName: string, devices: readonly SliceDevice[], 
 
 /**
  * Pure: whether a slice read from the API server lists what the wanted one lists, in the same pool shape
- * (its generation aside). Compared by name and attributes, whatever order the server wrote the keys in.
+ * (its generation aside). Compared by name, attributes and taints, whatever order the server wrote the keys in.
  */
 export function sameDevices(have: Pick<ResourceSlice, 'spec'>, want: Pick<ResourceSlice, 'spec'>): boolean {
-  const key = (devices: readonly SliceDevice[] | undefined): string => JSON.stringify((devices ?? []).map((d) => [d.name, Object.entries(d.attributes ?? {}).sort(([a], [b]) => a.localeCompare(b))]))
+  const taints = (d: SliceDevice): string[][] => (d.taints ?? []).map((t) => [t.key, t.value ?? '', t.effect, t.timeAdded ?? ''])
+  const key = (devices: readonly SliceDevice[] | undefined): string =>
+    JSON.stringify((devices ?? []).map((d) => [d.name, Object.entries(d.attributes ?? {}).sort(([a], [b]) => a.localeCompare(b)), taints(d)]))
   return have.spec.nodeName === want.spec.nodeName && have.spec.pool?.resourceSliceCount === want.spec.pool.resourceSliceCount && key(have.spec.devices) === key(want.spec.devices)
 }

@@ -24,6 +24,9 @@ const sliceCodec: ObjectCodec<ListedSlice> = {
   watchAccept: 'application/json',
 }
 
+/** How many taints a slice's devices carry. */
+const taintsOf = (slice: Partial<ResourceSlice> | undefined): number => (slice?.spec?.devices ?? []).reduce((n, d) => n + (d.taints?.length ?? 0), 0)
+
 export interface SlicePublisherOptions {
   readonly client: KubeClient
   readonly nodeName: string
@@ -58,6 +61,8 @@ export class SlicePublisher {
   #stopped = false
   /** Between failed write rounds: every node's agent retries when the API server is at its busiest. */
   readonly #retry: RetryTimer
+  /** The API server dropped the devices' taints (DRADeviceTaints off): tainted devices are not written. */
+  #taintsDropped = false
 
   constructor(readonly options: SlicePublisherOptions) {
     this.#retry = new RetryTimer({backoff: {baseMs: options.retryMs ?? 1000, maxMs: 30_000}})
@@ -162,7 +167,8 @@ export class SlicePublisher {
 
   async #publish(): Promise<void> {
     const {client, logger, nodeName} = this.options
-    const devices = this.#devices
+    // Listed without its taint an unplugged device would be allocatable: left out, as a driver without taints does.
+    const devices = this.#taintsDropped ? this.#devices.filter((d) => (d.taints?.length ?? 0) === 0) : this.#devices
     this.#invalidated.clear()
     const listed = [...this.#informer.cache.values()].filter((s) => s.spec.driver === draDriver && s.spec.nodeName === nodeName)
     const wanted = new Map(nodeSlicesOf(nodeName, devices, this.#generation).map((s) => [s.metadata.name, s]))
@@ -177,12 +183,20 @@ export class SlicePublisher {
     this.#writing = new Map(slices.map((s) => [s.metadata.name, s]))
     const written = new Map<string, ResourceSlice>()
     for (const slice of slices) {
-      await client.request('PATCH', `${slicesPath}/${encodeURIComponent(slice.metadata.name)}`, {
+      const stored = await client.request<Partial<ResourceSlice> | undefined>('PATCH', `${slicesPath}/${encodeURIComponent(slice.metadata.name)}`, {
         body: slice,
         contentType: 'application/apply-patch+yaml',
         query: {fieldManager: 'nfdctl-agent', force: true},
       })
       written.set(slice.metadata.name, slice)
+      if (!this.#taintsDropped && taintsOf(slice) > 0 && taintsOf(stored) === 0) {
+        this.#taintsDropped = true
+        this.#again = true
+        logger.warn(
+          {slice: slice.metadata.name},
+          'the API server drops ResourceSlice device taints (the DRADeviceTaints feature gate is off): unplugged devices are left out of the slices instead of listed with a taint',
+        )
+      }
     }
     for (const name of stale) {
       await client.request('DELETE', `${slicesPath}/${encodeURIComponent(name)}`).catch((error: unknown) => {

@@ -7,14 +7,17 @@ import {loopDevice} from '../../../harness/devices/loop-device.js'
 import {deviceClass} from '../../support/device-class.js'
 import {draNameOf} from '../../support/dra-claims.js'
 import {recordingLogger} from '../../support/recording-logger.js'
+import {VirtualTimers} from '../../support/virtual-timers.js'
 
 const deviceA = loopDevice(1, {ID_SERIAL_SHORT: 'serial-a'})
 const deviceB = loopDevice(2, {ID_SERIAL_SHORT: 'serial-b'})
 
 describe('DevicePool', function () {
   /** A pool over classes whose members the test changes, its slices, DeviceClasses and publications recorded. */
-  function pool(classes: DeviceClass[], members: Map<string, Device[]>) {
+  function pool(classes: DeviceClass[], members: Map<string, Device[]>, onNode?: () => Device[]) {
     const published: string[][] = []
+    const slices: Array<readonly SliceDevice[]> = []
+    const clock = new VirtualTimers()
     const synced: string[][] = []
     let told = 0
     const log = recordingLogger()
@@ -22,11 +25,17 @@ describe('DevicePool', function () {
       clusterClasses: () => [...classes, deviceClass('other-node', {allocation: 'DRA'})],
       deviceClasses: {sync: async (all) => void synced.push(all.map((c) => c.metadata.name))},
       logger: log,
-      members: {classNames: classes.map((c) => c.metadata.name), classes, of: (name) => members.get(name) ?? []},
+      clock,
+      members: {classNames: classes.map((c) => c.metadata.name), classes, of: (name) => members.get(name) ?? [], present: onNode ?? (() => [...new Set([...members.values()].flat())])},
       onPublished: () => void told++,
-      slices: {setDevices: (devices: readonly SliceDevice[]) => void published.push(devices.map((d) => d.name))},
+      slices: {
+        setDevices: (devices: readonly SliceDevice[]) => {
+          slices.push(devices)
+          published.push(devices.map((d) => d.name))
+        },
+      },
     })
-    return {log, made, published, synced, told: () => told}
+    return {clock, log, made, published, slices, synced, told: () => told}
   }
 
   it('a device change of a DRA class is published at the flush: the slices get the devices, the claims are told', function () {
@@ -73,5 +82,57 @@ describe('DevicePool', function () {
     const warnings = log.lines.filter((l) => l.level === 'warn')
     expect(warnings.map((l) => l.msg)).to.deep.equal(['device is in more classes than a ResourceSlice device can name; claims of these classes cannot get it'])
     expect(warnings[0].fields).to.deep.equal({classes: ['c25', 'c26', 'c27', 'c28', 'c29'], device: draNameOf(deviceA)})
+  })
+
+  it('an unplugged device stays in the slices with the NoSchedule taint, not among the present devices; re-plugged, untainted', function () {
+    const members = new Map([['serial', [deviceA, deviceB]]])
+    const {made, slices} = pool([deviceClass('serial', {allocation: 'DRA'})], members)
+    made.compute()
+    members.set('serial', [deviceB])
+    made.publish(new Set(['serial']))
+    const taintOf = (name: string) =>
+      slices
+        .at(-1)
+        ?.find((d) => d.name === name)
+        ?.taints?.map((t) => [t.key, t.effect])
+    expect(slices.at(-1)?.map((d) => d.name)).to.deep.equal([draNameOf(deviceA), draNameOf(deviceB)].sort())
+    expect(taintOf(draNameOf(deviceA))).to.deep.equal([['devices.nfdctl.io/unplugged', 'NoSchedule']])
+    expect(taintOf(draNameOf(deviceB))).to.equal(undefined)
+    expect([...made.devices.byName.keys()], 'claims see only present devices').to.deep.equal([draNameOf(deviceB)])
+    members.set('serial', [deviceA, deviceB])
+    made.publish(new Set(['serial']))
+    expect(slices.at(-1)?.map((d) => [d.name, d.taints])).to.deep.equal([draNameOf(deviceA), draNameOf(deviceB)].sort().map((n) => [n, undefined]))
+  })
+
+  it('a device a class edit leaves out (still on the node) leaves the slices', function () {
+    const members = new Map([['serial', [deviceA, deviceB]]])
+    const {made, published} = pool([deviceClass('serial', {allocation: 'DRA'})], members, () => [deviceA, deviceB])
+    made.compute()
+    members.set('serial', [deviceB])
+    made.publish(new Set(['serial']))
+    expect(published.at(-1)).to.deep.equal([draNameOf(deviceB)])
+  })
+
+  it('a class with unplugged NoExecute after 30s: NoSchedule at the unplug, published again as NoExecute 30 s later; stop() cancels the wait', async function () {
+    const members = new Map([['serial', [deviceA]]])
+    const {clock, made, slices, told} = pool([deviceClass('serial', {allocation: 'DRA', unplugged: {effect: 'NoExecute', noExecuteAfter: '30s'}})], members)
+    made.compute()
+    members.set('serial', [])
+    made.publish(new Set(['serial']))
+    expect(slices.at(-1)?.[0].taints?.[0].effect).to.equal('NoSchedule')
+    await clock.advanceTo(29_999)
+    expect(slices).to.have.length(2)
+    await clock.advanceTo(30_000)
+    expect(slices.at(-1)?.[0].taints?.[0].effect).to.equal('NoExecute')
+    expect(told()).to.equal(2)
+    expect(clock.pending).to.equal(0)
+
+    members.set('serial', [deviceA])
+    made.publish(new Set(['serial']))
+    members.set('serial', [])
+    made.publish(new Set(['serial']))
+    expect(clock.pending).to.equal(1)
+    made.stop()
+    expect(clock.pending).to.equal(0)
   })
 })

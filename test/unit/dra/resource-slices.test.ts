@@ -296,6 +296,11 @@ describe('nodeSlicesOf', function () {
     ])
   })
 
+  it('once any device is tainted, 64 devices a slice (the API server refuses more beside a taint)', function () {
+    const all = devices(129).map((d, i) => (i === 5 ? {...d, taints: [{effect: 'NoSchedule' as const, key: 'devices.nfdctl.io/unplugged'}]} : d))
+    expect(nodeSlicesOf('n', all, 1).map((s) => s.spec.devices.length)).to.deep.equal([64, 64, 1])
+  })
+
   it('no devices: one empty slice, so that the pool is known to be empty', function () {
     expect(nodeSlicesOf('worker-1', [], 3)).to.deep.equal([
       {
@@ -328,6 +333,16 @@ describe('sameDevices', function () {
     expect(sameDevices(asRead([...want.spec.devices, {attributes: {}, name: 'extra'}]), want)).to.equal(false)
     expect(sameDevices(asRead(want.spec.devices, {...want.spec.pool, resourceSliceCount: 2}), want)).to.equal(false)
     expect(sameDevices({spec: {...asRead(want.spec.devices).spec, nodeName: 'worker-2'}}, want)).to.equal(false)
+  })
+
+  it('sees a taint gained, lost or changed in effect or time', function () {
+    const taint = {effect: 'NoSchedule' as const, key: 'devices.nfdctl.io/unplugged', timeAdded: '2026-12-06T21:00:00Z'}
+    const tainted = (t: object) => ({spec: {...want.spec, devices: want.spec.devices.map((d, i) => (i === 0 ? {...d, taints: [{...taint, ...t}]} : d))}})
+    expect(sameDevices(asRead(tainted({}).spec.devices), want)).to.equal(false)
+    expect(sameDevices(asRead(want.spec.devices), tainted({}))).to.equal(false)
+    expect(sameDevices(asRead(tainted({}).spec.devices), tainted({}))).to.equal(true)
+    expect(sameDevices(asRead(tainted({effect: 'NoExecute'}).spec.devices), tainted({}))).to.equal(false)
+    expect(sameDevices(asRead(tainted({timeAdded: '2026-12-06T21:00:01Z'}).spec.devices), tainted({}))).to.equal(false)
   })
 
   it('sees a class attribute gained or lost', function () {
