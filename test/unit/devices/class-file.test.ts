@@ -86,7 +86,7 @@ describe('loadClassFiles', () => {
         ['dra-class.yaml'],
         '{dra-class.yaml}: document 1 (gpu.example.com): '
           + 'apiVersion: must be devices.nfdctl.io/v1alpha1 (got "resource.k8s.io/v1"): resource.k8s.io is the unrelated Kubernetes DRA DeviceClass; nfdctl reads DeviceClass (devices.nfdctl.io); '
-          + 'spec.selectors: unknown field; spec takes nodeSelector, match, permissions, allocation, identity, capacity, annotationAccess, hostCritical; '
+          + 'spec.selectors: unknown field; spec takes nodeSelector, match, permissions, allocation, identity, capacity, annotationAccess, unplugged, hostCritical; '
           + 'spec.match: required: a list of rules, at least one (a device is in the class when any rule matches)',
       ],
       [
