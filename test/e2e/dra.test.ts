@@ -25,7 +25,7 @@ interface Slice {
   spec: {
     nodeName: string
     pool: {name: string; generation: number; resourceSliceCount: number}
-    devices?: Array<{name: string; attributes: Record<string, {string?: string; int?: number; bool?: boolean}>}>
+    devices?: Array<{name: string; attributes: Record<string, {string?: string; int?: number; bool?: boolean}>; taints?: Array<{key: string; effect: string}>}>
   }
 }
 interface Claim {
@@ -90,6 +90,18 @@ describe('devices agent --dra on a real node: claims, CDI, and devices that come
       },
       {intervalMs: 50, timeoutMs: 10_000},
     )
+
+  /** Waits until the slice lists the disk with the unplugged taint (`unplugged`) or without it. */
+  const waitForUnplugged = async (disk: string, unplugged: boolean): Promise<void> => {
+    await waitFor(
+      `disk ${disk} ${unplugged ? 'tainted unplugged' : 'untainted'} in the slice`,
+      async () => {
+        const device = (await slices()).flatMap((s) => s.spec.devices ?? []).find((d) => d.name === deviceOf(disk))
+        return device !== undefined && (device.taints ?? []).some((t) => t.key === 'devices.nfdctl.io/unplugged' && t.effect === 'NoSchedule') === unplugged
+      },
+      {intervalMs: 50, timeoutMs: 10_000},
+    )
+  }
 
   const createTemplate = async (name: string, request: Record<string, unknown>, ns = namespace): Promise<void> => {
     await env.client.request('POST', `${dra}/namespaces/${ns}/resourceclaimtemplates`, {body: claimTemplateManifest(name, draClass, request)})
@@ -166,14 +178,14 @@ describe('devices agent --dra on a real node: claims, CDI, and devices that come
     expect(draDeviceClass.spec.selectors[0].cel.expression).to.include('class_dral')
   })
 
-  it('a hot-plug reaches the slice within 1 s, an unplug too', async function () {
+  it("a hot-plug reaches the slice within 1 s, an unplug's taint too", async function () {
     let plugged = performance.now()
     await plug(462, 'b')
     await waitForSlice('disk b in the slice', (n) => n.includes(deviceOf('b')))
     expect(performance.now() - plugged).to.be.below(1000)
     plugged = performance.now()
     await unplug(462)
-    await waitForSlice('disk b gone from the slice', (n) => !n.includes(deviceOf('b')))
+    await waitForUnplugged('b', true)
     expect(performance.now() - plugged).to.be.below(1000)
   })
 
@@ -200,13 +212,13 @@ describe('devices agent --dra on a real node: claims, CDI, and devices that come
     pods.splice(pods.indexOf(`${namespace}/greedy`), 1)
   })
 
-  it('unplug: access gone, the claim and the pod say so, the slice drops it; re-plug under another loop number: the same container reads it again', async function () {
+  it('unplug: access gone, the claim and the pod say so, the slice lists it tainted; re-plug under another loop number: the same container reads it again', async function () {
     this.timeout(120_000)
     const running = await waitForPod(env, `${namespace}/reader`)
     await readsDisk(running, 461)
     await unplug(461)
     await waitFor('read fails after unplug', async () => (await readLoop(env.node, running.containerId, 461)).startsWith('failed'), {intervalMs: 20})
-    await waitForSlice('disk a gone from the slice', (n) => !n.includes(deviceOf('a')))
+    await waitForUnplugged('a', true)
     expect(await waitFor('claim status not Ready', async () => readyCondition('reader', deviceOf('a')).then((c) => (c?.status === 'False' ? c : undefined)))).to.include({reason: 'DeviceUnplugged'})
     await waitFor('pod allocatedResourcesStatus Unhealthy', async () => (await health('reader', deviceOf('a'))) === 'Unhealthy', {timeoutMs: 30_000})
 
@@ -215,7 +227,7 @@ describe('devices agent --dra on a real node: claims, CDI, and devices that come
     await readsDisk(running, 463)
     const usable = performance.now() - plugged
     expect(usable).to.be.below(1000)
-    await waitForSlice('disk a back in the slice', (n) => n.includes(deviceOf('a')))
+    await waitForUnplugged('a', false)
     expect(await waitFor('claim status Ready again', async () => readyCondition('reader', deviceOf('a')).then((c) => (c?.status === 'True' ? c : undefined)))).to.include({devNode: '/dev/loop463'})
     await waitFor('pod allocatedResourcesStatus Healthy', async () => (await health('reader', deviceOf('a'))) === 'Healthy', {timeoutMs: 30_000})
   })
