@@ -400,6 +400,32 @@ describe('deploy/agent and deploy/agent-dra admission policies and a device quot
       expect(await nodesOfClass()).to.deep.equal([theirs])
     })
 
+    it("two agents report a class; the one that forced the Valid condition's message last takes its entry back, and the other's entry and the condition stay", async () => {
+      await client.request('POST', podsOf(namespace), {body: pod('agent-b', {nodeName: 'node-b', serviceAccountName: 'nfdctl-agent'})})
+      const agentB = await clientBoundTo('agent-b')
+      const a = new StatusWriter(agent, 'node-a')
+      const b = new StatusWriter(agentB, 'node-b')
+      try {
+        await a.write(new Map([[className, {condition: {generation: 1, message: 'the spec is valid and in use on node node-a', valid: true}, entry: nodeClassStatus('node-a', [], 0, 1)}]]))
+        await b.write(new Map([[className, {condition: {generation: 1, message: 'the spec is valid and in use on node node-b', valid: true}, entry: nodeClassStatus('node-b', [], 0, 1)}]]))
+        // node-b's message won (force): an empty apply would release it, and the condition would have no message.
+        expect(await b.write(new Map())).to.deep.equal([className])
+        const after = await client.request<{status: {nodes: Json[]; conditions: Array<{type: string; message: string}>}}>('GET', `${deviceClassesPath}/${className}`)
+        expect(after.status.nodes.map((e) => e.node)).to.deep.equal(['node-a'])
+        expect(after.status.conditions.map((c) => c.type)).to.deep.equal(['Valid'])
+        expect(await a.write(new Map())).to.deep.equal([className])
+        expect(await nodesOfClass()).to.deep.equal([])
+      } finally {
+        agentB.close()
+        // node-b's entry as the other tests expect it.
+        await client.request('PATCH', classStatusPath(className), {
+          body: {apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', metadata: {name: className}, status: {nodes: [theirs]}},
+          contentType: 'application/apply-patch+yaml',
+          query: {fieldManager: 'nfdctl-agent-node-b', force: true},
+        })
+      }
+    })
+
     it('the agent lists a host-critical device it leaves out in its own entry (refused, reason HostCritical), and takes it back', async () => {
       const writer = new StatusWriter(agent, 'node-a')
       const disk: Device = {

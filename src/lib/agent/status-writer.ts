@@ -81,13 +81,32 @@ export class StatusWriter {
         })
       } catch (error) {
         // A class from a --class-file that the cluster does not have, or one just deleted: nothing to write to.
-        if (!isStatus(error, 'NotFound')) throw error
+        if (!reports.has(name) && isStatus(error, 'Invalid')) await this.#removeEntry(name, signal)
+        else if (!isStatus(error, 'NotFound')) throw error
       }
       if (reports.has(name)) this.#written.set(name, key)
       else this.#written.delete(name)
       written.push(name)
     }
     return written
+  }
+
+  /**
+   * Takes this node's entry back without releasing its fields of the Valid condition. The empty apply releases
+   * them, and the API server refuses it when this node forced one of them last (agents differ in its message and
+   * transition time) and another node still reports the class: the condition would lose a required field.
+   */
+  async #removeEntry(name: string, signal?: AbortSignal): Promise<void> {
+    const path = `${deviceClassesPath}/${encodeURIComponent(name)}/status`
+    const current = await this.client.request<{status?: {nodes?: Array<{node?: string}>}}>('GET', `${deviceClassesPath}/${encodeURIComponent(name)}`, {signal})
+    const index = current.status?.nodes?.findIndex((entry) => entry.node === this.node) ?? -1
+    if (index < 0) return
+    // The test makes a list that moved meanwhile a refusal (retried with the next report), never another node's entry removed.
+    const body = [
+      {op: 'test', path: `/status/nodes/${index}/node`, value: this.node},
+      {op: 'remove', path: `/status/nodes/${index}`},
+    ]
+    await this.client.request('PATCH', path, {body, contentType: 'application/json-patch+json', query: {fieldManager: `nfdctl-agent-${this.node}`}, signal})
   }
 
   /** Forgets what was written, so that everything is written again (after the API server was away). */
