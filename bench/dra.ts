@@ -27,10 +27,9 @@ import {parseArgs, promisify} from 'node:util'
 
 import {parseUevent} from '../src/lib/devices/uevent.js'
 import {Informer} from '../src/lib/kube/informer.js'
-import {toMeta, type ObjectCodec} from '../src/lib/kube/metadata-list.js'
 import type {ObjectMeta} from '../src/lib/kube/resource.js'
 import {NetlinkUeventSocket} from '../src/lib/sys/netlink-uevents.js'
-import {claimPodManifest, draAgentArgs, SerialDisks, type ClaimPodOptions} from '../harness/devices/dra-agent.js'
+import {claimPodManifest, draAgentArgs, SerialDisks, sliceCodec, type ClaimPodOptions} from '../harness/devices/dra-agent.js'
 import {addLoopDevice, BackedLoops, canUseLoopControl, loopControlAsync, loopData, readLoop} from '../harness/devices/loop-devices.js'
 import {createNamespace, deletePods, waitForPod} from '../harness/node/pods.js'
 import {CliProcess} from '../harness/process/cli-process.js'
@@ -121,15 +120,6 @@ interface Slice {
   metadata: ObjectMeta
   spec: {devices?: Array<{name: string; taints?: Array<{key: string}>}>}
 }
-const sliceCodec: ObjectCodec<Slice> = {
-  listAccept: 'application/json',
-  metaOf: (slice) => slice.metadata,
-  toItem: (raw) => {
-    const slice = raw as {metadata?: ObjectMeta; spec?: Slice['spec']}
-    return slice.metadata === undefined || slice.spec === undefined ? undefined : {metadata: toMeta(slice.metadata), spec: slice.spec}
-  },
-  watchAccept: 'application/json',
-}
 /** Each state the watch delivers: the devices listed untainted, and those listed as unplugged. */
 const sliceChanges: Array<{devices: Set<string>; unplugged: Set<string>; at: number}> = []
 const slices: Informer<Slice> = new Informer<Slice>(
@@ -141,7 +131,7 @@ const slices: Informer<Slice> = new Informer<Slice>(
     pageSize: 500,
     resource: {group: 'resource.k8s.io', namespaced: false, plural: 'resourceslices', version: 'v1'},
   },
-  sliceCodec,
+  sliceCodec<Slice>(),
 )
 function noteSlices(): void {
   const at = performance.now()

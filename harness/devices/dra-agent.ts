@@ -2,6 +2,8 @@ import {writeFile} from 'node:fs/promises'
 import {join} from 'node:path'
 
 import {stableDeviceId} from '../../src/lib/devices/device-identity.js'
+import {toMeta, type ObjectCodec} from '../../src/lib/kube/metadata-list.js'
+import type {ObjectMeta} from '../../src/lib/kube/resource.js'
 import {draDeviceName} from '../../src/lib/dra/resource-slices.js'
 import type {TestNode} from '../node/node.js'
 import {loopDevice} from './loop-device.js'
@@ -114,5 +116,18 @@ export function claimPodManifest(name: string, nodeName: string | undefined, opt
       resourceClaims: [{name: 'disk', ...(options.claim === undefined ? {resourceClaimTemplateName: options.template} : {resourceClaimName: options.claim})}],
       terminationGracePeriodSeconds: options.terminationGracePeriodSeconds ?? 1,
     },
+  }
+}
+
+/** ResourceSlices as a watch delivers them, the spec as the API server has it (for an Informer over slices). */
+export function sliceCodec<S extends {metadata: ObjectMeta; spec: object}>(): ObjectCodec<S> {
+  return {
+    listAccept: 'application/json',
+    metaOf: (slice) => slice.metadata,
+    toItem: (raw) => {
+      const slice = raw as {metadata?: ObjectMeta; spec?: S['spec']}
+      return slice.metadata === undefined || slice.spec === undefined ? undefined : ({metadata: toMeta(slice.metadata), spec: slice.spec} as S)
+    },
+    watchAccept: 'application/json',
   }
 }

@@ -21,13 +21,19 @@ export function nodeIpOf(index: number): string {
   return index === 0 ? nodeIp : `10.223.255.${index + 1}`
 }
 
-/** Adds a further node's address to the test namespace's lo (kept when it is there already). */
+/**
+ * Adds a further node's address to the test namespace's lo (kept when it is there already). Refused outside
+ * that namespace: the address must never land on the host's lo.
+ */
 export async function addNodeIp(address: string): Promise<void> {
+  const outside = await outsideTestNetns()
+  if (outside !== undefined) throw new Error(`cannot add node address ${address}: ${outside}`)
   const present = (await run('ip', ['-o', 'addr', 'show', 'dev', 'lo'])).stdout.includes(` ${address}/32 `)
   if (!present) await run('ip', ['addr', 'add', `${address}/32`, 'dev', 'lo'])
 }
 
 export async function removeNodeIp(address: string): Promise<void> {
+  if ((await outsideTestNetns()) !== undefined) return
   await run('ip', ['addr', 'del', `${address}/32`, 'dev', 'lo']).catch(() => {})
 }
 

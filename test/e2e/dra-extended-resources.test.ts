@@ -1,15 +1,13 @@
 import {expect} from 'chai'
-import {mkdir, mkdtemp, rm} from 'node:fs/promises'
-import {tmpdir} from 'node:os'
+import {rm} from 'node:fs/promises'
 import {join} from 'node:path'
 
-import {claimPodManifest, claimTemplateManifest, draAgentArgs, SerialDisks} from '../../harness/devices/dra-agent.js'
-import {BackedLoops, canUseLoopControl, loopData, readLoop} from '../../harness/devices/loop-devices.js'
+import {claimPodManifest, claimTemplateManifest, draAgentArgs, type SerialDisks} from '../../harness/devices/dra-agent.js'
+import {type BackedLoops, loopData, readLoop} from '../../harness/devices/loop-devices.js'
 import {createNamespace, deletePods, waitForPod, type NodeEnv, type RunningPod} from '../../harness/node/pods.js'
 import {CliProcess} from '../../harness/process/cli-process.js'
 import {waitFor} from '../../harness/process/wait.js'
-import {missingPrerequisite} from '../support/prerequisites.js'
-import {testNode} from '../support/test-node.js'
+import {serialDiskNode} from '../support/test-node.js'
 
 // Loop devices 670-679 belong to these tests (the class takes loop670-679). Each test disk has a udev serial
 // (in the agent's own udev database directory), so that plugged in again under another loop number it is the
@@ -96,13 +94,7 @@ describe('a DRA class asked for by limit (extended resources through DRA, KEP-50
 
   before(async function () {
     this.timeout(120_000)
-    env = await testNode(this)
-    if (!canUseLoopControl()) missingPrerequisite(this, '/dev/loop-control is not usable (needs root and the loop driver)')
-    dir = await mkdtemp(join(tmpdir(), 'nfdctl-dra-ext-'))
-    udevDir = join(dir, 'udev')
-    await mkdir(udevDir, {recursive: true})
-    disks = new SerialDisks(udevDir, 'nfdctl-dra-ext')
-    loops = new BackedLoops(dir)
+    ;({dir, disks, env, loops, udevDir} = await serialDiskNode(this, 'nfdctl-dra-ext'))
     await createNamespace(env, namespace)
     await env.client.request('POST', classesPath, {
       body: {apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', metadata: {name: className}, spec: {allocation: 'DRA', match: [{devName: 'loop67[0-9]', subsystem: 'block'}]}},

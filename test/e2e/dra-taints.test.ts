@@ -1,20 +1,17 @@
 import {expect} from 'chai'
-import {mkdir, mkdtemp, rm} from 'node:fs/promises'
-import {tmpdir} from 'node:os'
+import {rm} from 'node:fs/promises'
 import {join} from 'node:path'
 
 import type {DeviceTaint} from '../../src/lib/dra/resource-slices.js'
 import {Informer} from '../../src/lib/kube/informer.js'
-import {toMeta, type ObjectCodec} from '../../src/lib/kube/metadata-list.js'
 import type {ObjectMeta} from '../../src/lib/kube/resource.js'
 import {noopLogger} from '../../src/lib/observe/logger.js'
-import {claimPodManifest, claimTemplateManifest, draAgentArgs, SerialDisks} from '../../harness/devices/dra-agent.js'
-import {BackedLoops, canUseLoopControl, loopData, readLoop} from '../../harness/devices/loop-devices.js'
+import {claimPodManifest, claimTemplateManifest, draAgentArgs, type SerialDisks, sliceCodec} from '../../harness/devices/dra-agent.js'
+import {type BackedLoops, loopData, readLoop} from '../../harness/devices/loop-devices.js'
 import {createNamespace, deletePods, waitForPod, type NodeEnv, type RunningPod} from '../../harness/node/pods.js'
 import {CliProcess} from '../../harness/process/cli-process.js'
 import {waitFor} from '../../harness/process/wait.js'
-import {missingPrerequisite} from '../support/prerequisites.js'
-import {testNode} from '../support/test-node.js'
+import {serialDiskNode} from '../support/test-node.js'
 
 // Loop devices 510-519 belong to these tests: the class drat takes 510-514, drax (NoExecute after 3 s) 515-519.
 // Each test disk has a udev serial, so that plugged in again under another loop number it is the same device.
@@ -35,16 +32,6 @@ interface PodObject {
 }
 interface Claim {
   status?: {allocation?: {devices?: {results?: Array<{device: string}>}}}
-}
-
-const sliceCodec: ObjectCodec<Slice> = {
-  listAccept: 'application/json',
-  metaOf: (slice) => slice.metadata,
-  toItem: (raw) => {
-    const slice = raw as {metadata?: ObjectMeta; spec?: Slice['spec']}
-    return slice.metadata === undefined || slice.spec === undefined ? undefined : {metadata: toMeta(slice.metadata), spec: slice.spec}
-  },
-  watchAccept: 'application/json',
 }
 
 describe('devices agent --dra on a real node: an unplugged device stays in the slice, tainted (KEP-5055 device taints)', function () {
@@ -106,13 +93,7 @@ describe('devices agent --dra on a real node: an unplugged device stays in the s
 
   before(async function () {
     this.timeout(120_000)
-    env = await testNode(this)
-    if (!canUseLoopControl()) missingPrerequisite(this, '/dev/loop-control is not usable (needs root and the loop driver)')
-    dir = await mkdtemp(join(tmpdir(), 'nfdctl-dra-taints-'))
-    udevDir = join(dir, 'udev')
-    await mkdir(udevDir, {recursive: true})
-    disks = new SerialDisks(udevDir, 'nfdctl-taints')
-    loops = new BackedLoops(dir)
+    ;({dir, disks, env, loops, udevDir} = await serialDiskNode(this, 'nfdctl-taints'))
     await createNamespace(env, namespace)
     const draClass = (name: string, devName: string, more: object = {}) => ({
       apiVersion: 'devices.nfdctl.io/v1alpha1',
@@ -134,7 +115,7 @@ describe('devices agent --dra on a real node: an unplugged device stays in the s
         pageSize: 500,
         resource: {group: 'resource.k8s.io', namespaced: false, plural: 'resourceslices', version: 'v1'},
       },
-      sliceCodec,
+      sliceCodec<Slice>(),
     )
     await slices.start(watching.signal)
     await plug(510, 'a')

@@ -1,18 +1,16 @@
 import {expect} from 'chai'
-import {mkdir, mkdtemp, readFile, rm, writeFile} from 'node:fs/promises'
-import {tmpdir} from 'node:os'
+import {readFile, rm, writeFile} from 'node:fs/promises'
 import {join} from 'node:path'
 
 import {claimCdiFile} from '../../src/lib/dra/claim-cdi.js'
 import {kubeletDraApi} from '../../src/lib/kubelet/dra-api.js'
 import {unary} from '../../src/lib/grpc-unary.js'
-import {claimPodManifest, claimTemplateManifest, draAgentArgs, SerialDisks} from '../../harness/devices/dra-agent.js'
-import {BackedLoops, canUseLoopControl, loopData, readLoop} from '../../harness/devices/loop-devices.js'
+import {claimPodManifest, claimTemplateManifest, draAgentArgs, type SerialDisks} from '../../harness/devices/dra-agent.js'
+import {type BackedLoops, loopData, readLoop} from '../../harness/devices/loop-devices.js'
 import {allocatable, createNamespace, deletePods, waitForPod, type NodeEnv, type RunningPod} from '../../harness/node/pods.js'
 import {CliProcess} from '../../harness/process/cli-process.js'
 import {waitFor} from '../../harness/process/wait.js'
-import {missingPrerequisite} from '../support/prerequisites.js'
-import {testNode} from '../support/test-node.js'
+import {serialDiskNode} from '../support/test-node.js'
 
 // Loop devices 460-479 belong to these tests (the class takes loop460-469, and loop470 once edited; loop471 is a Device class's). Each test disk has a udev serial (in the agent's own udev
 // database directory), so that plugged in again under another loop number it is the same device.
@@ -132,13 +130,7 @@ describe('devices agent --dra on a real node: claims, CDI, and devices that come
   }
 
   before(async function () {
-    env = await testNode(this)
-    if (!canUseLoopControl()) missingPrerequisite(this, '/dev/loop-control is not usable (needs root and the loop driver)')
-    dir = await mkdtemp(join(tmpdir(), 'nfdctl-dra-'))
-    udevDir = join(dir, 'udev')
-    await mkdir(udevDir, {recursive: true})
-    disks = new SerialDisks(udevDir, 'nfdctl-dra')
-    loops = new BackedLoops(dir)
+    ;({dir, disks, env, loops, udevDir} = await serialDiskNode(this, 'nfdctl-dra'))
     await createNamespace(env, namespace)
     await env.client.request('POST', classesPath, {
       body: {apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', metadata: {name: 'dral'}, spec: {allocation: 'DRA', match: [{devName: 'loop46[0-9]', subsystem: 'block'}]}},

@@ -1,10 +1,12 @@
 import {execFile} from 'node:child_process'
-import {mkdtemp, rm} from 'node:fs/promises'
+import {mkdir, mkdtemp, rm} from 'node:fs/promises'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 import {promisify} from 'node:util'
 
 import {ensureBinaries} from '../../harness/controlplane/paths.js'
+import {SerialDisks} from '../../harness/devices/dra-agent.js'
+import {BackedLoops, canUseLoopControl} from '../../harness/devices/loop-devices.js'
 import {nodeIp, outsideTestNetns} from '../../harness/node/netns.js'
 import {TestNode} from '../../harness/node/node.js'
 import type {NodeEnv} from '../../harness/node/pods.js'
@@ -86,4 +88,24 @@ export async function startSecondNode(context: Mocha.Context): Promise<FurtherNo
   stopAtRunEnd(stop)
   node = await TestNode.start({binDir, dir: nodeDir, index: 1, kubeconfig: first.plane.kubeconfig, log, nodeName: `nfdctl-test-${process.pid}-b`}, first.client)
   return {env: {client: first.client, node, plane: first.plane}, stop}
+}
+
+/** The test node with loop disks that carry udev serials, in a scratch directory of their own (a DRA suite's set-up). */
+export interface SerialDiskNode {
+  readonly env: NodeEnv
+  readonly dir: string
+  /** The agent's --udev-data-dir: the disks' serials are recorded here. */
+  readonly udevDir: string
+  readonly disks: SerialDisks
+  readonly loops: BackedLoops
+}
+
+/** The test node, and serial disks named `<serialPrefix>-…`; fails under CI (skips otherwise) without loop control. */
+export async function serialDiskNode(context: Mocha.Context, serialPrefix: string): Promise<SerialDiskNode> {
+  const env = await testNode(context)
+  if (!canUseLoopControl()) missingPrerequisite(context, '/dev/loop-control is not usable (needs root and the loop driver)')
+  const dir = await mkdtemp(join(tmpdir(), `${serialPrefix}-`))
+  const udevDir = join(dir, 'udev')
+  await mkdir(udevDir, {recursive: true})
+  return {dir, disks: new SerialDisks(udevDir, serialPrefix), env, loops: new BackedLoops(dir), udevDir}
 }

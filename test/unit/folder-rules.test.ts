@@ -1,16 +1,10 @@
-import {execFile} from 'node:child_process'
-import {copyFile, mkdir, mkdtemp, rm, writeFile} from 'node:fs/promises'
-import {tmpdir} from 'node:os'
-import {dirname, join, relative, resolve} from 'node:path'
-import {fileURLToPath} from 'node:url'
-import {promisify} from 'node:util'
-
 import {expect} from 'chai'
+
+import {refusedLines, type Plant} from '../support/lint-plants.js'
 
 // The floors of docs/architecture.md are biome rules (biome.jsonc's overrides). Planted imports, linted with the
 // repository's own configuration in a scratch directory, show that each rule fails the lint and that the imports
 // the floors allow pass it.
-const repo = (path: string): string => fileURLToPath(new URL(`../../${path}`, import.meta.url))
 
 /** File → the one import it makes → whether the floors forbid it. */
 const planted: ReadonlyArray<readonly [string, string, boolean]> = [
@@ -35,28 +29,9 @@ const planted: ReadonlyArray<readonly [string, string, boolean]> = [
 ]
 
 describe('the floors of src/lib are lint rules', function () {
-  let dir: string
-
-  before(async function () {
-    dir = await mkdtemp(join(tmpdir(), 'nfdctl-floors-'))
-    await copyFile(repo('biome.jsonc'), join(dir, 'biome.jsonc'))
-    for (const [file, from] of planted) {
-      await mkdir(dirname(join(dir, file)), {recursive: true})
-      await writeFile(join(dir, file), `import * as planted from '${from}'\n\nexport const used = planted\n`)
-    }
-  })
-
-  after(async function () {
-    await rm(dir, {force: true, recursive: true})
-  })
-
   it('fails the lint on each import across a floor, and on nothing else', async function () {
-    const biome = repo('node_modules/.bin/biome')
-    const failed = await promisify(execFile)(biome, ['lint', '--vcs-enabled=false', '--reporter=github', '.'], {cwd: dir}).then(
-      () => undefined,
-      (error: {stdout: string}) => error,
-    )
-    const flagged = new Set([...(failed?.stdout ?? '').matchAll(/^::error title=lint\/style\/noRestrictedImports,file=([^,]+),/gm)].map((m) => relative(dir, resolve(dir, m[1]))))
+    const plants: Plant[] = planted.map(([path, from]) => ({lines: [`import * as planted from '${from}'`, '', 'export const used = planted', ''], path, refused: []}))
+    const flagged = new Set((await refusedLines(plants)).keys())
     expect([...flagged].sort()).to.deep.equal(
       planted
         .filter(([, , forbidden]) => forbidden)

@@ -1,4 +1,5 @@
 import type {Device, DeviceClass} from '../devices/types.js'
+import {parseDurationMs} from '../duration.js'
 import {draDriver, sliceDeviceOf, type DeviceTaint, type NodeDevices, type PoolMember, type SliceDevice} from './resource-slices.js'
 
 /** The taint an unplugged device carries in the slice (KEP-5055): a label name in the driver's domain. */
@@ -22,15 +23,12 @@ export interface UnpluggedPolicy {
   readonly noExecuteAfterMs?: number
 }
 
-const durationUnits = {h: 3_600_000, m: 60_000, s: 1000} as const
-
 /** Pure: a class's unplug policy from spec.unplugged (absent: NoSchedule, never NoExecute). */
 export function unpluggedPolicyOf(deviceClass: DeviceClass): UnpluggedPolicy {
   const spec = deviceClass.spec.unplugged
   if (spec?.effect !== 'NoExecute') return {}
-  let ms = 0
-  for (const [, amount, unit] of (spec.noExecuteAfter ?? '').matchAll(/(\d+)([hms])/g)) ms += Number(amount) * durationUnits[unit as keyof typeof durationUnits]
-  return {noExecuteAfterMs: ms}
+  // The CRD's pattern admits only durations parseDurationMs reads; absent is 0s.
+  return {noExecuteAfterMs: parseDurationMs(spec.noExecuteAfter ?? '0s') ?? 0}
 }
 
 /**
