@@ -47,6 +47,9 @@ interface Claim {
     devices?: Array<{device: string; pool: string; conditions?: Array<{type: string; status: string}>}>
   }
 }
+interface PodStatus {
+  status?: {conditions?: Array<{type: string; status: string; reason?: string; message?: string}>}
+}
 interface LogLine {
   msg: string
   nodes?: string[]
@@ -89,6 +92,23 @@ describe('two nodes on one control plane, each with its own agent (the DRA drive
   const createClaimPod = async (name: string, nodeName?: string): Promise<void> => {
     pods.push(`${consumers}/${name}`)
     await admin().request('POST', `/api/v1/namespaces/${consumers}/pods`, {body: claimPodManifest(name, nodeName, {template: 'one-disk'})})
+  }
+
+  /** A busybox pod asking by limit for one device of the class (its DRA DeviceClass carries the extended resource name). */
+  const createLimitPod = async (name: string): Promise<void> => {
+    pods.push(`${consumers}/${name}`)
+    await admin().request('POST', `/api/v1/namespaces/${consumers}/pods`, {
+      body: {
+        apiVersion: 'v1',
+        kind: 'Pod',
+        metadata: {name},
+        spec: {
+          automountServiceAccountToken: false,
+          containers: [{command: ['sleep', '3600'], image: 'localhost/nfdctl-test/busybox:1', imagePullPolicy: 'Never', name: 'main', resources: {limits: {[`${driver}/${className}`]: '1'}}}],
+          terminationGracePeriodSeconds: 1,
+        },
+      },
+    })
   }
 
   /**
@@ -286,6 +306,35 @@ describe('two nodes on one control plane, each with its own agent (the DRA drive
       return found.status?.devices?.some((d) => d.conditions?.some((c) => c.type === 'Ready' && c.status === 'True')) ? found : undefined
     })
     expect(claim.metadata.managedFields?.filter((f) => f.subresource === 'status').map((f) => f.manager)).to.include(`nfdctl-dra-${b.env.node.name}`)
+  })
+
+  it("a pod asking by limit lands on the node whose pool has the free device and reads it; one more stays Pending: neither node's pool has a device for it", async function () {
+    this.timeout(3 * 60_000)
+    // Node A's disk is freed (its claim goes with the pod); node B's stays with `anywhere`.
+    await deletePods(a.env, [`${consumers}/on-a`])
+    await waitFor('no claim holds node A’s disk', async () => {
+      const claims = await admin().request<{items: Claim[]}>('GET', `${dra}/namespaces/${consumers}/resourceclaims`)
+      return claims.items.every((c) => !c.status?.allocation?.devices?.results?.some((r) => r.pool === a.env.node.name))
+    })
+    await createLimitPod('by-limit')
+    const running = await waitForPod(a.env, `${consumers}/by-limit`, 90_000)
+    const placed = await admin().request<{spec: {nodeName: string}; status: {extendedResourceClaimStatus?: {resourceClaimName: string}}}>('GET', `/api/v1/namespaces/${consumers}/pods/by-limit`)
+    expect(placed.spec.nodeName).to.equal(a.env.node.name)
+    const claimName = placed.status.extendedResourceClaimStatus?.resourceClaimName
+    expect(claimName, "the scheduler's claim for the limit").to.be.a('string')
+    const claim = await admin().request<Claim>('GET', `${dra}/namespaces/${consumers}/resourceclaims/${claimName}`)
+    expect(claim.status?.allocation?.devices?.results?.map((r) => [r.pool, r.device])).to.deep.equal([[a.env.node.name, a.disks.deviceOf('a')]])
+    await waitFor('the limit pod on node A reads /dev/loop490', async () => (await readLoop(a.env.node, running.containerId, a.loop)) === loopData(a.loop), {intervalMs: 50, timeoutMs: 15_000})
+
+    await createLimitPod('one-too-many')
+    const condition = await waitFor(
+      'one-too-many unschedulable',
+      async () => (await admin().request<PodStatus>('GET', `/api/v1/namespaces/${consumers}/pods/one-too-many`)).status?.conditions?.find((c) => c.type === 'PodScheduled' && c.status === 'False'),
+      {timeoutMs: 30_000},
+    )
+    expect(condition.reason).to.equal('Unschedulable')
+    expect(condition.message).to.match(/^0\/2 nodes are available/)
+    await deletePods(a.env, [`${consumers}/one-too-many`])
   })
 
   it("each agent's credentials may write only its own node's slices, class status entry and claim statuses: the shipped policies refuse the other node's", async function () {
