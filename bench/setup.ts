@@ -73,6 +73,8 @@ export async function startBench(log: (line: string) => void, {apiserverFlags, c
 
 export interface NodeBenchEnvironment extends BenchEnvironment {
   readonly node: TestNode
+  /** Where containerd, kubelet and the control plane's binaries are (for a further node). */
+  readonly binDir: string
 }
 
 export interface NodeBenchOptions {
@@ -114,7 +116,7 @@ export async function startNodeBench(log: (line: string) => void, {controllers =
     await plane.stop()
     await rm(dir, {force: true, recursive: true})
   }
-  return {bin, client, close, dir, node, plane}
+  return {bin, binDir, client, close, dir, node, plane}
 }
 
 /**
