@@ -25,6 +25,10 @@ interface PodObject {
   status?: {phase?: string}
 }
 
+interface ClaimObject {
+  metadata: {ownerReferences?: Array<{uid: string}>}
+}
+
 interface AgentLine {
   msg: string
   time: number
@@ -54,10 +58,12 @@ export async function timePodStart(env: NodeEnv, agent: CliProcess, namespace: s
   // The claim of a pod asking by ResourceClaimTemplate is `<pod>-<request>-…`, by limit `<pod>-extended-resources-…`.
   const prepared = agent.json<AgentLine>().find((l) => l.msg === 'claim prepared' && l.claim?.startsWith(`${namespace}/${name}-`))
   await deletePods(env, [`${namespace}/${name}`])
-  // kube-controller-manager deletes the claims it made for the pod, the scheduler's for a limit included.
-  await waitFor(`${name}'s claims deleted`, async () => (await env.client.request<{items: unknown[]}>('GET', `/apis/resource.k8s.io/v1/namespaces/${namespace}/resourceclaims`)).items.length === 0, {
-    timeoutMs: 30_000,
-  })
+  // kube-controller-manager deletes the claims made for the pod (their owner), the scheduler's for a limit included.
+  const ownClaims = async (): Promise<number> =>
+    (await env.client.request<{items: ClaimObject[]}>('GET', `/apis/resource.k8s.io/v1/namespaces/${namespace}/resourceclaims`)).items.filter((c) =>
+      (c.metadata.ownerReferences ?? []).some((o) => o.uid === running.uid),
+    ).length
+  await waitFor(`${name}'s claims deleted`, async () => (await ownClaims()) === 0, {timeoutMs: 30_000})
   return {
     preparedMs: prepared === undefined ? undefined : prepared.time - created,
     readMs: criTime(line.split(' ')[0]!) - created,
