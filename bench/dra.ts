@@ -71,7 +71,7 @@ const log = (line: string): void => void process.stderr.write(`${line}\n`)
 /** A phase's log line, with the minutes since the start. */
 const phase = (line: string): void => log(`${line} (at ${((performance.now() - benchStarted) / 60_000).toFixed(1)} min)`)
 log(
-  `bench:dra: ${cycles} hot-plug cycles, ${podCount} claim and ${podCount} limit pods, ${replugs} re-plugs, a second node with ${podCount} claim pods, ${rssPods} pods for RSS; about ${Math.ceil((cycles * 1 + podCount * 3 * 3 + replugs * 3 + rssPods * 1.5 + 90) / 60) + 3} minutes`,
+  `bench:dra: ${cycles} hot-plug cycles, ${podCount} claim and ${podCount} limit pods, ${replugs} re-plugs, a second node with ${podCount} claim pods, ${rssPods} pods for RSS; about ${Math.ceil((cycles * 0.5 + podCount * 3 * 1.5 + replugs * 1.5 + rssPods * 0.5 + 40) / 60) + 2} minutes`,
 )
 
 const dra = '/apis/resource.k8s.io/v1'
