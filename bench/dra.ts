@@ -213,7 +213,7 @@ try {
     await hotPlug('remove')
   }
 
-  phase(`2. ${podCount} pods with a ResourceClaimTemplate, one after another`)
+  phase(`2. ${podCount} rounds, one pod after another: a pod with a ResourceClaimTemplate, then one asking by limit`)
   const createTemplate = (name: string, disk: string): Promise<unknown> =>
     env.client.request('POST', `${dra}/namespaces/${namespace}/resourceclaimtemplates`, {
       body: {
