@@ -47,7 +47,7 @@ import {memoryOf, percentile, row, verdict} from './measure.js'
 import {criTime, podLogLines, type PodStart, timePodStart} from './pod-start.js'
 import {startNodeBench} from './setup.js'
 
-const usage = 'bench:dra: --cycles, --pods, --replugs (at most 50) and --rss-pods (an even number, at most 100: kubelet runs 110 pods) must be positive whole numbers'
+const usage = 'bench:dra: --cycles, --pods, --replugs (at most 49) and --rss-pods (an even number, at most 100: kubelet runs 110 pods) must be positive whole numbers'
 let values: Record<string, string | undefined>
 try {
   ;({values} = parseArgs({
@@ -58,7 +58,7 @@ try {
   process.exit(2)
 }
 const [cycles, podCount, replugs, rssPods] = [Number(values.cycles), Number(values.pods), Number(values.replugs), Number(values['rss-pods'])]
-if (![cycles, podCount, replugs, rssPods].every((n) => Number.isInteger(n) && n > 0) || replugs > 50 || rssPods > 100 || rssPods % 2 !== 0) {
+if (![cycles, podCount, replugs, rssPods].every((n) => Number.isInteger(n) && n > 0) || replugs > 49 || rssPods > 100 || rssPods % 2 !== 0) {
   process.stderr.write(`${usage}\n`)
   process.exit(2)
 }
