@@ -104,3 +104,39 @@ export async function readLoop(node: TestNode, containerId: string, index: numbe
     return `failed: ${(error as Error & {stderr?: string}).stderr ?? (error as Error).message}`
   }
 }
+
+/** A container's read of a BackedLoops device, on the node that runs it. */
+export interface LoopReader {
+  readonly node: TestNode
+  /** The pod's name, for the failure it is named in. */
+  readonly name: string
+  readonly containerId: string
+  readonly index: number
+}
+
+/**
+ * Reads every reader's device over and over (a pause of `pauseMs` after each round) until stopped; resolves
+ * with how many reads were made and what each failed one returned (nothing, when access held throughout).
+ */
+export function keepReading(readers: readonly LoopReader[], pauseMs = 100): {stop: () => Promise<{reads: number; failures: string[]}>} {
+  let running = true
+  const failures: string[] = []
+  let reads = 0
+  const rounds = (async () => {
+    while (running) {
+      for (const reader of readers) {
+        const text = await readLoop(reader.node, reader.containerId, reader.index)
+        reads++
+        if (text !== loopData(reader.index)) failures.push(`${reader.name} loop${reader.index}: ${text}`)
+      }
+      await new Promise((resolve) => setTimeout(resolve, pauseMs))
+    }
+  })()
+  return {
+    stop: async () => {
+      running = false
+      await rounds
+      return {failures, reads}
+    },
+  }
+}

@@ -1,6 +1,7 @@
-import type {ChildProcess} from 'node:child_process'
+import {type ChildProcess, execFile} from 'node:child_process'
 import {readFile} from 'node:fs/promises'
 import {join} from 'node:path'
+import {promisify} from 'node:util'
 
 import {launchDaemon, terminate} from '../process/daemon.js'
 import {waitFor} from '../process/wait.js'
@@ -40,6 +41,16 @@ export class MountNamespace {
     const pid = this.#keeper?.pid
     if (pid === undefined) throw new Error('the mount namespace is closed')
     return {args: ['-t', String(pid), '-m', '--', binary, ...args], command: 'nsenter'}
+  }
+
+  /**
+   * Mounts `source` over `target` (which must exist on the host) in the running namespace: its processes see
+   * it at once, the host never does. It goes with the namespace.
+   */
+  async bind(source: string, target: string): Promise<void> {
+    const pid = this.#keeper?.pid
+    if (pid === undefined) throw new Error('the mount namespace is closed')
+    await promisify(execFile)('nsenter', ['-t', String(pid), '-m', '--', 'mount', '--bind', source, target])
   }
 
   /** Ends the keeper; the namespace and its mounts go once the processes entered into it have exited too. */

@@ -6,7 +6,7 @@ import {join} from 'node:path'
 import {stringify} from 'yaml'
 
 import {repoRoot} from '../../harness/controlplane/paths.js'
-import {BackedLoops, canUseLoopControl, readLoop} from '../../harness/devices/loop-devices.js'
+import {BackedLoops, canUseLoopControl, keepReading, readLoop} from '../../harness/devices/loop-devices.js'
 import {allocatable, createNamespace, deletePods, runPod, type NodeEnv, type RunningPod} from '../../harness/node/pods.js'
 import {
   containerIdOf,
@@ -57,31 +57,9 @@ describe('deploy/agent and deploy/plugins on the real node: the shipped DaemonSe
       }),
     )
   }
-  /** Reads every holder's devices every 100 ms until stopped; resolves with what failed (nothing, when access held). */
-  const keepReading = (holders: readonly RunningPod[], indexes: readonly number[]): {stop: () => Promise<{reads: number; failures: string[]}>} => {
-    let running = true
-    const failures: string[] = []
-    let count = 0
-    const loop = (async () => {
-      while (running) {
-        for (const pod of holders) {
-          for (const index of indexes) {
-            const text = await readLoop(env.node, pod.containerId, index)
-            count++
-            if (text !== `loop-${index}-data`) failures.push(`${pod.name} loop${index}: ${text}`)
-          }
-        }
-        await new Promise((resolve) => setTimeout(resolve, 100))
-      }
-    })()
-    return {
-      stop: async () => {
-        running = false
-        await loop
-        return {failures, reads: count}
-      },
-    }
-  }
+  /** Reads every holder's devices until stopped (keepReading): what failed meanwhile, nothing when access held. */
+  const readAll = (holders: readonly RunningPod[], indexes: readonly number[]): ReturnType<typeof keepReading> =>
+    keepReading(holders.flatMap((pod) => indexes.map((index) => ({containerId: pod.containerId, index, name: pod.name, node: env.node}))))
   /** The test node's paths (the agent's own directories below this suite's). */
   const layout = (): NodeLayout => ({containerdDir: join(env.node.containerd.options.dir, 'run'), dir, podResourcesDir: join(env.node.kubelet.rootDir, 'pod-resources')})
   const agentPods = async (): Promise<ListedPod[]> => livePods(env, system, 'app.kubernetes.io/name=nfdctl-agent')
@@ -185,7 +163,7 @@ describe('deploy/agent and deploy/plugins on the real node: the shipped DaemonSe
 
     // A rolling update to a new tag: the old agent pod stops (SIGTERM leaves access in place), the new one
     // takes over; the devices stay readable in both containers all the while.
-    const reading = keepReading(holders, [440, 441])
+    const reading = readAll(holders, [440, 441])
     await apply('agent', `${image.tag}-next`)
     await kubectl(env, '-n', system, 'rollout', 'status', 'daemonset/nfdctl-agent', '--timeout=120s')
     const [updated] = await waitForReadyPods(env, system, 'app.kubernetes.io/name=nfdctl-agent', 1)
@@ -200,7 +178,7 @@ describe('deploy/agent and deploy/plugins on the real node: the shipped DaemonSe
     await expectReadable(holders, 442)
 
     // kubectl delete pod: the DaemonSet makes another; nothing is lost meanwhile, and it hot-plugs again.
-    const deleting = keepReading(holders, [440, 441, 442])
+    const deleting = readAll(holders, [440, 441, 442])
     await kubectl(env, '-n', system, 'delete', 'pod', updated.metadata.name, '--wait=true')
     const [replaced] = await waitForReadyPods(env, system, 'app.kubernetes.io/name=nfdctl-agent', 1)
     expect(replaced.metadata.uid).to.not.equal(updated.metadata.uid)
