@@ -4,12 +4,12 @@ import {join} from 'node:path'
 
 import {claimPodManifest, claimTemplateManifest, draAgentArgs, type SerialDisks} from '../../harness/devices/dra-agent.js'
 import {type BackedLoops, loopData, readLoop} from '../../harness/devices/loop-devices.js'
-import {createNamespace, deletePods, waitForPod, type NodeEnv, type RunningPod} from '../../harness/node/pods.js'
+import {allocatable, createNamespace, deletePods, waitForPod, type NodeEnv, type RunningPod} from '../../harness/node/pods.js'
 import {CliProcess} from '../../harness/process/cli-process.js'
 import {waitFor} from '../../harness/process/wait.js'
 import {serialDiskNode} from '../support/test-node.js'
 
-// Loop devices 670-679 belong to these tests (the class takes loop670-679). Each test disk has a udev serial
+// Loop devices 670-689 belong to these tests (the class drax takes loop670-679, the migrated class loop680-689). Each test disk has a udev serial
 // (in the agent's own udev database directory), so that plugged in again under another loop number it is the
 // same device. The cluster runs with kube-apiserver's, kube-scheduler's and kubelet's v1.37 defaults: no gate.
 const dra = '/apis/resource.k8s.io/v1'
@@ -39,13 +39,13 @@ interface LogLine {
   msg: string
 }
 
-/** A busybox container `main` that sleeps, asking by limit for `count` devices of the class. */
-const limitContainer = (count: number): object => ({
+/** A busybox container `main` that sleeps, asking by limit for `count` devices of the class (by default drax). */
+const limitContainer = (count: number, resourceName = resource): object => ({
   command: ['sleep', '3600'],
   image: 'localhost/nfdctl-test/busybox:1',
   imagePullPolicy: 'Never',
   name: 'main',
-  resources: {limits: {[resource]: String(count)}},
+  resources: {limits: {[resourceName]: String(count)}},
 })
 
 describe('a DRA class asked for by limit (extended resources through DRA, KEP-5004) on a real node', function () {
@@ -239,5 +239,134 @@ describe('a DRA class asked for by limit (extended resources through DRA, KEP-50
     const thirdClaim = await claim((await pod('third')).status!.extendedResourceClaimStatus!.resourceClaimName)
     expect(allocatedDevice(thirdClaim)).to.equal(freed)
     await readsDisk(third, pluggedAt.get(freed)!)
+  })
+  describe('a class switched from Device to DRA while a pod that asks by limit runs', function () {
+    const migrated = 'dramig'
+    const migratedResource = `devices.nfdctl.io/${migrated}`
+    const migratedClass = `${migrated}.devices.nfdctl.io`
+    /** The spec of a pod asking by limit for one device of the migrated class. */
+    const limitPodSpec = (): object => ({
+      automountServiceAccountToken: false,
+      containers: [limitContainer(1, migratedResource)],
+      nodeSelector: {'kubernetes.io/hostname': env.node.name},
+      terminationGracePeriodSeconds: 1,
+    })
+    const createPod = async (name: string): Promise<void> => {
+      pods.push(`${namespace}/${name}`)
+      await env.client.request('POST', `/api/v1/namespaces/${namespace}/pods`, {body: {apiVersion: 'v1', kind: 'Pod', metadata: {name}, spec: limitPodSpec()}})
+    }
+    const setAllocation = (allocation: 'Device' | 'DRA'): Promise<unknown> =>
+      env.client.request('PATCH', `${classesPath}/${migrated}`, {body: {spec: {allocation}}, contentType: 'application/merge-patch+json'})
+    const sliceDevices = async (): Promise<string[]> => {
+      const list = await env.client.request<{items: Array<{spec: {devices?: Array<{name: string}>}}>}>('GET', `${dra}/resourceslices`, {
+        query: {fieldSelector: `spec.nodeName=${env.node.name},spec.driver=devices.nfdctl.io`},
+      })
+      return list.items.flatMap((s) => s.spec.devices ?? []).map((d) => d.name)
+    }
+    /** Waits for what the operator waits for after the switch: the DeviceClass with the extended resource, and kubelet's allocatable 0. */
+    const switchedToDra = async (): Promise<void> => {
+      const made = await waitFor(migratedClass, () => env.client.request<{spec: {extendedResourceName?: string}}>('GET', `${dra}/deviceclasses/${migratedClass}`).catch(() => undefined), {
+        timeoutMs: 15_000,
+      })
+      expect(made.spec.extendedResourceName).to.equal(migratedResource)
+      await waitFor(`${migratedResource} allocatable 0`, async () => (await allocatable(env, migratedResource)) === 0, {timeoutMs: 15_000})
+    }
+    const scheduledThroughDra = async (name: string): Promise<string> => {
+      const claimName = (await pod(name)).status?.extendedResourceClaimStatus?.resourceClaimName
+      expect(claimName, `${name}'s extendedResourceClaimStatus`).to.be.a('string')
+      return allocatedDevice(await claim(claimName!))
+    }
+
+    before(async function () {
+      this.timeout(60_000)
+      await plug(681, 'm')
+      await env.client.request('POST', classesPath, {
+        body: {apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', metadata: {name: migrated}, spec: {allocation: 'Device', match: [{devName: 'loop68[0-9]', subsystem: 'block'}]}},
+      })
+      await waitFor(`${migratedResource} allocatable 1 (the agent's device plugin)`, async () => (await allocatable(env, migratedResource)) === 1, {timeoutMs: 30_000})
+    })
+
+    after(async function () {
+      this.timeout(60_000)
+      await env.client.request('DELETE', `/apis/apps/v1/namespaces/${namespace}/deployments/modem`, {body: {propagationPolicy: 'Background'}}).catch(() => {})
+      await env.client.request('DELETE', `${classesPath}/${migrated}`).catch(() => {})
+    })
+
+    it('on the switch the agent takes the device from the running pod (it runs on without it), kubelet takes the resource to 0, the device joins the slice, and a new pod asking by limit gets it through DRA', async function () {
+      this.timeout(90_000)
+      await createPod('old')
+      const old = await waitForPod(env, `${namespace}/old`, 30_000)
+      expect((await pod('old')).status?.extendedResourceClaimStatus, 'old got its device from the device plugin').to.equal(undefined)
+      await readsDisk(old, 681)
+
+      await setAllocation('DRA')
+      // A DRA class's devices are given by claim only: old's limit no longer holds the device, so the agent
+      // takes it back (its node and its cgroup rule) in the batch that publishes it, before the slice is written.
+      await waitFor('disk m in the slice', async () => (await sliceDevices()).includes(disks.deviceOf('m')) || undefined, {intervalMs: 20, timeoutMs: 15_000})
+      expect(await readLoop(env.node, old.containerId, 681)).to.match(/No such file or directory/)
+      await switchedToDra()
+      expect((await pod('old')).status?.phase).to.equal('Running')
+
+      await createPod('new')
+      const fresh = await waitForPod(env, `${namespace}/new`, 30_000)
+      expect(await scheduledThroughDra('new')).to.equal(disks.deviceOf('m'))
+      await readsDisk(fresh, 681)
+      expect(await readLoop(env.node, old.containerId, 681)).to.match(/^failed/)
+    })
+
+    it('the documented procedure: the limit workload scaled to 0, then the switch, then scaled back: its new pod gets the device through DRA and a second pod is refused', async function () {
+      this.timeout(90_000)
+      await deletePods(env, [`${namespace}/old`])
+      const fresh = await waitForPod(env, `${namespace}/new`)
+      // Back to Device: the DeviceClass goes, the device plugin returns, and the pod that asked through DRA loses its device the same way.
+      await setAllocation('Device')
+      await waitFor(`${migratedClass} deleted`, () =>
+        env.client.request('GET', `${dra}/deviceclasses/${migratedClass}`).then(
+          () => undefined,
+          () => true,
+        ),
+      )
+      await waitFor(`${migratedResource} allocatable 1 again`, async () => (await allocatable(env, migratedResource)) === 1, {timeoutMs: 30_000})
+      const index = pluggedAt.get(disks.deviceOf('m'))!
+      await waitFor('new no longer reads disk m', async () => (await readLoop(env.node, fresh.containerId, index)).startsWith('failed') || undefined, {intervalMs: 50, timeoutMs: 10_000})
+      await deletePods(env, [`${namespace}/new`])
+      const deployment = `/apis/apps/v1/namespaces/${namespace}/deployments/modem`
+      const scale = (replicas: number): Promise<unknown> => env.client.request('PATCH', deployment, {body: {spec: {replicas}}, contentType: 'application/merge-patch+json'})
+      const modemPods = async (): Promise<string[]> =>
+        (await env.client.request<{items: PodObject[]}>('GET', `/api/v1/namespaces/${namespace}/pods`, {query: {labelSelector: 'app=modem'}})).items.map((p) => p.metadata.name)
+      await env.client.request('POST', `/apis/apps/v1/namespaces/${namespace}/deployments`, {
+        body: {
+          apiVersion: 'apps/v1',
+          kind: 'Deployment',
+          metadata: {name: 'modem'},
+          spec: {
+            replicas: 1,
+            selector: {matchLabels: {app: 'modem'}},
+            template: {metadata: {labels: {app: 'modem'}}, spec: limitPodSpec()},
+          },
+        },
+      })
+      const first = await waitFor('a modem pod', async () => (await modemPods())[0])
+      await readsDisk(await waitForPod(env, `${namespace}/${first}`, 30_000), index)
+      expect((await pod(first)).status?.extendedResourceClaimStatus).to.equal(undefined)
+
+      // 1. scale to 0 and wait until the pods are gone; 2. switch, and wait for the DeviceClass (and allocatable 0); 3. scale back.
+      await scale(0)
+      await waitFor('no modem pod', async () => (await modemPods()).length === 0 || undefined, {timeoutMs: 30_000})
+      await setAllocation('DRA')
+      await switchedToDra()
+      await scale(1)
+      const next = await waitFor('a new modem pod', async () => (await modemPods()).find((n) => n !== first))
+      const running = await waitForPod(env, `${namespace}/${next}`, 30_000)
+      expect(await scheduledThroughDra(next)).to.equal(disks.deviceOf('m'))
+      await readsDisk(running, index)
+
+      // One allocator now: a second pod asking by limit finds no free device.
+      await createPod('second')
+      const refused = await waitFor('second unschedulable', async () => (await pod('second')).status?.conditions?.find((c) => c.type === 'PodScheduled' && c.status === 'False'), {
+        timeoutMs: 30_000,
+      })
+      expect(refused.reason).to.equal('Unschedulable')
+    })
   })
 })
