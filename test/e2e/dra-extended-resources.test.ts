@@ -222,8 +222,18 @@ describe('a DRA class asked for by limit (extended resources through DRA, KEP-50
     const limitName = await deploymentPod()
     const claimName = (await pod(limitName)).status!.extendedResourceClaimStatus!.resourceClaimName
     const freed = allocatedDevice(await claim(claimName))
-    // Scaled to none first: a pod deleted under a live ReplicaSet would be replaced, and take the device again.
+    // Scaled to none first, and deleted only once the ReplicaSet controller has synced replicas 0: a pod deleted
+    // under a ReplicaSet it still reads as replicas 1 is replaced, and the new pod, not in the scheduler's
+    // back-off as third is, takes the freed device first.
     await env.client.request('PATCH', `/apis/apps/v1/namespaces/${namespace}/deployments/limit-app`, {body: {spec: {replicas: 0}}, contentType: 'application/merge-patch+json'})
+    await waitFor('the ReplicaSet of limit-app synced at replicas 0', async () => {
+      const sets = await env.client.request<{items: Array<{metadata: {generation?: number}; spec: {replicas?: number}; status?: {observedGeneration?: number}}>}>(
+        'GET',
+        `/apis/apps/v1/namespaces/${namespace}/replicasets`,
+        {query: {labelSelector: 'app=limit-app'}},
+      )
+      return (sets.items.length > 0 && sets.items.every((r) => r.spec.replicas === 0 && (r.status?.observedGeneration ?? 0) >= (r.metadata.generation ?? 1))) || undefined
+    })
     await deletePods(env, [`${namespace}/${limitName}`])
     await env.client.request('DELETE', `/apis/apps/v1/namespaces/${namespace}/deployments/limit-app`, {body: {propagationPolicy: 'Background'}})
     await waitFor(
@@ -236,6 +246,11 @@ describe('a DRA class asked for by limit (extended resources through DRA, KEP-50
       {timeoutMs: 30_000},
     )
     const third = await waitForPod(env, `${namespace}/third`, 60_000)
+    // No pod of the Deployment came between: third was the only one waiting for the device.
+    const created = await env.client.request<{items: Array<{involvedObject: {kind: string}}>}>('GET', `/api/v1/namespaces/${namespace}/events`, {
+      query: {fieldSelector: 'reason=SuccessfulCreate'},
+    })
+    expect(created.items.filter((e) => e.involvedObject.kind === 'ReplicaSet')).to.have.length(1)
     const thirdClaim = await claim((await pod('third')).status!.extendedResourceClaimStatus!.resourceClaimName)
     expect(allocatedDevice(thirdClaim)).to.equal(freed)
     await readsDisk(third, pluggedAt.get(freed)!)
