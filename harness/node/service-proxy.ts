@@ -33,8 +33,15 @@ export async function routeKubernetesService(client: KubeClient): Promise<{clust
   )
   const clusterIp = service.spec.clusterIP
   const port = String(service.spec.ports[0].port)
+  const match = ['-d', `${clusterIp}/32`, '-p', 'tcp', '-m', 'tcp', '--dport', port, '-j', 'DNAT']
   for (const chain of ['PREROUTING', 'OUTPUT']) {
-    await run('iptables', ['-w', '-t', 'nat', '-A', chain, '-d', `${clusterIp}/32`, '-p', 'tcp', '--dport', port, '-j', 'DNAT', '--to-destination', endpoint])
+    // A node started again in the same namespace (after a suite stopped it) may face another control plane:
+    // the earlier node's rule, first in the chain, would still send pods to the API server it knew.
+    const {stdout} = await run('iptables', ['-w', '-t', 'nat', '-S', chain])
+    for (const rule of stdout.split('\n').filter((line) => line.startsWith(`-A ${chain} ${match.join(' ')} `))) {
+      await run('iptables', ['-w', '-t', 'nat', '-D', ...rule.slice(3).split(' ')])
+    }
+    await run('iptables', ['-w', '-t', 'nat', '-A', chain, ...match, '--to-destination', endpoint])
   }
   return {clusterIp: `${clusterIp}:${port}`, endpoint}
 }

@@ -127,6 +127,16 @@ describe('deploy/agent-dra and deploy/gc across two nodes: one DaemonSet of the 
     await admin().request('POST', `${dra}/namespaces/${consumers}/resourceclaimtemplates`, {body: claimTemplateManifest('one-disk', draClass)})
   })
 
+  // What a failed step needs to be understood once the nodes are gone: where the pods are and why they wait.
+  afterEach(async function () {
+    if (this.currentTest?.state !== 'failed' || a === undefined) return
+    this.timeout(60_000)
+    const show = async (...args: string[]): Promise<string> => kubectl(a!.env, ...args).catch((error: unknown) => String(error))
+    process.stderr.write(
+      `${await show('get', 'pods', '-A', '-o', 'wide')}\n${await show('describe', 'pods', '-n', system)}\n${await show('logs', '-n', system, '-l', agents, '--tail=30', '--prefix')}\n`,
+    )
+  })
+
   after(async function () {
     this.timeout(5 * 60_000)
     const nodeB = second?.env.node.name
