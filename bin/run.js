@@ -8,6 +8,8 @@
 // Ignition and Sparkplug still run everything.
 // --expose-gc: gc run collects after each sweep, so an idle daemon does not keep a sweep's garbage resident.
 // (docs/benchmarks.md: where the memory goes.)
-import {execute} from '@oclif/core/execute'
+
+// oclif's runner, bundled with the commands at pack time (scripts/bundle.mjs).
+import {execute} from '../dist/cli/execute.js'
 
 await execute({dir: import.meta.url})
