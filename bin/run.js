@@ -19,7 +19,9 @@ if (enableCompileCache !== undefined) {
   const {homedir} = process.getBuiltinModule('node:os')
   enableCompileCache(process.env.NODE_COMPILE_CACHE || `${process.env.XDG_CACHE_HOME || `${homedir()}/.cache`}/nfdctl/compile-cache`)
 }
-// Imported after the cache is on, so that the cache covers it; dist/cli/execute.js is oclif's runner, bundled
-// with the commands at pack time (scripts/bundle.mjs).
-const {execute} = await import('../dist/cli/execute.js')
+// Imported after the cache is on, so that the cache covers it. dist/cli/execute.js is oclif's runner, bundled
+// with the commands at pack time (scripts/bundle.mjs); a checkout that was never built has no dist/, and there
+// (the unit tests run this file over the TypeScript sources) oclif runs from node_modules.
+const runner = new URL('../dist/cli/execute.js', import.meta.url)
+const {execute} = await import(process.getBuiltinModule('node:fs').existsSync(runner) ? runner.href : '@oclif/core/execute')
 await execute({dir: import.meta.url})
