@@ -120,7 +120,7 @@ export async function startNodeBench(log: (line: string) => void, {controllers =
 }
 
 /**
- * The CLI as users get it: `npm pack` (build plus oclif manifest), unpacked, and its production
+ * The CLI as users get it: `npm pack` (build, oclif manifest, bundle), unpacked, and its production
  * dependencies installed from the lockfile. About 15 s. Returns its `bin/run.js`.
  */
 async function packCli(dir: string, log: (line: string) => void): Promise<string> {

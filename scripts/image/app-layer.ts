@@ -41,7 +41,8 @@ export async function exportCommit(repo: string, rev: string, dir: string): Prom
 
 /**
  * `npm pack` of the exported tree: its prepack compiles dist/, writes the oclif manifest and
- * dist/build-info.json (the commit, given here as NFDCTL_COMMIT: an export has no .git). The build tools
+ * dist/build-info.json (the commit, given here as NFDCTL_COMMIT: an export has no .git), and bundles dist/
+ * (scripts/bundle.mjs). The build tools
  * come from the repository's own node_modules, linked in. Returns the tarball's path.
  */
 export async function packCli(source: SourceTree, repo: string, destination: string, log: (line: string) => void): Promise<string> {

@@ -1,8 +1,10 @@
-import http from 'node:http'
-import https from 'node:https'
+import type * as http from 'node:http'
+import type * as https from 'node:https'
 import {createSecureContext} from 'node:tls'
 
 import type {AgentConnectOpts} from 'agent-base'
+
+import {nodeHttp, nodeHttps} from '../node-http.js'
 
 /** What a connection to the API server (or an OIDC issuer) proves and checks; from the kubeconfig's cluster and user. */
 export interface TlsMaterial {
@@ -40,9 +42,9 @@ export async function createHttpAgent(server: URL, tls: TlsMaterial, options: Ht
  * each new connection.
  */
 export function directHttpAgent(server: URL, tls: TlsMaterial, maxSockets: number): http.Agent {
-  if (server.protocol !== 'https:') return new http.Agent({keepAlive: true, maxSockets})
+  if (server.protocol !== 'https:') return new nodeHttp.Agent({keepAlive: true, maxSockets})
   const {ca, cert, key, rejectUnauthorized, servername} = tls
-  return new https.Agent({keepAlive: true, maxSockets, secureContext: createSecureContext(setOnly({ca, cert, key})), ...setOnly({rejectUnauthorized, servername})})
+  return new nodeHttps.Agent({keepAlive: true, maxSockets, secureContext: createSecureContext(setOnly({ca, cert, key})), ...setOnly({rejectUnauthorized, servername})})
 }
 
 async function proxyAgent(server: URL, proxy: URL, agentOptions: https.AgentOptions): Promise<http.Agent & {protocol: string}> {

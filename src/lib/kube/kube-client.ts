@@ -1,5 +1,5 @@
-import http from 'node:http'
-import https from 'node:https'
+import type * as http from 'node:http'
+import type * as https from 'node:https'
 import {createInterface} from 'node:readline'
 import {urlToHttpOptions} from 'node:url'
 import {setTimeout as sleep} from 'node:timers/promises'
@@ -8,6 +8,7 @@ import {AbortFanout} from '../abort.js'
 import {AbortedError, ApiUnavailableError, errorMessage} from '../errors.js'
 import {KubeApiError} from './api-error.js'
 import {directHttpAgent} from './http-agent.js'
+import {nodeHttp, nodeHttps} from '../node-http.js'
 import {protobufContentType} from './protobuf-metadata.js'
 import type {Credentials} from './credentials.js'
 import {ConcurrencyWindow, type WindowStats} from './concurrency-window.js'
@@ -88,7 +89,7 @@ export class KubeClient {
     this.#random = options.random ?? Math.random
     this.#timeoutMs = options.requestTimeoutMs ?? 60_000
     this.#agent = options.agent ?? directHttpAgent(this.server, credentials.tls, options.maxConnections ?? 64)
-    this.#transport = this.server.protocol === 'https:' ? https : http
+    this.#transport = this.server.protocol === 'https:' ? nodeHttps : nodeHttp
     const {auth, hostname, port, protocol} = urlToHttpOptions(this.server)
     this.#endpoint = {auth, hostname, port, protocol}
     this.#prefix = this.server.pathname.replace(/\/+$/, '')

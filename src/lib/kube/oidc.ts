@@ -1,9 +1,9 @@
 import {readFile} from 'node:fs/promises'
-import http from 'node:http'
-import https from 'node:https'
+import type * as http from 'node:http'
 
 import {ConfigError, errorMessage} from '../errors.js'
 import {createHttpAgent} from './http-agent.js'
+import {nodeHttp, nodeHttps} from '../node-http.js'
 import {proxyFromEnvironment} from './proxy.js'
 
 // auth-provider: oidc, as client-go's plugin/pkg/client/auth/oidc: the id-token is used while it is valid
@@ -87,7 +87,7 @@ export async function refreshOidcTokens(config: Readonly<Record<string, string>>
 }
 
 async function exchange(url: URL, agent: http.Agent, body: string | undefined, headers: Record<string, string>): Promise<{status: number; type: string; text: string}> {
-  const transport = url.protocol === 'https:' ? https : http
+  const transport = url.protocol === 'https:' ? nodeHttps : nodeHttp
   return new Promise((resolve, reject) => {
     const req = transport.request(url, {agent, headers: {Accept: 'application/json', ...headers}, method: body === undefined ? 'GET' : 'POST', signal: AbortSignal.timeout(30_000)}, (res) => {
       const chunks: Buffer[] = []

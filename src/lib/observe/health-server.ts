@@ -1,8 +1,9 @@
-import {createServer, type Server} from 'node:http'
+import type {Server} from 'node:http'
 import type {AddressInfo} from 'node:net'
 import type {Registry} from 'prom-client'
 
 import {ConfigError} from '../errors.js'
+import {nodeHttp} from '../node-http.js'
 
 export interface HealthServerOptions {
   readonly port: number
@@ -25,7 +26,7 @@ export class HealthServer {
   }
 
   async start(): Promise<void> {
-    const server = createServer((req, res) => {
+    const server = nodeHttp.createServer((req, res) => {
       const path = (req.url ?? '/').split('?')[0]
       if (req.method !== 'GET' && req.method !== 'HEAD') {
         res.writeHead(405, {Allow: 'GET, HEAD'}).end()
