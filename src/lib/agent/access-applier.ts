@@ -1,4 +1,4 @@
-import {stat} from 'node:fs/promises'
+import {statSync} from 'node:fs'
 
 import type {ContainerHandle} from '../runtime/container-handle.js'
 import {devicePrograms, replaceDeviceProgram} from '../runtime/device-bpf.js'
@@ -121,7 +121,7 @@ export async function applyAccess(handle: ContainerHandle, change: AccessChange,
   }
   for (const access of change.grant) {
     try {
-      const host = await stat(access.device.devNode).catch(() => undefined)
+      const host = hostNode(access.device.devNode)
       if (handle.rootProblem === undefined) {
         createDeviceNode(root, {
           gid: host?.gid ?? 0,
@@ -141,4 +141,13 @@ export async function applyAccess(handle: ContainerHandle, change: AccessChange,
   // Written through what the handle pinned: they reached the container only if its process still runs.
   handle.assertRunning()
   if (failures.length > 0) throw new Error(failures.join('; '))
+}
+
+/** The host's node of a device (its mode and owner go to the container's); synchronous, as the cgroup files are (device-cgroup.ts). */
+function hostNode(path: string): {mode: number; uid: number; gid: number} | undefined {
+  try {
+    return statSync(path, {throwIfNoEntry: false})
+  } catch {
+    return undefined
+  }
 }

@@ -1,5 +1,5 @@
-import {lstatSync, readFileSync} from 'node:fs'
-import {readdir, readFile, readlink, realpath} from 'node:fs/promises'
+import {lstatSync, readFileSync, readlinkSync, realpathSync} from 'node:fs'
+import {readdir, realpath} from 'node:fs/promises'
 import path from 'node:path'
 import pLimit from 'p-limit'
 
@@ -108,17 +108,19 @@ export class SysfsScanner {
     return this.realSysRoot
   }
 
-  /** Reads one `/sys/dev/<type>/<major>:<minor>` entry; undefined when it vanished, is unreadable or has no node. */
+  /**
+   * Reads one `/sys/dev/<type>/<major>:<minor>` entry; undefined when it vanished, is unreadable or has no node.
+   * Synchronously: sysfs and the udev database are in memory and answer in microseconds, while a step through
+   * libuv's thread pool costs two wake-ups, which a busy node turns into milliseconds on a hot-plug's path.
+   */
   private async readEntry(root: string, type: DeviceType, major: number, minor: number): Promise<Device | undefined> {
     try {
-      const dir = await realpath(path.join(this.sysRoot, 'dev', type, `${major}:${minor}`))
+      const dir = realpathSync.native(path.join(this.sysRoot, 'dev', type, `${major}:${minor}`))
       const devPath = '/' + path.relative(root, dir)
       if (!devPath.startsWith('/devices/')) return undefined
-      const [ueventText, subsystemTarget] = await Promise.all([
-        readFile(path.join(dir, 'uevent'), 'utf8'),
-        // The link's last component is the subsystem's name, so readlink spares resolving the whole chain.
-        readlink(path.join(dir, 'subsystem')),
-      ])
+      const ueventText = readFileSync(path.join(dir, 'uevent'), 'utf8')
+      // The link's last component is the subsystem's name, so readlink spares resolving the whole chain.
+      const subsystemTarget = readlinkSync(path.join(dir, 'subsystem'))
       const uevent = parseUeventFile(ueventText)
       const devName = uevent.DEVNAME
       if (devName === undefined || devName.length === 0) return undefined

@@ -1,4 +1,4 @@
-import {readFile} from 'node:fs/promises'
+import {readFileSync} from 'node:fs'
 import path from 'node:path'
 
 import {errorMessage} from '../errors.js'
@@ -64,7 +64,8 @@ export async function readUdevProperties(udevDataDir: string, id: string): Promi
   const file = path.join(udevDataDir, id)
   let text: string
   try {
-    text = await readFile(file, 'utf8')
+    // Synchronously, as sysfs is read (sysfs-scanner.ts): the database is on tmpfs.
+    text = readFileSync(file, 'utf8')
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code
     if (code === 'ENOENT' || code === 'ENOTDIR') return undefined

@@ -1,4 +1,5 @@
-import {appendFile, readFile} from 'node:fs/promises'
+import {appendFileSync, readFileSync} from 'node:fs'
+import {readFile} from 'node:fs/promises'
 import {join} from 'node:path'
 
 /** One device cgroup rule, as `devices.allow`, `devices.deny` and `devices.list` spell it: `b 7:0 rw`. */
@@ -145,17 +146,22 @@ function chooseControl(pid: number, v1Dir: string | undefined, unifiedDir: strin
   return {dir: v1Dir, mode: 'v1'}
 }
 
+// The devices files are read and written synchronously: they answer in microseconds under the devices
+// controller's own lock (never the cgroup lock that runc holds while it builds pods), and each step through
+// libuv's thread pool would cost a wake-up of a worker thread and then of the event loop, which a node busy
+// starting pods turns into milliseconds on a hot-plug's path.
+
 /** The rules in force for a v1 devices cgroup. */
 export async function readDeviceRules(dir: string): Promise<DeviceRule[]> {
-  return parseDeviceRules(await readFile(join(dir, 'devices.list'), 'utf8'))
+  return parseDeviceRules(readFileSync(join(dir, 'devices.list'), 'utf8'))
 }
 
 /** Grants a rule on cgroup v1 (takes effect at the next open(2); open file descriptors are not checked again). */
 export async function allowDevice(dir: string, rule: DeviceRule): Promise<void> {
-  await appendFile(join(dir, 'devices.allow'), formatRule(rule))
+  appendFileSync(join(dir, 'devices.allow'), formatRule(rule))
 }
 
 /** Withdraws an exception granted before; it cannot carve a device out of a wildcard rule. */
 export async function denyDevice(dir: string, rule: DeviceRule): Promise<void> {
-  await appendFile(join(dir, 'devices.deny'), formatRule(rule))
+  appendFileSync(join(dir, 'devices.deny'), formatRule(rule))
 }
