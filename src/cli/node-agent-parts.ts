@@ -1,6 +1,6 @@
 import {createAgentMetrics} from '../lib/agent/agent-metrics.js'
 import type {AgentOptions} from '../lib/agent/agent-options.js'
-import {ChangeSources, deviceFeed} from '../lib/agent/change-sources.js'
+import {ChangeSources, deviceFeed, type DeviceChange} from '../lib/agent/change-sources.js'
 import {podCodec, type NodePod} from '../lib/agent/container-access.js'
 import {ContainerReconciler} from '../lib/agent/container-reconciler.js'
 import {ContainerdFollower} from '../lib/agent/containerd-follower.js'
@@ -80,6 +80,8 @@ export function buildNodeAgent({client, fileClasses, flags, logger, options, reg
   const metrics = createAgentMetrics(registry)
   const stateError = (): void => metrics.errors.inc({kind: 'state'})
   const changes = new Signal<string>()
+  const containerChanges = new Signal<string>()
+  const deviceChanges = new Signal<DeviceChange>()
   const containerd = new ContainerdClient({address: flags['containerd-address'], namespace: flags['containerd-namespace']})
   const classStore = new ClassStore({
     ...followClusterClasses(client, nodeName, logger),
@@ -122,8 +124,8 @@ export function buildNodeAgent({client, fileClasses, flags, logger, options, reg
   const namespaces = followed<ObjectMeta>(
     (relay) => new MetadataInformer({client, logger, onConnection: reportTo(supervisor.followed('API server (namespaces)')), pageSize: 500, resource: namespacesResource, ...relay}),
   )
-  const follower = new ContainerdFollower({connection: supervisor.followed('containerd'), containerd, logger, metrics, onChange: (what) => changes.emit(what)})
-  const sources = new ChangeSources({changes, containerd: follower, devices, dra, members, namespaces, plugins, pods, uevents})
+  const follower = new ContainerdFollower({connection: supervisor.followed('containerd'), containerd, logger, metrics, onChange: (what) => containerChanges.emit(what)})
+  const sources = new ChangeSources({changes, containerd: follower, deviceChanges, devices, dra, members, namespaces, plugins, pods, uevents})
   const grantHealth = new GrantReadiness(logger)
   const grants = new GrantRecord({stateDir})
   const podEvents = new PodEvents({client, logger, nodeName, onError: () => metrics.errors.inc({kind: 'events'})})
@@ -157,9 +159,12 @@ export function buildNodeAgent({client, fileClasses, flags, logger, options, reg
     batcher,
     changes,
     classStore,
+    containerChanges,
+    deviceChanges,
     dra,
     grantHealth,
     grants,
+    lane: reconciler,
     logger,
     members,
     metrics,

@@ -77,6 +77,8 @@ export interface Applied {
  */
 export class FakeApplier {
   readonly applied: Applied[][] = [[]]
+  /** Every call in order: the container, and the class devices (ids) and members' generation it was given. */
+  readonly given: Array<{container: string; generation: number; devices: Record<string, string[]>}> = []
   readonly failing = new Map<string, Error>()
   readonly holding = new Set<string>()
   retained: ReadonlySet<string> = new Set()
@@ -94,8 +96,9 @@ export class FakeApplier {
     this.retained = listed
   }
 
-  async reconcile(work: ContainerWork, _node: NodeView, allocated: ContainerPlanInput['allocated']): Promise<boolean> {
+  async reconcile(work: ContainerWork, node: NodeView, allocated: ContainerPlanInput['allocated']): Promise<boolean> {
     const id = work.container.id
+    this.given.push({container: id, devices: Object.fromEntries([...node.members].map(([name, devices]) => [name, devices.map((d) => d.id)])), generation: node.generation})
     this.last.push({allocated: Object.fromEntries(allocated), classes: [...work.request.classes.keys()], container: id})
     const failure = this.failing.get(id)
     if (failure !== undefined) throw failure

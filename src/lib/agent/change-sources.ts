@@ -23,6 +23,13 @@ export function deviceFeed(build: (relay: Pick<DeviceWatcherOptions, 'onError' |
   return {events, failures, watcher: build({onError: (error) => failures.emit(error), onEvent: (event) => events.emit(event)})}
 }
 
+/** Class devices came, went or changed: the classes whose members changed. */
+export interface DeviceChange {
+  /** Named for the logs. */
+  readonly what: string
+  readonly classes: ReadonlySet<string>
+}
+
 export interface ChangeSourcesOptions {
   readonly devices: DeviceFeed
   /** The uevent socket's report: restarted by the supervisor (reopen) when it fails. */
@@ -37,8 +44,10 @@ export interface ChangeSourcesOptions {
   readonly plugins: Pick<DevicePlugins, 'publish'>
   /** The DRA driver, when on: its pool follows the same device events. */
   readonly dra?: Pick<ClaimDriver, 'devicesChanged'>
-  /** Something that can change a container's access happened (named for the logs). */
+  /** Something that can change who may hold what happened: a pod, a namespace (named for the logs). */
   readonly changes: Signal<string>
+  /** Class devices came, went or changed: what containers may hold stays, what they are given changes. */
+  readonly deviceChanges: Signal<DeviceChange>
 }
 
 /** What runs now. */
@@ -53,16 +62,16 @@ export interface ListedContainers {
  * What can change a container's access, followed live: kernel uevents of class devices, containerd's event
  * stream (re-listed on every reconnect: it has no replay), the node's pods (only when what they ask for
  * changes: kubelet's status updates change nothing here) and the namespaces' labels (annotationAccess
- * selects by them). Each such change is one event on `changes`.
+ * selects by them). A pod or namespace change is one event on `changes`, a class device's on `deviceChanges`.
  */
 export class ChangeSources {
   constructor(readonly options: ChangeSourcesOptions) {
-    const {changes, devices, members, namespaces, plugins, pods, uevents} = options
+    const {changes, deviceChanges, devices, members, namespaces, plugins, pods, uevents} = options
     devices.failures.listen((error) => uevents.failed(error))
     devices.events.listen(({action, device}) => {
       const touched = members.deviceEvent(action, device)
       // A device in no class (most of a node's uevents) changes no container's access.
-      if (touched.size > 0) changes.emit(`device ${action} ${device.devName}`)
+      if (touched.size > 0) deviceChanges.emit({classes: touched, what: `device ${action} ${device.devName}`})
       plugins.publish(touched)
       // Written once the batch has given the containers their devices (see NodeAgent).
       options.dra?.devicesChanged(touched)

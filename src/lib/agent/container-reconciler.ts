@@ -1,6 +1,6 @@
 import {errorMessage} from '../errors.js'
 import type {Logger} from '../observe/logger.js'
-import {ContainerGoneError, ContainerHandle, type ContainerHandleOptions} from '../runtime/container-handle.js'
+import {ContainerGoneError, ContainerHandle, type CheckedProcess, type ContainerHandleOptions} from '../runtime/container-handle.js'
 import {hasDevicePrograms} from '../runtime/device-bpf.js'
 import type {CgroupMode} from '../runtime/device-cgroup.js'
 import {applyAccess, currentAccess, UnsupportedProgramError, type HeldAccess} from './access-applier.js'
@@ -29,6 +29,11 @@ export type NodeView = Pick<ContainerPlanInput, 'classes' | 'members' | 'known'>
    * may already be in a container found as planned before, which must then be looked at again.
    */
   readonly knownCount: number
+  /**
+   * ClassMembers.generation when `members` was read: a container given a newer reading (by the device lane)
+   * is not taken back to an older one by a batch that read the members before it.
+   */
+  readonly generation: number
 }
 
 /**
@@ -42,6 +47,8 @@ export class ContainerReconciler {
   readonly #log: Logger
   /** What is known of each listed container between batches. */
   readonly #seen = new Map<string, Seen>()
+  /** The reconcile running on each container: a batch and the device lane never change one container at once. */
+  readonly #busy = new Map<string, Promise<unknown>>()
   /** The grant record failed to write (said once until it works again). */
   #recordFailing = false
 
@@ -55,9 +62,29 @@ export class ContainerReconciler {
     for (const id of this.#seen.keys()) if (!listed.has(id)) this.#seen.delete(id)
   }
 
-  /** Gives the container exactly its wanted class devices; true when it may hold any of the agent's afterwards. */
-  async reconcile(work: ContainerWork, node: NodeView, allocated: ContainerPlanInput['allocated']): Promise<boolean> {
+  /**
+   * Gives the container exactly its wanted class devices; true when it may hold any of the agent's afterwards.
+   * Calls for one container run one after the other; one whose members are older than those the container
+   * was last given changes nothing (the batch that follows the newer reading looks again).
+   */
+  reconcile(work: ContainerWork, node: NodeView, allocated: ContainerPlanInput['allocated']): Promise<boolean> {
+    const id = work.container.id
+    const before = this.#busy.get(id)
+    const run = before === undefined ? this.#reconcile(work, node, allocated) : before.then(() => this.#reconcile(work, node, allocated))
+    const settled = run.catch(() => {})
+    this.#busy.set(id, settled)
+    void settled.then(() => {
+      if (this.#busy.get(id) === settled) this.#busy.delete(id)
+    })
+    return run
+  }
+
+  async #reconcile(work: ContainerWork, node: NodeView, allocated: ContainerPlanInput['allocated']): Promise<boolean> {
     const {container, request} = work
+    const seen = this.#seen.get(container.id) ?? {}
+    this.#seen.set(container.id, seen)
+    if (seen.generation !== undefined && node.generation < seen.generation) return seen.settled?.holds ?? true
+    seen.generation = node.generation
     const plan = planContainer({
       ...node,
       allocated,
@@ -66,14 +93,18 @@ export class ContainerReconciler {
       recorded: this.options.grants.grants(container.id),
       request,
     })
-    const seen = this.#seen.get(container.id) ?? {}
-    this.#seen.set(container.id, seen)
     const key = (): string => settledKey(work, node, plan.wanted, this.options.grants.grants(container.id))
     if (seen.settled !== undefined && seen.settled.key === key()) return seen.settled.holds
     seen.settled = undefined
     try {
-      const devVerdict = seen.devVerdict?.pid === work.pid ? seen.devVerdict.verdict : undefined
-      const handle = await ContainerHandle.open(container, work.pid, {devVerdict, hasDeviceProgram, mode: this.options.cgroupMode, rootVerdict: seen.rootVerdict})
+      const ofProcess = seen.process?.pid === work.pid ? seen.process : undefined
+      const handle = await ContainerHandle.open(container, work.pid, {
+        checked: ofProcess?.checked,
+        devVerdict: ofProcess?.devVerdict,
+        hasDeviceProgram,
+        mode: this.options.cgroupMode,
+        rootVerdict: seen.rootVerdict,
+      })
       seen.rootVerdict = handle.rootVerdict
       if (handle.rootProblem !== undefined && work.asked && !seen.rootTold) {
         seen.rootTold = true
@@ -89,8 +120,7 @@ export class ContainerReconciler {
         if (asPlanned) seen.settled = {holds, key: key()}
         return holds
       } finally {
-        const verdict = handle.root.devVerdict
-        if (verdict !== undefined) seen.devVerdict = {pid: work.pid, verdict}
+        seen.process = {checked: handle.checked, devVerdict: handle.root.devVerdict, pid: work.pid}
         handle.close()
       }
     } catch (error) {
@@ -128,7 +158,7 @@ export class ContainerReconciler {
       return {asPlanned: written, holds: plan.wanted.size > 0 || kept.length > 0}
     }
     let granting = plan.wanted
-    if (change.grant.length > 0 && !(await this.#record(() => grants.set(container.id, grantsBefore(recorded, change))))) {
+    if (change.grant.length > 0 && !(await this.#record(async () => grants.setNow(container.id, grantsBefore(recorded, change))))) {
       const notRecorded = new Set(change.grant.map((a) => a.device.id))
       granting = new Map([...plan.wanted].filter(([id]) => !notRecorded.has(id)))
       change = {grant: [], revoke: change.revoke}
@@ -143,8 +173,6 @@ export class ContainerReconciler {
       metrics.ruleChanges.inc({action: 'grant'}, change.grant.length)
       metrics.ruleChanges.inc({action: 'revoke'}, change.revoke.length)
     }
-    const after = grantsAfter(grants.grants(container.id), held.devices, change)
-    const written = await this.#record(() => grants.set(container.id, after))
     this.#log.info(
       {
         cgroup: handle.control.mode,
@@ -156,6 +184,9 @@ export class ContainerReconciler {
       },
       'devices updated',
     )
+    // Written after this turn of the event loop: the grant is made and recorded already.
+    const after = grantsAfter(grants.grants(container.id), held.devices, change)
+    const written = await this.#record(() => grants.set(container.id, after))
     return {asPlanned: written && granting === plan.wanted, holds: granting.size > 0 || after.length > 0}
   }
 
@@ -185,10 +216,14 @@ interface Seen {
   /** Its process was gone (or not its own) when looked at: told once. */
   gone?: boolean
   /**
-   * Its /dev as judged (its own, or a volume): judging reads the host's mount table, which waits for every
-   * mount and unmount on the node, so it is done once per container process.
+   * What was found of its init process, once per process (pinned by pidfd, so the PID is that process's):
+   * its /dev as judged (its own, or a volume), as judging reads the host's mount table, which waits for
+   * every mount and unmount on the node; and its device cgroup, checked against its OCI spec, as reading
+   * /proc/<pid>/cgroup takes the kernel's cgroup lock, which runc holds while it builds a pod's cgroups.
    */
-  devVerdict?: {readonly pid: number; readonly verdict: NonNullable<ContainerHandleOptions['devVerdict']>}
+  process?: {readonly pid: number; readonly checked?: CheckedProcess; readonly devVerdict?: ContainerHandleOptions['devVerdict']}
+  /** NodeView.generation of the members it was last given. */
+  generation?: number
   /** Its rootfs on the host (or why it was not found) and the verdict on its root: mount tables read once. */
   rootVerdict?: ContainerHandleOptions['rootVerdict']
   /** Its root is not its rootfs: told once. */

@@ -1,8 +1,10 @@
-import {join} from 'node:path'
+import {mkdirSync} from 'node:fs'
+import {dirname, join} from 'node:path'
 
 import {decodeOwnedDevice, deviceOfNumber} from '../devices/owned-devices.js'
 import type {Device} from '../devices/types.js'
-import {CoalescedFile, readStateFile} from '../sys/coalesced-file.js'
+import {writeFileAtomicSync} from '../sys/atomic-write.js'
+import {readStateFile} from '../sys/coalesced-file.js'
 import {ruleDeviceId} from '../runtime/device-program.js'
 import type {AccessChange, DeviceAccess} from './container-access.js'
 
@@ -98,19 +100,21 @@ function decodeGrant(raw: unknown, at: string): RecordedGrant {
 /**
  * What the agent granted each container, kept in one file under --state-dir (written atomically), so that
  * an agent that restarts still takes back a grant whose device went while it was away. Changes are made in
- * memory at once; writes are serialised and coalesced: every change made before a write starts is in it.
+ * memory at once. The write before a grant (setNow) is made in the call, synchronously: it sits on the
+ * hot-plug's path, where a trip through the thread pool per step (open, write, close, rename) costs more
+ * than the write. Every other change (a grant made, containers gone) is written soon after, once for all
+ * the changes of that turn of the event loop.
  */
 export class GrantRecord {
   #records = new Map<string, readonly RecordedGrant[]>()
-  readonly #file: CoalescedFile
+  /** A change not on disk yet (or a write that failed). */
+  #dirty = false
+  #soon: Promise<void> | undefined
 
   readonly file: string
 
   constructor(options: {readonly stateDir: string}) {
     this.file = join(options.stateDir, 'grants.json')
-    // Not flushed to disk: the grants die with the containers on a reboot, and the page cache outlives a
-    // crashed agent. A flush would sit on every hot-plug's path (milliseconds, more while kubelet writes).
-    this.#file = new CoalescedFile(this.file, () => encodeGrants(this.#records), {durable: false, mode: 0o600})
   }
 
   /**
@@ -127,19 +131,58 @@ export class GrantRecord {
     return this.#records.get(containerId) ?? []
   }
 
+  /** Sets a container's grants and writes the record before it returns (at once when nothing changed); throws when it cannot be written. */
+  setNow(containerId: string, grants: readonly RecordedGrant[]): void {
+    if (this.#change(containerId, grants) || this.#dirty) this.#write()
+  }
+
   /** Sets a container's grants; resolves once they are on disk (at once when nothing changed). */
   set(containerId: string, grants: readonly RecordedGrant[]): Promise<void> {
-    const before = this.#records.get(containerId) ?? []
-    if (grants.length === 0) this.#records.delete(containerId)
-    else this.#records.set(containerId, [...grants])
-    const same = before.length === grants.length && before.every((g, i) => JSON.stringify(g) === JSON.stringify(grants[i]))
-    return same && !this.#file.dirty ? Promise.resolve() : this.#file.save()
+    return this.#change(containerId, grants) || this.#dirty ? this.#writeSoon() : Promise.resolve()
   }
 
   /** Forgets the containers not in `ids` (they no longer exist). */
   retain(ids: ReadonlySet<string>): Promise<void> {
     const gone = [...this.#records.keys()].filter((id) => !ids.has(id))
     for (const id of gone) this.#records.delete(id)
-    return gone.length === 0 && !this.#file.dirty ? Promise.resolve() : this.#file.save()
+    return gone.length > 0 || this.#dirty ? this.#writeSoon() : Promise.resolve()
+  }
+
+  /** True when the grants differ from the ones in memory. */
+  #change(containerId: string, grants: readonly RecordedGrant[]): boolean {
+    const before = this.#records.get(containerId) ?? []
+    if (grants.length === 0) this.#records.delete(containerId)
+    else this.#records.set(containerId, [...grants])
+    return before.length !== grants.length || before.some((g, i) => JSON.stringify(g) !== JSON.stringify(grants[i]))
+  }
+
+  #write(): void {
+    this.#dirty = false
+    try {
+      mkdirSync(dirname(this.file), {mode: 0o700, recursive: true})
+      // Not flushed to disk: the grants die with the containers on a reboot, and the page cache outlives a
+      // crashed agent. A flush would sit on every hot-plug's path (milliseconds, more while kubelet writes).
+      writeFileAtomicSync(this.file, encodeGrants(this.#records), {durable: false, mode: 0o600})
+    } catch (error) {
+      this.#dirty = true
+      throw error
+    }
+  }
+
+  /** Writes after this turn of the event loop, with every change made until then. */
+  #writeSoon(): Promise<void> {
+    this.#dirty = true
+    this.#soon ??= new Promise((resolve, reject) => {
+      setImmediate(() => {
+        this.#soon = undefined
+        try {
+          if (this.#dirty) this.#write()
+          resolve()
+        } catch (error) {
+          reject(error as Error)
+        }
+      })
+    })
+    return this.#soon
   }
 }

@@ -2,6 +2,7 @@ import type {ClassMembers} from '../devices/class-members.js'
 import type {ClassStore} from '../devices/class-store.js'
 import type {ClassView} from '../devices/class-view.js'
 import type {OwnedDevices} from '../devices/owned-devices.js'
+import {errorMessage} from '../errors.js'
 import type {EventBatcher} from '../event-batcher.js'
 import type {NativeMemoryTrim} from '../memory.js'
 import type {Logger} from '../observe/logger.js'
@@ -9,7 +10,7 @@ import type {Signal} from '../signal.js'
 import type {SourceSupervisor} from '../source-supervisor.js'
 import type {AgentMetrics} from './agent-metrics.js'
 import type {ClaimDriver, DevicePlugins, Readiness, Stoppable} from './agent-parts.js'
-import type {ChangeSources} from './change-sources.js'
+import type {ChangeSources, DeviceChange} from './change-sources.js'
 import type {GrantReadiness} from './grant-readiness.js'
 import type {GrantRecord} from './grant-record.js'
 import type {NodeReconciler} from './node-reconciler.js'
@@ -20,8 +21,14 @@ export interface NodeAgentOptions {
   readonly classStore: Pick<ClassStore, 'onChange' | 'start' | 'stop' | 'view'>
   /** What can change a container's access (started by start()); their changes arrive on `changes`. */
   readonly sources: Pick<ChangeSources, 'follow' | 'notReady' | 'start' | 'stop'>
-  /** Every event that can change a container's access: ChangeSources', the DRA driver's claims, status retries. */
+  /** Every event that can change who may hold what: pods and namespaces (ChangeSources), the DRA driver's claims, status retries. */
   readonly changes: Signal<string>
+  /** containerd's containers and tasks: which containers run. */
+  readonly containerChanges: Signal<string>
+  /** Class devices came, went or changed (ChangeSources): given to the device lane, then to a batch. */
+  readonly deviceChanges: Signal<DeviceChange>
+  /** The batches' reconciler, whose device lane applies device changes ahead of the batch queue. */
+  readonly lane: Pick<NodeReconciler, 'admissionChanged' | 'applyDevices'>
   /** Group commit of those events; its batches run batchProcess(). */
   readonly batcher: Pick<EventBatcher<string>, 'add' | 'stop'>
   /** The devices of the node's classes, which the agent keeps in step with class changes. */
@@ -83,7 +90,7 @@ export class NodeAgent {
   #classNames = ''
   /** DRA classes that no driver serves (the agent runs without --dra), said once per set. */
   #unservedDra = ''
-  #unlisten: (() => void) | undefined
+  #unlisten: Array<() => void> = []
 
   constructor(readonly options: NodeAgentOptions) {
     this.#log = options.logger
@@ -104,9 +111,20 @@ export class NodeAgent {
 
   /** Classes first (from the cluster, or persisted when it does not answer), then devices, the plugins, pods and containerd. */
   async start(signal: AbortSignal): Promise<void> {
-    const {batcher, classStore, grants, metrics, plugins} = this.options
-    this.#unlisten = this.options.changes.listen((what) => batcher.add(what))
+    const {batcher, classStore, grants, lane, metrics, plugins} = this.options
+    this.#unlisten = [
+      this.options.changes.listen((what) => {
+        lane.admissionChanged()
+        batcher.add(what)
+      }),
+      this.options.containerChanges.listen((what) => batcher.add(what)),
+      this.options.deviceChanges.listen(({classes, what}) => {
+        lane.applyDevices(classes).catch((error: unknown) => this.#log.error({err: errorMessage(error)}, 'device lane failed; the batch that follows applies the change'))
+        batcher.add(what)
+      }),
+    ]
     classStore.onChange((view) => {
+      lane.admissionChanged()
       this.#setClasses(view)
       batcher.add('classes changed')
     })
@@ -136,7 +154,7 @@ export class NodeAgent {
     await this.options.sources.stop()
     await this.options.classStore.stop()
     await this.options.batcher.stop()
-    this.#unlisten?.()
+    for (const unlisten of this.#unlisten) unlisten()
     for (const part of this.options.afterBatches) await part.stop()
     await this.options.plugins.stop()
     await this.options.dra?.stop()

@@ -26,7 +26,7 @@ export interface NodeReconcilerOptions {
   readonly workers: number
   /** The node's classes now, valid and invalid. */
   readonly classes: () => ClassView
-  readonly members: Pick<ClassMembers, 'all' | 'known' | 'knownCount' | 'refusals'>
+  readonly members: Pick<ClassMembers, 'all' | 'generation' | 'known' | 'knownCount' | 'refusals'>
   /** The node's pods now (the informer's cache). */
   readonly pods: () => Iterable<NodePod>
   /** A namespace's labels; undefined when it is not known (yet). */
@@ -53,13 +53,31 @@ interface Gathered {
   readonly allocations: PodAllocations | undefined
 }
 
+/** The newest batch plan, and what it was made from. */
+interface LastPlan {
+  readonly plan: BatchPlan
+  readonly classes: Gathered['classes']
+  readonly listed: ListedContainers
+  /** The count of admission changes when its pods and classes were read. */
+  readonly admission: number
+}
+
 /**
  * One batch across the node, in three steps: gather (the classes, pods, containerd's containers, kubelet's
  * allocations), plan (pure: batch-plan.ts, who may hold what), apply (each container through the
  * ContainerReconciler, up to --workers at once) and report (refusals, the classes' status). The access
  * policy needs what the last batch admitted, so that state lives here between batches.
+ *
+ * The device lane (applyDevices) gives a class device event to the containers it changes without waiting
+ * for the batch queue: a batch's gather waits for containerd's container list, which takes tens of
+ * milliseconds while pods start. It applies the newest batch plan with the members as they are now, and
+ * only while nothing that decides who may hold what (a pod, a namespace, a class, a claim) has changed
+ * since that plan read them; the event's own batch follows and checks every container again.
  */
 export class NodeReconciler {
+  /** Changes that can decide who may hold what (admissionChanged), counted. */
+  #admission = 0
+  #last: LastPlan | undefined
   /** The annotation grants the access policy admitted in the last batch (holderKey). */
   #annotationHolders: ReadonlySet<string> = new Set()
   /**
@@ -71,9 +89,16 @@ export class NodeReconciler {
 
   constructor(readonly options: NodeReconcilerOptions) {}
 
+  /** Something that can decide who may hold what changed (a pod, a namespace, a class, a claim): the device lane waits for a plan made after it. */
+  admissionChanged(): void {
+    this.#admission++
+  }
+
   async reconcile(): Promise<void> {
     const {logger, nodeName, notices, reconciler} = this.options
     const started = performance.now()
+    // Counted before gather reads the pods and classes (at once): a change after it makes the plan too old for the lane.
+    const admission = this.#admission
     const gathered = await this.#gather()
     // containerd away: what runs is not known; its reconnect starts a batch.
     if (gathered === undefined) return
@@ -92,16 +117,43 @@ export class NodeReconciler {
     this.#annotationHolders = plan.decision.holders
     const mayHold = new Set(plan.mayHold)
     this.#mayHold = mayHold
+    this.#last = {admission, classes, listed, plan}
     await reconciler.retain(new Set(listed.containers.map((c) => c.id)))
     const decidedAt = performance.now()
-    const {members} = this.options
-    const node: NodeView = {classes, known: (id) => members.known(id), knownCount: members.knownCount, members: members.all(), touchedAt: listed.touchedAt}
-    const outcome = await this.#apply(plan, node, mayHold)
+    const node = this.#nodeView(classes, listed)
+    const outcome = await this.#apply(plan.containers, node, mayHold)
     this.options.outcome?.(outcome)
     this.#report(gathered, plan, node.members)
     // Where a batch's time goes, for an operator who finds hot-plugs slow.
     const ms = (from: number, to: number): number => Math.round((to - from) * 10) / 10
     logger.debug({containers: plan.containers.length, decideMs: ms(listedAt, decidedAt), listMs: ms(started, listedAt), reconcileMs: ms(decidedAt, performance.now())}, 'batch done')
+  }
+
+  /**
+   * The device lane: the containers of the newest plan that ask for one of `classes` (whose members just
+   * changed) are brought to that plan with the members as they are now, ahead of the batch queue. Nothing is
+   * done (the batch does it) before the first plan, or when something that decides who may hold what changed
+   * since the newest plan read it; a container whose process is not the one planned is left to the batch.
+   * Resolves with how many containers it looked at.
+   */
+  async applyDevices(classes: ReadonlySet<string>): Promise<number> {
+    const last = this.#last
+    if (last === undefined || last.admission !== this.#admission) return 0
+    const {listed} = last
+    const touched = last.plan.containers.filter(
+      ({allocated, work}) => allocated !== undefined && listed.running.get(work.container.id) === work.pid && [...work.request.classes.keys()].some((name) => classes.has(name)),
+    )
+    if (touched.length === 0) return 0
+    const started = performance.now()
+    const outcome = await this.#apply(touched, this.#nodeView(last.classes, listed), this.#mayHold ?? new Set())
+    this.options.logger.debug({containers: touched.length, failed: outcome.failed, ms: Math.round((performance.now() - started) * 10) / 10}, 'device lane done')
+    return touched.length
+  }
+
+  /** The classes and members as a batch (or the lane) gives them to each container: the members read now. */
+  #nodeView(classes: Gathered['classes'], listed: ListedContainers): NodeView {
+    const {members} = this.options
+    return {classes, generation: members.generation, known: (id) => members.known(id), knownCount: members.knownCount, members: members.all(), touchedAt: listed.touchedAt}
   }
 
   /** The batch's input: undefined while containerd is away. */
@@ -125,12 +177,12 @@ export class NodeReconciler {
   }
 
   /** Each planned container brought to its plan, up to --workers at once; a failure is counted and the container looked at again next batch. */
-  async #apply(plan: BatchPlan, node: NodeView, mayHold: Set<string>): Promise<BatchOutcome> {
+  async #apply(containers: BatchPlan['containers'], node: NodeView, mayHold: Set<string>): Promise<BatchOutcome> {
     const {logger, reconciler} = this.options
     const limit = pLimit(Math.max(1, this.options.workers))
     const outcome: {succeeded: number; failed: number; lastError?: string} = {failed: 0, succeeded: 0}
     await Promise.all(
-      plan.containers.map(({allocated, work}) =>
+      containers.map(({allocated, work}) =>
         limit(async () => {
           if (allocated === undefined) return
           const {container, request} = work

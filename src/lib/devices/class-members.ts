@@ -27,6 +27,7 @@ export class ClassMembers {
   readonly #present = new Map<string, Device>()
   /** Every device that has been in a class since start (or was remembered), present or not. */
   readonly #known = new Map<string, Device>()
+  #generation = 0
 
   constructor(
     readonly readAttribute: AttributeReader,
@@ -45,8 +46,17 @@ export class ClassMembers {
     return this.#names
   }
 
+  /**
+   * Grows with every change of what the classes hold: of two readings of the members, the one taken at the
+   * higher generation is the newer (compare, never count).
+   */
+  get generation(): number {
+    return this.#generation
+  }
+
   /** The classes changed: every present device is placed again. */
   setClasses(classes: readonly DeviceClass[]): void {
+    this.#generation++
     this.#classes = classes
     this.#names = classes.map((c) => c.metadata.name)
     this.#memory = new ClassMemory(new DeviceMatcher(classes), this.readAttribute)
@@ -117,6 +127,7 @@ export class ClassMembers {
       } else if (members.delete(device.id)) touched.add(name)
     }
     if (touched.size === 0) return touched
+    this.#generation++
     this.#known.set(device.id, device)
     this.options.onKnown?.(device)
     // A device joining or leaving a class can refuse or free others: every class whose served devices changed is touched.

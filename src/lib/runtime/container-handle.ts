@@ -1,5 +1,5 @@
 import {closeRoot, openRoot, type RootDir} from '../sys/path-inside.js'
-import {PinnedProcess, ProcessGoneError} from '../sys/pidfd.js'
+import {PinnedProcess, ProcessGoneError, processStat} from '../sys/pidfd.js'
 import type {RuntimeContainer} from './containerd-client.js'
 import {judgeRoot, type RootVerdict} from './container-rootfs.js'
 import {CgroupMismatchError, cgroupOfSpec, deviceControlOf, type DeviceControl, type DeviceControlOptions} from './device-cgroup.js'
@@ -28,6 +28,17 @@ export interface ContainerHandleOptions extends Omit<DeviceControlOptions, 'cont
   readonly devVerdict?: RootDir['devVerdict']
   /** What an earlier handle of the same container found of its root (ContainerHandle.rootVerdict). */
   readonly rootVerdict?: RootVerdict
+  /**
+   * What an earlier handle found and checked of the process (ContainerHandle.checked): when the PID still
+   * names that process (the same start time), its device cgroup is not looked up again.
+   */
+  readonly checked?: CheckedProcess
+}
+
+/** A container process's device cgroup, checked against the container's; the process known by its start time. */
+export interface CheckedProcess {
+  readonly startTime: bigint
+  readonly control: DeviceControl
 }
 
 /**
@@ -49,6 +60,8 @@ export class ContainerHandle {
     readonly process: PinnedProcess,
     /** The container's rootfs and the verdict on `root` (kept for the next handle of the container). */
     readonly rootVerdict: RootVerdict,
+    /** Its process and device cgroup as checked (kept for the next handle of the same process). */
+    readonly checked: CheckedProcess | undefined,
   ) {}
 
   /** Why `root` is not the container's rootfs, so that no device node may be made beneath it; undefined when it is. */
@@ -73,13 +86,16 @@ export class ContainerHandle {
     try {
       const cgroupsPath = container.spec?.linux?.cgroupsPath
       const cgroup = cgroupsPath === undefined || cgroupsPath === '' ? undefined : cgroupOfSpec(cgroupsPath)
-      const control = await deviceControlOf(pid, {...options, container: {cgroup, id: container.id}})
+      // Read after the pin: the start time is the pinned process's, or the check below finds it gone.
+      const startTime = processStat(pid)?.startTime
+      const {checked} = options
+      const control = checked !== undefined && startTime === checked.startTime ? checked.control : await deviceControlOf(pid, {...options, container: {cgroup, id: container.id}})
       root = openRoot(`/proc/${pid}/root`, {openat2: options.openat2})
       root.devVerdict = options.devVerdict
       // The fd is checked, not the path: what the process does with its root later does not move the fd.
       const rootVerdict = judgeRoot(container.id, pid, root.fd, options.rootVerdict)
       if (!pinned.isRunning()) throw new ContainerGoneError(container.id, pid, 'exited while its cgroup and root were looked up')
-      return new ContainerHandle(container.id, root, control, pinned, rootVerdict)
+      return new ContainerHandle(container.id, root, control, pinned, rootVerdict, startTime === undefined ? undefined : {control, startTime})
     } catch (error) {
       if (root !== undefined) closeRoot(root)
       const running = pinned.isRunning()

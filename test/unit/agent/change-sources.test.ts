@@ -1,6 +1,6 @@
 import {expect} from 'chai'
 
-import {ChangeSources, deviceFeed} from '../../../src/lib/agent/change-sources.js'
+import {ChangeSources, deviceFeed, type DeviceChange} from '../../../src/lib/agent/change-sources.js'
 import {criLabels, type NodePod} from '../../../src/lib/agent/container-access.js'
 import {ClassMembers} from '../../../src/lib/devices/class-members.js'
 import type {ObjectMeta} from '../../../src/lib/kube/resource.js'
@@ -19,8 +19,11 @@ const pod = (name: string, limits: Record<string, string> = {}, uid = `uid-${nam
 
 function sources(calls: Calls = []) {
   const changes = new Signal<string>()
+  const deviceChanges = new Signal<DeviceChange>()
   const changed: string[] = []
+  const devicesChanged: Array<[string, string[]]> = []
   changes.listen((what) => changed.push(what))
+  deviceChanges.listen(({classes, what}) => devicesChanged.push([what, [...classes]]))
   const members = new ClassMembers(() => undefined, [deviceClass('low', {match: [{devName: 'loop[0-4]', subsystem: 'block'}]})])
   const watcher = new FakeDeviceWatcher([loopDevice(1)], calls)
   const devices = deviceFeed(() => watcher)
@@ -30,12 +33,12 @@ function sources(calls: Calls = []) {
   const plugins = new FakePlugins(calls)
   const dra = new FakeClaimDriver(calls)
   const uevents = new FakeReport()
-  const built = new ChangeSources({changes, containerd, devices, dra, members, namespaces, plugins, pods, uevents})
-  return {built, changed, containerd, devices, dra, members, namespaces, plugins, pods, uevents, watcher}
+  const built = new ChangeSources({changes, containerd, deviceChanges, devices, dra, members, namespaces, plugins, pods, uevents})
+  return {built, changed, containerd, devices, devicesChanged, dra, members, namespaces, plugins, pods, uevents, watcher}
 }
 
 describe('ChangeSources: what can change a container’s access, routed', function () {
-  it('a device event of a class goes to the members, the plugins, the DRA driver and the changes; one in no class changes no container', async function () {
+  it('a device event of a class goes to the members, the plugins, the DRA driver and the device changes with its classes; one in no class changes no container', async function () {
     const s = sources()
     await s.built.start(new AbortController().signal)
     expect(
@@ -45,7 +48,8 @@ describe('ChangeSources: what can change a container’s access, routed', functi
     expect(s.uevents.said).to.deep.equal(['up'])
     s.devices.events.emit({action: 'add', device: loopDevice(2)})
     s.devices.events.emit({action: 'add', device: loopDevice(9)})
-    expect(s.changed).to.deep.equal(['device add loop2'])
+    expect(s.devicesChanged).to.deep.equal([['device add loop2', ['low']]])
+    expect(s.changed, 'who may hold what is the same').to.deep.equal([])
     expect(s.plugins.published).to.deep.equal([['low'], []])
     expect(s.dra.devicesChangedWith).to.deep.equal([['low'], []])
     expect(s.members.of('low').map((d) => d.id)).to.deep.equal(['b7:1', 'b7:2'])

@@ -1,4 +1,5 @@
 import {expect} from 'chai'
+import {readFileSync} from 'node:fs'
 import {mkdtemp, readdir, readFile, rm, writeFile} from 'node:fs/promises'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
@@ -118,6 +119,16 @@ describe('grant record: what the agent granted each container', function () {
       expect(decodeGrants(await readFile(file, 'utf8')).size).to.equal(50)
       await record.set('c0', [])
       expect(decodeGrants(await readFile(file, 'utf8')).has('c0')).to.equal(false)
+    })
+
+    it('setNow has the record on disk when it returns (before a grant is made), with the changes set made before it', async function () {
+      const file = join(dir, 'grants.json')
+      const record = new GrantRecord({stateDir: dir})
+      const soon = record.set('abc', [grant('b 7:1 rw /dev/loop1')])
+      record.setNow('def', [grant('b 7:2 r /dev/loop2')])
+      expect([...decodeGrants(readFileSync(file, 'utf8')).keys()]).to.deep.equal(['abc', 'def'])
+      await soon
+      expect(() => record.setNow('def', [grant('b 7:2 r /dev/loop2')]), 'nothing changed: nothing written').not.to.throw()
     })
 
     it('a file it cannot decode is reported and left out, and the next write replaces it', async function () {

@@ -2,6 +2,7 @@ import {expect} from 'chai'
 
 import {createAgentMetrics} from '../../../src/lib/agent/agent-metrics.js'
 import {GrantReadiness} from '../../../src/lib/agent/grant-readiness.js'
+import type {DeviceChange} from '../../../src/lib/agent/change-sources.js'
 import {batchProcess, NodeAgent} from '../../../src/lib/agent/node-agent.js'
 import type {ClassView} from '../../../src/lib/devices/class-view.js'
 import type {Device} from '../../../src/lib/devices/types.js'
@@ -18,7 +19,18 @@ const view = (...names: string[]): ClassView => ({applicable: names.map((n) => d
 function agentOf(options: {dra?: boolean} = {}) {
   const calls: Calls = []
   const changes = new Signal<string>()
+  const containerChanges = new Signal<string>()
+  const deviceChanges = new Signal<DeviceChange>()
   const batches: string[] = []
+  const lane = {
+    admissionChanges: 0,
+    applied: [] as string[][],
+    admissionChanged: () => void lane.admissionChanges++,
+    applyDevices: async (classes: ReadonlySet<string>) => {
+      lane.applied.push([...classes])
+      return 0
+    },
+  }
   let classListener: ((view: ClassView) => void) | undefined
   const store = {
     view: view('a'),
@@ -52,9 +64,12 @@ function agentOf(options: {dra?: boolean} = {}) {
     batcher: {add: (what) => void batches.push(what), stop: async () => void calls.push('batcher.stop')},
     changes,
     classStore: store,
+    containerChanges,
+    deviceChanges,
     dra,
     grantHealth,
     grants: {load: async () => void calls.push('grants.load')},
+    lane,
     logger: noopLogger,
     members,
     metrics: createAgentMetrics(new Registry()),
@@ -64,7 +79,22 @@ function agentOf(options: {dra?: boolean} = {}) {
     sources,
     supervisor,
   })
-  return {agent, batches, calls, changes, classChanged: (v: ClassView) => classListener?.(v), dra, grantHealth, plugins, remembered, sources, supervisor}
+  return {
+    agent,
+    batches,
+    calls,
+    changes,
+    classChanged: (v: ClassView) => classListener?.(v),
+    containerChanges,
+    deviceChanges,
+    dra,
+    grantHealth,
+    lane,
+    plugins,
+    remembered,
+    sources,
+    supervisor,
+  }
 }
 
 describe('NodeAgent: the parts started, stopped and asked in order', function () {
@@ -110,6 +140,19 @@ describe('NodeAgent: the parts started, stopped and asked in order', function ()
     await a.agent.stop()
     a.changes.emit('claims changed')
     expect(a.batches).to.deep.equal(['start', 'claims changed', 'classes changed'])
+  })
+
+  it('gives a device change to the device lane before its batch; only changes of who may hold what (not devices, not containers) make the lane wait for a new plan', async function () {
+    const a = agentOf()
+    await a.agent.start(new AbortController().signal)
+    a.deviceChanges.emit({classes: new Set(['a']), what: 'device add loop2'})
+    a.containerChanges.emit('/tasks/start')
+    expect(a.lane.applied).to.deep.equal([['a']])
+    expect(a.lane.admissionChanges).to.equal(0)
+    a.changes.emit('pod ns/p')
+    a.classChanged(view('a', 'b'))
+    expect(a.lane.admissionChanges).to.equal(2)
+    expect(a.batches).to.deep.equal(['start', 'device add loop2', '/tasks/start', 'pod ns/p', 'classes changed'])
   })
 
   it('is ready when the pods are listed and every part is; the reason names what is not', async function () {

@@ -42,10 +42,23 @@ function node(options: {dra?: FakeClaimDriver} = {}) {
   const health = new GrantReadiness(noopLogger)
   const registry = new Registry()
   const {dra} = options
+  /** While set, containerd's list answers only once it settles (a list that takes long while pods start). */
+  let listing: Promise<void> | undefined
+  const holdList = (): (() => void) => {
+    let release = (): void => {}
+    listing = new Promise((resolve) => (release = resolve))
+    return () => {
+      listing = undefined
+      release()
+    }
+  }
   const reconciler = new NodeReconciler({
     claimed: dra === undefined ? undefined : (c) => dra.claimed(c),
     classes: () => view,
-    containers: async () => (containerd.connected ? {containers: await containerd.containers([]), running: containerd.running, touchedAt: (id) => containerd.touchedAt(id)} : undefined),
+    containers: async () => {
+      await listing
+      return containerd.connected ? {containers: await containerd.containers([]), running: containerd.running, touchedAt: (id) => containerd.touchedAt(id)} : undefined
+    },
     logger: noopLogger,
     members,
     metrics: createAgentMetrics(registry),
@@ -67,7 +80,7 @@ function node(options: {dra?: FakeClaimDriver} = {}) {
     await reconciler.reconcile()
   }
   const addPod = (pod: NodePod): void => void pods.set(pod.metadata.name, pod)
-  return {addPod, applier, batch, containerd, health, kubelet, outcomes, registry, reports}
+  return {addPod, applier, batch, containerd, health, holdList, kubelet, members, outcomes, reconciler, registry, reports}
 }
 
 describe('NodeReconciler: one batch, gathered, planned and applied', function () {
@@ -177,5 +190,77 @@ describe('NodeReconciler: one batch, gathered, planned and applied', function ()
     const byId = new Map(n.applier.last.map((a) => [a.container, a]))
     expect(byId.get('c-claims')).to.deep.equal({allocated: {disk: ['id-6']}, classes: ['disk'], container: 'c-claims'})
     expect(byId.get('c-plain')?.classes).to.deep.equal([])
+  })
+
+  describe('the device lane: a class device event applied ahead of the batch queue', function () {
+    /** A node whose first batch gave c-low (asking for low by limit) its plan; c-none asks for nothing. */
+    async function planned() {
+      const n = node()
+      n.addPod(podOf('a', {limits: {'devices.nfdctl.io/low': '1'}}))
+      n.addPod(podOf('b'))
+      n.containerd.run('c-low', ref('a'), 'app', 1001)
+      n.containerd.run('c-none', ref('b'), 'app', 1002)
+      n.kubelet.allocate(ref('a'), 'app', 'devices.nfdctl.io/low', ['id-1'])
+      await n.batch()
+      n.applier.given.length = 0
+      return n
+    }
+
+    it("gives the new members to the containers asking for the device's class while a batch waits for containerd's list", async function () {
+      const n = await planned()
+      const release = n.holdList()
+      const batch = n.batch()
+      n.members.deviceEvent('add', loopDevice(3))
+      expect(await n.reconciler.applyDevices(new Set(['low']))).to.equal(1)
+      expect(n.applier.given, 'the batch still waits for the list').to.deep.equal([{container: 'c-low', devices: {disk: ['b7:6'], low: ['b7:1', 'b7:2', 'b7:3']}, generation: n.members.generation}])
+      release()
+      await batch
+      expect(n.applier.given.map((g) => g.container).slice(1), 'the batch looks again').to.deep.equal(['c-low'])
+    })
+
+    it('does nothing before the first plan, nor for a class no planned container asks for', async function () {
+      const n = node()
+      n.addPod(podOf('a', {limits: {'devices.nfdctl.io/low': '1'}}))
+      n.containerd.run('c-low', ref('a'), 'app', 1001)
+      expect(await n.reconciler.applyDevices(new Set(['low']))).to.equal(0)
+      n.kubelet.allocate(ref('a'), 'app', 'devices.nfdctl.io/low', ['id-1'])
+      await n.batch()
+      expect(await n.reconciler.applyDevices(new Set(['disk']))).to.equal(0)
+    })
+
+    it('waits for a plan made after a change of who may hold what (a pod, a namespace, a class, a claim)', async function () {
+      const n = await planned()
+      n.reconciler.admissionChanged()
+      expect(await n.reconciler.applyDevices(new Set(['low']))).to.equal(0)
+      // A change during the gather (after the pods were read) is not in that plan either.
+      const release = n.holdList()
+      const batch = n.batch()
+      n.reconciler.admissionChanged()
+      release()
+      await batch
+      expect(await n.reconciler.applyDevices(new Set(['low']))).to.equal(0)
+      await n.batch()
+      n.applier.given.length = 0
+      expect(await n.reconciler.applyDevices(new Set(['low']))).to.equal(1)
+      expect(n.applier.given.map((g) => g.container)).to.deep.equal(['c-low'])
+    })
+
+    it('leaves a container whose process is not the planned one (restarted, or exited) to the batch', async function () {
+      const n = await planned()
+      n.containerd.running.set('c-low', 2001)
+      expect(await n.reconciler.applyDevices(new Set(['low']))).to.equal(0)
+      n.containerd.running.delete('c-low')
+      expect(await n.reconciler.applyDevices(new Set(['low']))).to.equal(0)
+      expect(n.applier.given).to.deep.equal([])
+    })
+
+    it('leaves a container asking by limit whose allocation could not be told to the batch', async function () {
+      const n = node()
+      n.addPod(podOf('a', {limits: {'devices.nfdctl.io/low': '1'}}))
+      n.containerd.run('c-low', ref('a'), 'app', 1001)
+      n.kubelet.failure = new Error('connection refused')
+      await n.batch()
+      expect(await n.reconciler.applyDevices(new Set(['low']))).to.equal(0)
+    })
   })
 })
