@@ -1,4 +1,4 @@
-import {mkdirSync} from 'node:fs'
+import {closeSync, ftruncateSync, mkdirSync, openSync, rmSync, writeSync} from 'node:fs'
 import {dirname, join} from 'node:path'
 
 import {decodeOwnedDevice, deviceOfNumber} from '../devices/owned-devices.js'
@@ -80,7 +80,7 @@ export function decodeGrants(text: string): Map<string, RecordedGrant[]> {
   if (typeof containers !== 'object' || containers === null || Array.isArray(containers)) throw new Error('containers must be an object of container ids')
   const records = new Map<string, RecordedGrant[]>()
   for (const [id, grants] of Object.entries(containers)) {
-    if (!/^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/.test(id)) throw new Error(`containers: ${JSON.stringify(id)} is not a container id`)
+    if (!containerIdPattern.test(id)) throw new Error(`containers: ${JSON.stringify(id)} is not a container id`)
     if (!Array.isArray(grants)) throw new Error(`containers["${id}"] must be a list of grants`)
     records.set(
       id,
@@ -90,6 +90,38 @@ export function decodeGrants(text: string): Map<string, RecordedGrant[]> {
   return records
 }
 
+/** One line of the journal: a container's grants, set before a grant is made. */
+export function encodeJournalLine(containerId: string, grants: readonly RecordedGrant[]): string {
+  return `${JSON.stringify({container: containerId, grants: grants.map((g) => ({access: g.access, devNode: g.devNode, major: g.major, minor: g.minor, type: g.type}))})}\n`
+}
+
+/**
+ * Pure: the journal's lines in order, each a container and its grants then. A last line that does not
+ * parse was being written when the agent stopped, before its grant was made: it is left out. Throws one
+ * line naming what is wrong with any other.
+ */
+export function decodeJournal(text: string): Array<[string, RecordedGrant[]]> {
+  const lines = text.split('\n')
+  const entries: Array<[string, RecordedGrant[]]> = []
+  for (const [i, line] of lines.entries()) {
+    if (line === '') continue
+    let entry: unknown
+    try {
+      entry = JSON.parse(line)
+    } catch (error) {
+      if (i === lines.length - 1) break
+      throw new Error(`line ${i + 1}: not JSON (${(error as Error).message})`)
+    }
+    const {container, grants} = (entry ?? {}) as {container?: unknown; grants?: unknown}
+    if (typeof container !== 'string' || !containerIdPattern.test(container)) throw new Error(`line ${i + 1}: ${JSON.stringify(container)} is not a container id`)
+    if (!Array.isArray(grants)) throw new Error(`line ${i + 1}: grants must be a list`)
+    entries.push([container, grants.map((g: unknown, j) => decodeGrant(g, `line ${i + 1}: grants[${j}]`))])
+  }
+  return entries
+}
+
+const containerIdPattern = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/
+
 function decodeGrant(raw: unknown, at: string): RecordedGrant {
   const device = decodeOwnedDevice(raw, at)
   const {access} = (raw ?? {}) as Record<string, unknown>
@@ -98,42 +130,64 @@ function decodeGrant(raw: unknown, at: string): RecordedGrant {
 }
 
 /**
- * What the agent granted each container, kept in one file under --state-dir (written atomically), so that
- * an agent that restarts still takes back a grant whose device went while it was away. Changes are made in
- * memory at once. The write before a grant (setNow) is made in the call, synchronously: it sits on the
- * hot-plug's path, where a trip through the thread pool per step (open, write, close, rename) costs more
- * than the write. Every other change (a grant made, containers gone) is written soon after, once for all
- * the changes of that turn of the event loop.
+ * What the agent granted each container, kept under --state-dir, so that an agent that restarts still takes
+ * back a grant whose device went while it was away: `grants.json` (written atomically) and beside it
+ * `grants.journal`, whose lines are read over it. Changes are made in memory at once. The one before a grant
+ * (setNow) is on disk when the call returns: one line appended to the journal with one write(2), as it sits
+ * on the hot-plug's path, where replacing the file costs about a millisecond (more while the disk is busy:
+ * ext4 starts writing a file renamed over another at once). Every other change (a grant made, containers
+ * gone) is written soon after, off that path, once for all the changes of a turn of the event loop: the
+ * whole record in `grants.json`, and the journal emptied. Read over an older `grants.json` (the agent
+ * stopped between the two), the journal's lines still say at least what the containers hold: each names
+ * every grant its container had, and grants are only added through it.
  */
 export class GrantRecord {
   #records = new Map<string, readonly RecordedGrant[]>()
-  /** A change not on disk yet (or a write that failed). */
+  /** A change not in `grants.json` yet (or a write that failed). */
   #dirty = false
   #soon: Promise<void> | undefined
+  /** The journal, open for appending. */
+  #journal: number | undefined
 
   readonly file: string
+  readonly journalFile: string
 
   constructor(options: {readonly stateDir: string}) {
     this.file = join(options.stateDir, 'grants.json')
+    this.journalFile = join(options.stateDir, 'grants.journal')
   }
 
   /**
-   * Reads the file; a missing one is an empty record. A file that cannot be read or decoded is left out
-   * (its problem returned, to be reported) and replaced by the next write.
+   * Reads the file and the journal over it; a missing one is an empty record. A file that cannot be read or
+   * decoded is left out (its problem returned, to be reported) and replaced by the next write.
    */
   async load(): Promise<string | undefined> {
     const {problem, value} = await readStateFile(this.file, decodeGrants)
     if (value !== undefined) this.#records = value
-    return problem
+    const journal = await readStateFile(this.journalFile, decodeJournal)
+    for (const [id, grants] of journal.value ?? []) this.#change(id, grants)
+    if ((journal.value?.length ?? 0) > 0) this.#dirty = true
+    return [problem, journal.problem].filter((p) => p !== undefined).join('; ') || undefined
   }
 
   grants(containerId: string): readonly RecordedGrant[] {
     return this.#records.get(containerId) ?? []
   }
 
-  /** Sets a container's grants and writes the record before it returns (at once when nothing changed); throws when it cannot be written. */
+  /**
+   * Sets a container's grants and has them on disk before it returns (nothing to write when nothing
+   * changed); throws when they cannot be written, and the record stays as it was.
+   */
   setNow(containerId: string, grants: readonly RecordedGrant[]): void {
-    if (this.#change(containerId, grants) || this.#dirty) this.#write()
+    const before = this.#records.get(containerId)
+    if (!this.#change(containerId, grants)) return
+    try {
+      this.#append(encodeJournalLine(containerId, grants))
+    } catch (error) {
+      this.#change(containerId, before ?? [])
+      throw error
+    }
+    this.#dirty = true
   }
 
   /** Sets a container's grants; resolves once they are on disk (at once when nothing changed). */
@@ -156,6 +210,15 @@ export class GrantRecord {
     return before.length !== grants.length || before.some((g, i) => JSON.stringify(g) !== JSON.stringify(grants[i]))
   }
 
+  #append(line: string): void {
+    if (this.#journal === undefined) {
+      mkdirSync(dirname(this.journalFile), {mode: 0o700, recursive: true})
+      this.#journal = openSync(this.journalFile, 'a', 0o600)
+    }
+    const bytes = Buffer.from(line)
+    if (writeSync(this.#journal, bytes) !== bytes.length) throw new Error(`${this.journalFile}: a short write (the disk is full?)`)
+  }
+
   #write(): void {
     this.#dirty = false
     try {
@@ -163,10 +226,18 @@ export class GrantRecord {
       // Not flushed to disk: the grants die with the containers on a reboot, and the page cache outlives a
       // crashed agent. A flush would sit on every hot-plug's path (milliseconds, more while kubelet writes).
       writeFileAtomicSync(this.file, encodeGrants(this.#records), {durable: false, mode: 0o600})
+      if (this.#journal === undefined) rmSync(this.journalFile, {force: true})
+      else ftruncateSync(this.#journal, 0)
     } catch (error) {
       this.#dirty = true
       throw error
     }
+  }
+
+  /** Closes the journal (a later setNow opens it again). */
+  close(): void {
+    if (this.#journal !== undefined) closeSync(this.#journal)
+    this.#journal = undefined
   }
 
   /** Writes after this turn of the event loop, with every change made until then. */

@@ -5,7 +5,7 @@ import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 
 import type {DeviceAccess} from '../../../src/lib/agent/container-access.js'
-import {decodeGrants, deviceOfGrant, encodeGrants, GrantRecord, grantsAfter, grantsBefore, type RecordedGrant} from '../../../src/lib/agent/grant-record.js'
+import {decodeGrants, decodeJournal, deviceOfGrant, encodeGrants, encodeJournalLine, GrantRecord, grantsAfter, grantsBefore, type RecordedGrant} from '../../../src/lib/agent/grant-record.js'
 import {loopDevice} from '../../../harness/devices/loop-device.js'
 
 const grant = (text: string): RecordedGrant => {
@@ -121,14 +121,58 @@ describe('grant record: what the agent granted each container', function () {
       expect(decodeGrants(await readFile(file, 'utf8')).has('c0')).to.equal(false)
     })
 
-    it('setNow has the record on disk when it returns (before a grant is made), with the changes set made before it', async function () {
-      const file = join(dir, 'grants.json')
+    it('setNow has the change on disk when it returns (one line appended to the journal), and the next write of the file takes the journal in', async function () {
+      const journal = join(dir, 'grants.journal')
       const record = new GrantRecord({stateDir: dir})
-      const soon = record.set('abc', [grant('b 7:1 rw /dev/loop1')])
-      record.setNow('def', [grant('b 7:2 r /dev/loop2')])
-      expect([...decodeGrants(readFileSync(file, 'utf8')).keys()]).to.deep.equal(['abc', 'def'])
-      await soon
-      expect(() => record.setNow('def', [grant('b 7:2 r /dev/loop2')]), 'nothing changed: nothing written').not.to.throw()
+      record.setNow('abc', [grant('b 7:1 rw /dev/loop1')])
+      record.setNow('abc', [grant('b 7:1 rw /dev/loop1'), grant('b 7:2 r /dev/loop2')])
+      record.setNow('abc', [grant('b 7:1 rw /dev/loop1'), grant('b 7:2 r /dev/loop2')]) // nothing changed: nothing written
+      expect(decodeJournal(readFileSync(journal, 'utf8')).map(([id, grants]) => [id, show(grants)])).to.deep.equal([
+        ['abc', ['b 7:1 rw /dev/loop1']],
+        ['abc', ['b 7:1 rw /dev/loop1', 'b 7:2 r /dev/loop2']],
+      ])
+      const again = new GrantRecord({stateDir: dir})
+      expect(await again.load()).to.equal(undefined)
+      expect(show(again.grants('abc')), 'read over the file').to.deep.equal(['b 7:1 rw /dev/loop1', 'b 7:2 r /dev/loop2'])
+      await record.set('abc', [grant('b 7:2 r /dev/loop2')])
+      expect(readFileSync(journal, 'utf8'), 'emptied once the file has everything').to.equal('')
+      expect(show(decodeGrants(readFileSync(join(dir, 'grants.json'), 'utf8')).get('abc')!)).to.deep.equal(['b 7:2 r /dev/loop2'])
+      record.close()
+    })
+
+    it('reads the journal over an older file (stopped between the two): every grant of its lines is known, and a torn last line is left out', async function () {
+      await writeFile(
+        join(dir, 'grants.json'),
+        encodeGrants(
+          new Map([
+            ['abc', [grant('b 7:1 rw /dev/loop1')]],
+            ['old', [grant('b 7:5 r /dev/loop5')]],
+          ]),
+        ),
+      )
+      await writeFile(
+        join(dir, 'grants.journal'),
+        [encodeJournalLine('abc', [grant('b 7:1 rw /dev/loop1'), grant('b 7:2 r /dev/loop2')]), encodeJournalLine('def', [grant('b 7:3 rw /dev/loop3')]), '{"container": "ghi", "gra'].join(''),
+      )
+      const record = new GrantRecord({stateDir: dir})
+      expect(await record.load()).to.equal(undefined)
+      expect(show(record.grants('abc'))).to.deep.equal(['b 7:1 rw /dev/loop1', 'b 7:2 r /dev/loop2'])
+      expect(show(record.grants('def'))).to.deep.equal(['b 7:3 rw /dev/loop3'])
+      expect(show(record.grants('old'))).to.deep.equal(['b 7:5 r /dev/loop5'])
+      expect(record.grants('ghi')).to.deep.equal([])
+      await writeFile(join(dir, 'grants.journal'), `not json\n${encodeJournalLine('abc', [])}`)
+      expect(await new GrantRecord({stateDir: dir}).load()).to.match(/grants\.journal: line 1: not JSON \(/)
+    })
+
+    it('a journal line it cannot write leaves the record as it was, and the same change is tried again', async function () {
+      await writeFile(join(dir, 'blocked'), 'a file where the directory should be')
+      const record = new GrantRecord({stateDir: join(dir, 'blocked')})
+      expect(() => record.setNow('abc', [grant('b 7:1 rw /dev/loop1')])).to.throw(/EEXIST|ENOTDIR/)
+      expect(record.grants('abc')).to.deep.equal([])
+      await rm(join(dir, 'blocked'))
+      record.setNow('abc', [grant('b 7:1 rw /dev/loop1')])
+      expect(decodeJournal(readFileSync(join(dir, 'blocked', 'grants.journal'), 'utf8'))).to.have.length(1)
+      record.close()
     })
 
     it('a file it cannot decode is reported and left out, and the next write replaces it', async function () {
