@@ -155,7 +155,7 @@ export function buildNodeAgent({client, fileClasses, flags, logger, options, reg
     quietMs: options.quietMs,
   })
   const agent = new NodeAgent({
-    afterBatches: [podEvents, trim, status],
+    afterBatches: [grants, podEvents, trim, status],
     batcher,
     changes,
     classStore,

@@ -240,6 +240,12 @@ export class GrantRecord {
     this.#journal = undefined
   }
 
+  /** Once no batch runs: the write that was soon made, and the journal closed. */
+  async stop(): Promise<void> {
+    await this.#soon?.catch(() => {})
+    this.close()
+  }
+
   /** Writes after this turn of the event loop, with every change made until then. */
   #writeSoon(): Promise<void> {
     this.#dirty = true

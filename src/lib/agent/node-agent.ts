@@ -45,7 +45,7 @@ export interface NodeAgentOptions {
   readonly grantHealth: Pick<GrantReadiness, 'problem'>
   /** Owns the restarts of the agent's sources and says which are down (/readyz). */
   readonly supervisor: Pick<SourceSupervisor, 'status'>
-  /** Stopped after the batcher, in this order: what the batches write (pod Events, memory trim, class status). */
+  /** Stopped after the batcher and the device lane, in this order: what they write (the grant record, pod Events, memory trim, class status). */
   readonly afterBatches: readonly Stoppable[]
   readonly logger: Logger
   readonly metrics: Pick<AgentMetrics, 'errors' | 'invalidClasses'>
@@ -91,6 +91,8 @@ export class NodeAgent {
   /** DRA classes that no driver serves (the agent runs without --dra), said once per set. */
   #unservedDra = ''
   #unlisten: Array<() => void> = []
+  /** The device lane's runs not settled yet: stop() waits for them with the batches. */
+  readonly #lanes = new Set<Promise<unknown>>()
 
   constructor(readonly options: NodeAgentOptions) {
     this.#log = options.logger
@@ -119,7 +121,9 @@ export class NodeAgent {
       }),
       this.options.containerChanges.listen((what) => batcher.add(what)),
       this.options.deviceChanges.listen(({classes, what}) => {
-        lane.applyDevices(classes).catch((error: unknown) => this.#log.error({err: errorMessage(error)}, 'device lane failed; the batch that follows applies the change'))
+        const run = lane.applyDevices(classes).catch((error: unknown) => this.#log.error({err: errorMessage(error)}, 'device lane failed; the batch that follows applies the change'))
+        this.#lanes.add(run)
+        void run.finally(() => this.#lanes.delete(run))
         batcher.add(what)
       }),
     ]
@@ -153,8 +157,9 @@ export class NodeAgent {
   async stop(): Promise<void> {
     await this.options.sources.stop()
     await this.options.classStore.stop()
-    await this.options.batcher.stop()
     for (const unlisten of this.#unlisten) unlisten()
+    await this.options.batcher.stop()
+    await Promise.all(this.#lanes)
     for (const part of this.options.afterBatches) await part.stop()
     await this.options.plugins.stop()
     await this.options.dra?.stop()

@@ -164,6 +164,15 @@ describe('grant record: what the agent granted each container', function () {
       expect(await new GrantRecord({stateDir: dir}).load()).to.match(/grants\.journal: line 1: not JSON \(/)
     })
 
+    it('stop() has the change made soon on disk before it closes the journal', async function () {
+      const record = new GrantRecord({stateDir: dir})
+      record.setNow('abc', [grant('b 7:1 rw /dev/loop1')])
+      void record.set('abc', [])
+      await record.stop()
+      expect(decodeGrants(readFileSync(join(dir, 'grants.json'), 'utf8')).size).to.equal(0)
+      expect(readFileSync(join(dir, 'grants.journal'), 'utf8')).to.equal('')
+    })
+
     it('a journal line it cannot write leaves the record as it was, and the same change is tried again', async function () {
       await writeFile(join(dir, 'blocked'), 'a file where the directory should be')
       const record = new GrantRecord({stateDir: join(dir, 'blocked')})

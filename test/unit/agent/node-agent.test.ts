@@ -25,9 +25,12 @@ function agentOf(options: {dra?: boolean} = {}) {
   const lane = {
     admissionChanges: 0,
     applied: [] as string[][],
+    /** While set, a lane run ends only once it settles. */
+    running: undefined as Promise<void> | undefined,
     admissionChanged: () => void lane.admissionChanges++,
     applyDevices: async (classes: ReadonlySet<string>) => {
       lane.applied.push([...classes])
+      await lane.running
       return 0
     },
   }
@@ -153,6 +156,21 @@ describe('NodeAgent: the parts started, stopped and asked in order', function ()
     a.classChanged(view('a', 'b'))
     expect(a.lane.admissionChanges).to.equal(2)
     expect(a.batches).to.deep.equal(['start', 'device add loop2', '/tasks/start', 'pod ns/p', 'classes changed'])
+  })
+
+  it('stops what the batches write only once the device lane has finished too', async function () {
+    const a = agentOf()
+    await a.agent.start(new AbortController().signal)
+    let finish = (): void => {}
+    a.lane.running = new Promise((resolve) => (finish = resolve))
+    a.deviceChanges.emit({classes: new Set(['a']), what: 'device add loop2'})
+    a.calls.length = 0
+    const stopped = a.agent.stop()
+    await new Promise((resolve) => setImmediate(resolve))
+    expect(a.calls).to.deep.equal(['sources.stop', 'classes.stop', 'batcher.stop'])
+    finish()
+    await stopped
+    expect(a.calls.slice(3, 5)).to.deep.equal(['events.stop', 'status.stop'])
   })
 
   it('is ready when the pods are listed and every part is; the reason names what is not', async function () {
