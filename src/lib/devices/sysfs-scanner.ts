@@ -1,7 +1,6 @@
 import {lstatSync, readFileSync, readlinkSync, realpathSync} from 'node:fs'
 import {readdir, realpath} from 'node:fs/promises'
 import path from 'node:path'
-import pLimit from 'p-limit'
 
 import {errorMessage} from '../errors.js'
 import type {AttributeReader, Device} from './types.js'
@@ -15,12 +14,6 @@ export interface SysfsScannerOptions {
 }
 
 type DeviceType = Device['type']
-
-/**
- * Each device costs a realpath, a readlink and two small reads; a few dozen in flight keeps the disk-less sysfs
- * busy without holding thousands of file descriptors on machines with many devices.
- */
-const scanConcurrency = 32
 
 const entryNamePattern = /^(\d+):(\d+)$/
 
@@ -48,22 +41,21 @@ export class SysfsScanner {
     this.udevDataDir = options.udevDataDir ?? '/run/udev/data'
   }
 
-  /** Every char and block device that has a device node, sorted by type, major, minor. */
+  /**
+   * Every char and block device that has a device node, sorted by type, major, minor. One device after the
+   * other, each read synchronously (readEntry): about 0.1 ms a device.
+   */
   async scanAll(): Promise<Device[]> {
     const root = await this.resolvedSysRoot()
-    const limit = pLimit(scanConcurrency)
-    const pending: Array<Promise<Device | undefined>> = []
+    const devices: Device[] = []
     for (const type of ['block', 'char'] as const) {
       for (const name of await this.listEntries(type)) {
         const match = entryNamePattern.exec(name)
         if (match === null) continue
-        const major = Number(match[1])
-        const minor = Number(match[2])
-        pending.push(limit(() => this.readEntry(root, type, major, minor)))
+        const device = await this.readEntry(root, type, Number(match[1]), Number(match[2]))
+        if (device !== undefined) devices.push(device)
       }
     }
-
-    const devices = (await Promise.all(pending)).filter((device): device is Device => device !== undefined)
     return devices.sort(compareDevices)
   }
 
