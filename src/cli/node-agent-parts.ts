@@ -70,8 +70,8 @@ const reportTo =
 
 /**
  * Builds the node agent's parts and hands them to NodeAgent: each part gets what it talks to, and parts that
- * must not hold each other meet on a Signal (`changes`: everything that can change a container's access,
- * the DRA driver's claims included).
+ * must not hold each other meet on a Signal: `changes` (everything that can change who may hold what, the
+ * DRA driver's claims included), `containerChanges` (containerd's) and `deviceChanges` (class devices).
  */
 export function buildNodeAgent({client, fileClasses, flags, logger, options, registry}: NodeAgentInput): NodeAgentParts {
   const {nodeName} = options
