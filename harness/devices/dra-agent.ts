@@ -119,6 +119,20 @@ export function claimPodManifest(name: string, nodeName: string | undefined, opt
   }
 }
 
+/** A busybox pod whose one container `main` sleeps, asking by limit for one device of `resource` (a DRA class's extended resource). */
+export function limitPodManifest(name: string, resource: string): object {
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: {name},
+    spec: {
+      automountServiceAccountToken: false,
+      containers: [{command: ['sleep', '3600'], image: 'localhost/nfdctl-test/busybox:1', imagePullPolicy: 'Never', name: 'main', resources: {limits: {[resource]: '1'}}}],
+      terminationGracePeriodSeconds: 1,
+    },
+  }
+}
+
 /** ResourceSlices as a watch delivers them, the spec as the API server has it (for an Informer over slices). */
 export function sliceCodec<S extends {metadata: ObjectMeta; spec: object}>(): ObjectCodec<S> {
   return {

@@ -4,7 +4,7 @@ import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 
 import {createNodeFeature, exists, nodeFeaturePath} from '../../harness/controlplane/seed.js'
-import {claimPodManifest, claimTemplateManifest, SerialDisks} from '../../harness/devices/dra-agent.js'
+import {claimPodManifest, claimTemplateManifest, limitPodManifest, SerialDisks} from '../../harness/devices/dra-agent.js'
 import {BackedLoops, canUseLoopControl, keepReading, loopData, readLoop} from '../../harness/devices/loop-devices.js'
 import {createNamespace, deletePods, waitForPod, type NodeEnv, type RunningPod} from '../../harness/node/pods.js'
 import {SharedLayout} from '../../harness/node/shared-layout.js'
@@ -250,18 +250,7 @@ describe('deploy/agent-dra and deploy/gc across two nodes: one DaemonSet of the 
 
     pods.push(`${consumers}/by-limit`)
     const limited = performance.now()
-    await admin().request('POST', `/api/v1/namespaces/${consumers}/pods`, {
-      body: {
-        apiVersion: 'v1',
-        kind: 'Pod',
-        metadata: {name: 'by-limit'},
-        spec: {
-          automountServiceAccountToken: false,
-          containers: [{command: ['sleep', '3600'], image: 'localhost/nfdctl-test/busybox:1', imagePullPolicy: 'Never', name: 'main', resources: {limits: {[resource]: '1'}}}],
-          terminationGracePeriodSeconds: 1,
-        },
-      },
-    })
+    await admin().request('POST', `/api/v1/namespaces/${consumers}/pods`, {body: limitPodManifest('by-limit', resource)})
     byLimit = await waitForPod(b.env, `${consumers}/by-limit`, 90_000)
     const placed = await pod('by-limit')
     expect(placed.spec.nodeName).to.equal(b.env.node.name)

@@ -8,9 +8,9 @@ import {openCluster} from '../../src/lib/kube/connect.js'
 import type {KubeClient} from '../../src/lib/kube/kube-client.js'
 import {placeManifest, readManifests} from '../../harness/controlplane/manifests.js'
 import {createNodeFeature, exists, nodeFeaturePath} from '../../harness/controlplane/seed.js'
-import {claimPodManifest, claimTemplateManifest, draAgentArgs, SerialDisks} from '../../harness/devices/dra-agent.js'
+import {claimPodManifest, claimTemplateManifest, draAgentArgs, limitPodManifest, SerialDisks} from '../../harness/devices/dra-agent.js'
 import {BackedLoops, canUseLoopControl, loopData, readLoop} from '../../harness/devices/loop-devices.js'
-import {nodeIp} from '../../harness/node/netns.js'
+import {nodeIp, nodeIpOf} from '../../harness/node/netns.js'
 import {createNamespace, deletePods, waitForPod, type NodeEnv} from '../../harness/node/pods.js'
 import {CliProcess} from '../../harness/process/cli-process.js'
 import {freePort} from '../../harness/process/free-port.js'
@@ -97,18 +97,7 @@ describe('two nodes on one control plane, each with its own agent (the DRA drive
   /** A busybox pod asking by limit for one device of the class (its DRA DeviceClass carries the extended resource name). */
   const createLimitPod = async (name: string): Promise<void> => {
     pods.push(`${consumers}/${name}`)
-    await admin().request('POST', `/api/v1/namespaces/${consumers}/pods`, {
-      body: {
-        apiVersion: 'v1',
-        kind: 'Pod',
-        metadata: {name},
-        spec: {
-          automountServiceAccountToken: false,
-          containers: [{command: ['sleep', '3600'], image: 'localhost/nfdctl-test/busybox:1', imagePullPolicy: 'Never', name: 'main', resources: {limits: {[`${driver}/${className}`]: '1'}}}],
-          terminationGracePeriodSeconds: 1,
-        },
-      },
-    })
+    await admin().request('POST', `/api/v1/namespaces/${consumers}/pods`, {body: limitPodManifest(name, `${driver}/${className}`)})
   }
 
   /**
@@ -253,7 +242,7 @@ describe('two nodes on one control plane, each with its own agent (the DRA drive
   it('both Nodes are Ready, each at its own address, and each kubelet has a device-plugin directory of its own', async function () {
     for (const [side, address] of [
       [a, nodeIp],
-      [b, '10.223.255.2'],
+      [b, nodeIpOf(1)],
     ] as const) {
       const node = await admin().request<{status: {addresses: Array<{type: string; address: string}>; conditions: Array<{type: string; status: string}>}}>('GET', `/api/v1/nodes/${side.env.node.name}`)
       expect(node.status.conditions.find((c) => c.type === 'Ready')?.status, side.label).to.equal('True')
