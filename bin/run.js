@@ -1,13 +1,9 @@
-#!/usr/bin/env -S node --max-semi-space-size=4 --heap-growing-percent=20 --no-opt --expose-gc
+#!/usr/bin/env -S node --max-semi-space-size=4
 // --max-semi-space-size: Node lets the young generation grow to 2 x 16 MB under a steady stream of
-// requests (a mass cleanup, an informer): 20-30 MB of resident memory that buys no speed here.
-// --heap-growing-percent: in a mass cleanup every in-flight request's objects outlive the young generation;
-// V8 would let that garbage grow the old generation to about twice what is live before collecting it.
-// --no-opt: no TurboFan. Its compiler and code were 10-40 MB of peak RSS (gc run's peak at the 100 MB budget
-// without it); the price is about twice the CPU per request once warm, 2-6 % of gc once's time (docs/benchmarks.md).
-// Ignition and Sparkplug still run everything.
-// --expose-gc: gc run collects after each sweep, so an idle daemon does not keep a sweep's garbage resident.
-// (docs/benchmarks.md: where the memory goes.)
+// requests (a mass cleanup, an informer): 20-30 MB of resident memory that buys no speed here. V8 sizes the
+// heap when it starts, so this one flag is here; the others the commands set when they start
+// (src/lib/memory.ts: a flag here that V8 hashes into its code cache makes Node compile its own modules
+// from source, docs/decisions.md).
 
 // Node's compile cache (Node >= 22.1; the call is absent on 20): V8's code for the CLI's files, kept between
 // runs so that each run does not compile them again (docs/benchmarks.md, bench:startup). In the user's cache

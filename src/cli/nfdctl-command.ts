@@ -2,10 +2,11 @@ import {Command} from '@oclif/core/command'
 import * as Errors from '@oclif/core/errors'
 
 import {ExitCode, NfdctlError} from '../lib/errors.js'
+import {holdMemoryDown} from '../lib/memory.js'
 
 /**
- * The one base command: a root AbortSignal tied to SIGINT/SIGTERM, and the error → exit-code mapping that
- * keeps exit codes identical with and without --json.
+ * The one base command: V8's memory settings, a root AbortSignal tied to SIGINT/SIGTERM, and the error →
+ * exit-code mapping that keeps exit codes identical with and without --json.
  */
 export abstract class NfdctlCommand extends Command {
   readonly #controller = new AbortController()
@@ -49,6 +50,7 @@ export abstract class NfdctlCommand extends Command {
 
   override async init(): Promise<void> {
     await super.init()
+    holdMemoryDown()
     this.#onSignal = (signal) => this.#controller.abort(new Error(`received ${signal}`))
     process.once('SIGINT', this.#onSignal)
     process.once('SIGTERM', this.#onSignal)

@@ -1,13 +1,39 @@
+import {setFlagsFromString} from 'node:v8'
+import {runInNewContext} from 'node:vm'
+
 import {releaseFreeNativeMemory} from './sys/libc.js'
+
+/**
+ * V8's settings for a command that works in bursts (a mass cleanup, an informer, a hot-plug storm), set when the
+ * command starts rather than on bin/run.js's `#!` line: any of them there makes V8 refuse the code cache Node
+ * ships for its own modules (it was made under default flags), 20-25 ms of every start (docs/decisions.md).
+ * Set at run time they act the same from then on.
+ * --no-opt: no TurboFan. Its compiler and code were 10-40 MB of peak RSS (gc run's peak at the 100 MB budget
+ * without it); the price is about twice the CPU per request once warm, 2-6 % of gc once's time. Ignition and
+ * Sparkplug still run everything.
+ * --heap-growing-percent=20: in a mass cleanup every in-flight request's objects outlive the young generation;
+ * V8 would let that garbage grow the old generation to about twice what is live before collecting it.
+ */
+export function holdMemoryDown(): void {
+  setFlagsFromString('--no-opt')
+  setFlagsFromString('--heap-growing-percent=20')
+}
+
+let collectGarbage: (() => void) | undefined
 
 /**
  * Work done in bursts (a sweep's list pages) leaves megabytes of
  * old-generation garbage that V8 would keep resident until its next major collection, which an idle daemon
- * may not have for hours: collect it now. Only when Node runs with --expose-gc, as bin/run.js starts it.
+ * may not have for hours: collect it now. V8 hands out its collector only to a context made after
+ * --expose-gc is set.
  * (Measured after a 7,000-node sweep: 83 → 81–82 MB steady; what it returns grows with what was parsed.)
  */
 export function returnIdleMemory(): void {
-  ;(globalThis as {gc?: () => void}).gc?.()
+  if (collectGarbage === undefined) {
+    setFlagsFromString('--expose-gc')
+    collectGarbage = runInNewContext('gc') as () => void
+  }
+  collectGarbage()
 }
 
 /**

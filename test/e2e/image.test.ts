@@ -191,7 +191,7 @@ describe('the image (npm run image): an OCI archive for linux/amd64 and linux/ar
       const {config, files} = views.get(architecture)!
       expect(config.config.User).to.equal('65532:65532')
       expect(config.config.WorkingDir).to.equal('/')
-      expect(config.config.Entrypoint).to.deep.equal(['/usr/local/bin/node', '--max-semi-space-size=4', '--heap-growing-percent=20', '--no-opt', '--expose-gc', '/usr/local/lib/nfdctl/bin/run.js'])
+      expect(config.config.Entrypoint).to.deep.equal(['/usr/local/bin/node', '--max-semi-space-size=4', '/usr/local/lib/nfdctl/bin/run.js'])
       expect(files.has('usr/local/lib/nfdctl/bin/run.js')).to.equal(true)
       expect(config.config.Labels).to.include({'org.opencontainers.image.revision': image.commit, 'org.opencontainers.image.version': image.version})
       const owned = [...files].filter(([, file]) => file.uid !== 0 || file.gid !== 0)

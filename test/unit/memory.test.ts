@@ -1,0 +1,45 @@
+import {execFile} from 'node:child_process'
+import {fileURLToPath} from 'node:url'
+import {promisify} from 'node:util'
+
+import {expect} from 'chai'
+
+import {returnIdleMemory} from '../../src/lib/memory.js'
+
+const repo = fileURLToPath(new URL('../..', import.meta.url))
+
+/**
+ * V8's --trace-opt decisions to compile a function with TurboFan, taken in a hot loop run after `setUp`
+ * (compilations decided before it may still finish after).
+ */
+async function turboFanLinesAfter(setUp: string): Promise<number> {
+  const script = `import {holdMemoryDown} from './src/lib/memory.ts'
+${setUp}
+console.log('--- hot loop ---')
+function twice(x) { return x * 2 + 1 }
+let sum = 0
+for (let i = 0; i < 1e7; i++) sum += twice(i)
+console.log(sum > 0)`
+  const {stdout} = await promisify(execFile)(process.execPath, ['--trace-opt', '--import', 'tsx', '--input-type=module', '-e', script], {cwd: repo, maxBuffer: 64 << 20, timeout: 20_000})
+  const after = stdout.slice(stdout.indexOf('--- hot loop ---'))
+  return after.split('\n').filter((line) => line.startsWith('[marking') && line.includes('TURBOFAN')).length
+}
+
+describe('memory: V8 settings set when a command starts', function () {
+  this.timeout(30_000)
+
+  it('holdMemoryDown keeps TurboFan from compiling what runs after it, as --no-opt on the command line does', async () => {
+    // The same loop without the call is what shows the trace names TurboFan at all.
+    expect(await turboFanLinesAfter('')).to.be.greaterThan(0)
+    expect(await turboFanLinesAfter('holdMemoryDown()')).to.equal(0)
+  })
+
+  it('returnIdleMemory collects garbage in a process started without --expose-gc', async () => {
+    expect((globalThis as {gc?: unknown}).gc, 'mocha runs without --expose-gc').to.equal(undefined)
+    const weak = ((): WeakRef<object> => new WeakRef({payload: new Array(1000).fill('x')}))()
+    // A WeakRef's target is held until the job that made it ends.
+    await new Promise((resolve) => setImmediate(resolve))
+    returnIdleMemory()
+    expect(weak.deref()).to.equal(undefined)
+  })
+})
