@@ -1,7 +1,7 @@
-// Bundles the compiled CLI in dist/ at pack time (after `tsc` and the oclif manifest): one file per command
-// and one for oclif's runner, the code they share in dist/chunks/. A command loads only the chunks it
-// imports, and reads a few files where tsc's output and the dependencies were hundreds (bench:startup,
-// docs/benchmarks.md). The manifest's paths (dist/commands/…) stay valid: every command is an entry point
+// Bundles the compiled CLI in dist/ at pack time (after `tsc` and the oclif manifest): one file per command,
+// one for oclif's runner and one for the root help printed without oclif, the code they share in
+// dist/chunks/. A command loads only the chunks it imports, and reads a few files where tsc's output and
+// the dependencies were hundreds (bench:startup, docs/benchmarks.md). The manifest's paths (dist/commands/…) stay valid: every command is an entry point
 // written where tsc wrote it.
 import {mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync} from 'node:fs'
 import {dirname, join, relative, sep} from 'node:path'
@@ -51,7 +51,7 @@ const result = await build({
   banner: {js: "import {createRequire as __nfdctlCreateRequire} from 'node:module'; const require = __nfdctlCreateRequire(import.meta.url);"},
   bundle: true,
   chunkNames: 'chunks/[name]-[hash]',
-  entryPoints: [...commandFiles(join(dist, 'commands')), join(dist, 'cli', 'execute.js')],
+  entryPoints: [...commandFiles(join(dist, 'commands')), join(dist, 'cli', 'execute.js'), join(dist, 'cli', 'root-help.js')],
   external: [...external, ...developmentOnly],
   format: 'esm',
   legalComments: 'none',
@@ -73,7 +73,8 @@ for (const file of result.outputFiles) {
   mkdirSync(dirname(file.path), {recursive: true})
   writeFileSync(file.path, text)
 }
-// Only the bundle and the commit record go in the package: tsc's modules, declarations and maps are all in it.
-renameSync(join(dist, 'build-info.json'), join(staging, 'build-info.json'))
+// Only the bundle, the commit record and the root help's content go in the package: tsc's modules,
+// declarations and maps are all in it.
+for (const file of ['build-info.json', 'root-help.json']) renameSync(join(dist, file), join(staging, file))
 rmSync(dist, {recursive: true})
 renameSync(staging, dist)
