@@ -3,6 +3,7 @@ import {arch, platform} from 'node:os'
 
 import ansis from 'ansis'
 import stringWidth from 'string-width'
+import supportsColor from 'supports-color'
 import wrapAnsi from 'wrap-ansi'
 import isWsl from 'is-wsl'
 
@@ -109,5 +110,8 @@ export function userAgent(packageJson: {name: string; version: string}): string 
 export function printRootHelp(root: URL): void {
   const content = JSON.parse(readFileSync(new URL('dist/root-help.json', root), 'utf8')) as RootHelpContent
   const packageJson = JSON.parse(readFileSync(new URL('package.json', root), 'utf8')) as {name: string; version: string}
-  process.stdout.write(renderRootHelp(content, {bold: (text) => ansis.bold(text), userAgent: userAgent(packageJson), width: helpWidth(process.env, process.stdout)}))
+  // oclif makes headers bold only where supports-color finds colour on both stdout and stderr, and then through
+  // ansis, which has its own detection.
+  const bold = supportsColor.stdout && supportsColor.stderr ? (text: string) => ansis.bold(text) : (text: string) => text
+  process.stdout.write(renderRootHelp(content, {bold, userAgent: userAgent(packageJson), width: helpWidth(process.env, process.stdout)}))
 }
