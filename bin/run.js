@@ -16,14 +16,15 @@ if (enableCompileCache !== undefined) {
   enableCompileCache(process.env.NODE_COMPILE_CACHE || `${process.env.XDG_CACHE_HOME || `${homedir()}/.cache`}/nfdctl/compile-cache`)
 }
 // Imported after the cache is on, so that the cache covers them.
-// The root help (`nfdctl`, `nfdctl --help`, `nfdctl help`) is printed without starting oclif where the package
-// was packed with it (dist/root-help.json, src/cli/root-help.ts): the same text in a third of the time.
+// The root help and a plain `version` are answered without starting oclif where the package was packed with
+// dist/cli/before-oclif.js (src/cli/before-oclif.ts): the same text in a fraction of the time. Only a command
+// line of at most one word can be one of them.
 const {existsSync} = process.getBuiltinModule('node:fs')
 const args = process.argv.slice(2)
-if ((args.length === 0 || (args.length === 1 && (args[0] === '--help' || args[0] === 'help'))) && existsSync(new URL('../dist/root-help.json', import.meta.url))) {
-  const {printRootHelp} = await import('../dist/cli/root-help.js')
-  printRootHelp(new URL('..', import.meta.url))
-} else {
+const beforeOclif = new URL('../dist/cli/before-oclif.js', import.meta.url)
+let answered = false
+if (args.length <= 1 && existsSync(beforeOclif)) answered = await (await import(beforeOclif.href)).answerWithoutOclif(args, new URL('..', import.meta.url))
+if (!answered) {
   // dist/cli/execute.js is oclif's runner, bundled with the commands at pack time (scripts/bundle.mjs); a
   // checkout that was never built has no dist/, and there (the unit tests run this file over the TypeScript
   // sources) oclif runs from node_modules.

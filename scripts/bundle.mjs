@@ -1,5 +1,5 @@
 // Bundles the compiled CLI in dist/ at pack time (after `tsc` and the oclif manifest): one file per command,
-// one for oclif's runner and one for the root help printed without oclif, the code they share in
+// one for oclif's runner and one for what bin/run.js answers without oclif, the code they share in
 // dist/chunks/. A command loads only the chunks it imports, and reads a few files where tsc's output and
 // the dependencies were hundreds (bench:startup, docs/benchmarks.md). The manifest's paths (dist/commands/…) stay valid: every command is an entry point
 // written where tsc wrote it.
@@ -51,7 +51,7 @@ const result = await build({
   banner: {js: "import {createRequire as __nfdctlCreateRequire} from 'node:module'; const require = __nfdctlCreateRequire(import.meta.url);"},
   bundle: true,
   chunkNames: 'chunks/[name]-[hash]',
-  entryPoints: [...commandFiles(join(dist, 'commands')), join(dist, 'cli', 'execute.js'), join(dist, 'cli', 'root-help.js')],
+  entryPoints: [...commandFiles(join(dist, 'commands')), join(dist, 'cli', 'execute.js'), join(dist, 'cli', 'before-oclif.js')],
   external: [...external, ...developmentOnly],
   format: 'esm',
   legalComments: 'none',

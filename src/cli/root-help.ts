@@ -7,13 +7,11 @@ import supportsColor from 'supports-color'
 import wrapAnsi from 'wrap-ansi'
 import isWsl from 'is-wsl'
 
-// `nfdctl`, `nfdctl --help` and `nfdctl help` print the root help without starting oclif: its configuration
-// (plugins, manifests, the command index) and help classes are most of the time a bare `--help` took, over
-// the 1.8x of `node -e 0` a shell completion or a cron job's `--help` should cost (bench:startup). What oclif
-// would print is taken from oclif itself when the package is packed (root-help-content.ts writes
-// dist/root-help.json); only what depends on the terminal and the Node that runs is laid out here, with
-// oclif's own layout rules and the libraries it uses for them, so the text is the same byte for byte
-// (test/unit/cli/root-help.test.ts compares the two at several widths).
+// The root help laid out without oclif (before-oclif.ts). What oclif would print is taken from oclif itself
+// when the package is packed (root-help-content.ts writes dist/root-help.json); only what depends on the
+// terminal and the Node that runs is laid out here, with oclif's own layout rules and the libraries it uses
+// for them, so the text is the same byte for byte (test/unit/cli/root-help.test.ts compares the two at
+// several widths).
 
 /** One row of a TOPICS or COMMANDS list: the name and its one-line summary. */
 export type HelpRow = [name: string, summary: string | undefined]

@@ -74,19 +74,21 @@ describe(`the image's Node (${imageNodeVersion}): the unit suite and the packed 
     expect(help.code, help.stderr).to.equal(0)
     expect(help.stdout).to.include(`nfdctl/${source.version} linux-${process.arch} node-v${imageNodeVersion}`)
     for (const command of ['autocomplete', 'devices', 'gc', 'plugins', 'version']) expect(help.stdout).to.match(new RegExp(`^  ${command} `, 'm'))
-    // The root help is printed without oclif where the package has dist/root-help.json; without it oclif
-    // prints it: the same text, for each way of asking and at a terminal's width.
+    // The root help and a plain `version` are answered without oclif where the package has
+    // dist/cli/before-oclif.js; without it oclif answers: the same text, for each way of asking and at a
+    // terminal's width.
+    const beforeOclif = join(app, 'dist', 'cli', 'before-oclif.js')
     for (const [args, columns] of [
       [['--help'], '80'],
       [[], '52'],
       [['help'], '133'],
+      [['version'], '80'],
     ] as const) {
       const fast = await runToEnd(join(app, 'bin', 'run.js'), [...args], {env: {...env, OCLIF_COLUMNS: columns}})
-      await rename(join(app, 'dist', 'root-help.json'), join(app, 'dist', 'root-help.json.aside'))
-      const oclif = await runToEnd(join(app, 'bin', 'run.js'), [...args], {env: {...env, OCLIF_COLUMNS: columns}}).finally(() =>
-        rename(join(app, 'dist', 'root-help.json.aside'), join(app, 'dist', 'root-help.json')),
-      )
+      await rename(beforeOclif, `${beforeOclif}.aside`)
+      const oclif = await runToEnd(join(app, 'bin', 'run.js'), [...args], {env: {...env, OCLIF_COLUMNS: columns}}).finally(() => rename(`${beforeOclif}.aside`, beforeOclif))
       expect(oclif.code, oclif.stderr).to.equal(0)
+      expect(fast.code, fast.stderr).to.equal(0)
       expect(fast.stdout, `nfdctl ${args.join(' ')} at ${columns} columns`).to.equal(oclif.stdout)
     }
   })
