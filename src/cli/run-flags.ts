@@ -4,6 +4,9 @@ import {observeFlags} from './observe-flags.js'
 
 /** Flags of the long-running collector (`gc run`) beyond what it collects. */
 export const runFlags = {
+  // Below `gc once`'s 64: a daemon's cleanups are a node pool at a time, and each request in flight is a TLS
+  // connection and its objects, 5 MB of peak RSS between 16 and 64 at 2,000 Nodes (docs/benchmarks.md).
+  concurrency: Flags.integer({default: 16, description: "most requests in flight; below it, the server's 429s and latency decide"}),
   'grace-period': Flags.string({default: '30s', description: 'delete an object only after it was seen stale twice this far apart (0 = at once)'}),
   interval: Flags.string({default: '1h', description: 'time between full sweeps (node deletions are handled at once)'}),
   'leader-elect': Flags.boolean({description: 'run as one of several replicas; only the holder of a Lease deletes', helpGroup: 'LEADER ELECTION'}),
