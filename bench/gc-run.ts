@@ -76,13 +76,16 @@ async function seedStale(env: BenchEnvironment): Promise<void> {
   })
 }
 
+/** Upstream nfd-gc deletes one object after another at client-go's default 5 requests a second. */
+const cleanupTimeoutMs = (objects: number): number => Math.max(300_000, 400 * objects)
+
 /** Starts the collector on the seeded cluster and runs the whole workload against it. */
 async function measure(env: BenchEnvironment, what: string, start: () => Promise<Collector>): Promise<Figures> {
   const {client} = env
   const live = 2 * nodes
   const started = performance.now()
   const collector = await start()
-  await waitFor(`the ${stale} stale objects gone (${what})`, async () => (await countObjects(client)) === live, {intervalMs: 100, timeoutMs: 300_000})
+  await waitFor(`the ${stale} stale objects gone (${what})`, async () => (await countObjects(client)) === live, {intervalMs: 100, timeoutMs: cleanupTimeoutMs(stale)})
   const staleGoneSeconds = (performance.now() - started) / 1000
   log(`${what}: ${stale} stale objects gone after ${staleGoneSeconds.toFixed(1)} s`)
   await sleep(10_000)
@@ -97,7 +100,10 @@ async function measure(env: BenchEnvironment, what: string, start: () => Promise
   const scaleStarted = performance.now()
   await inParallel(pool, 64, (node) => client.request('DELETE', `/api/v1/nodes/${node}`))
   const nodesDeletedMs = performance.now() - scaleStarted
-  await waitFor(`the ${2 * scaleDown} objects of the scaled-down pool gone (${what})`, async () => (await countObjects(client)) === before - 2 * scaleDown, {intervalMs: 200, timeoutMs: 300_000})
+  await waitFor(`the ${2 * scaleDown} objects of the scaled-down pool gone (${what})`, async () => (await countObjects(client)) === before - 2 * scaleDown, {
+    intervalMs: 200,
+    timeoutMs: cleanupTimeoutMs(2 * scaleDown),
+  })
   const cleanupSeconds = (performance.now() - scaleStarted) / 1000
   await sleep(10_000)
   const after = await memoryOf(collector.pid)
