@@ -12,7 +12,7 @@
 // ["--concurrency", "16"]}, {"name": "snapshot", "pkg": …, "env": {"MEMORY_PROBE_SNAPSHOT": "/tmp/s.heapsnapshot"}}]
 import {spawn} from 'node:child_process'
 import {mkdirSync, readFileSync} from 'node:fs'
-import {readFile} from 'node:fs/promises'
+import {readFile, rm} from 'node:fs/promises'
 import {join} from 'node:path'
 import {setTimeout as sleep} from 'node:timers/promises'
 
@@ -49,7 +49,8 @@ const shebangFlags = (pkg: string): string[] =>
     .filter((word) => word.startsWith('--'))
 
 mkdirSync(dir, {recursive: true})
-const plane = await ControlPlane.start({binDir: await ensureBinaries(log), dir: join(dir, `controlplane-${Date.now()}`), log})
+const planeDir = join(dir, `controlplane-${Date.now()}`)
+const plane = await ControlPlane.start({binDir: await ensureBinaries(log), dir: planeDir, log})
 const client = await plane.client()
 try {
   await ensureNamespace(client, 'nfd')
@@ -96,4 +97,5 @@ try {
 } finally {
   client.close()
   await plane.stop()
+  await rm(planeDir, {force: true, recursive: true})
 }
