@@ -7,6 +7,8 @@ import {join} from 'node:path'
 import {createInterface} from 'node:readline'
 import {promisify} from 'node:util'
 
+import {build} from 'esbuild'
+
 import type {SweepReport} from '../src/lib/gc/sweep-report.js'
 import type {KubeClient} from '../src/lib/kube/kube-client.js'
 import {ControlPlane} from '../harness/controlplane/control-plane.js'
@@ -140,10 +142,26 @@ async function packCli(dir: string, log: (line: string) => void): Promise<string
 export interface GcOnceRun {
   readonly seconds: number
   readonly report: SweepReport
-  /** Peak RSS of the process, in bytes (written by report-max-rss.cjs as it exits). */
+  /** Peak RSS of the process, in bytes (written by report-process.cjs as it exits). */
   readonly peakRss: number
   /** CPU time the process used, user + system, in seconds. */
   readonly cpuSeconds: number
+  readonly phases: ProcessPhases
+}
+
+/** When the process (as report-process.cjs saw it from inside) reached each point, in ms since it started. */
+export interface ProcessPhases {
+  readonly firstRequestMs: number
+  readonly firstDeleteMs: number
+  readonly lastAnswerMs: number
+  readonly exitMs: number
+}
+
+const reportPreload = join(repoRoot, 'bench/report-process.cjs')
+
+async function readProcessReport(file: string): Promise<{peakRss: number; cpuSeconds: number; phases: ProcessPhases}> {
+  const [rss, cpu, firstRequestMs, firstDeleteMs, lastAnswerMs, exitMs] = (await readFile(file, 'utf8')).split(' ').map(Number)
+  return {cpuSeconds: cpu! / 1e6, peakRss: rss!, phases: {exitMs: exitMs!, firstDeleteMs: firstDeleteMs!, firstRequestMs: firstRequestMs!, lastAnswerMs: lastAnswerMs!}}
 }
 
 /** `gc once --json` to its end, timed as a whole process; it must delete exactly `expectDeleted` objects. */
@@ -152,35 +170,49 @@ export async function runGcOnce(env: BenchEnvironment, args: readonly string[], 
   const started = performance.now()
   const {code, stdout} = await runToEnd(env.bin, ['gc', 'once', '--json', '--kubeconfig', env.plane.kubeconfig, ...args], {
     NFDCTL_BENCH_RSS_FILE: rssFile,
-    NODE_OPTIONS: `--require ${join(repoRoot, 'bench/report-max-rss.cjs')}`,
+    NODE_OPTIONS: [process.env.NODE_OPTIONS, `--require ${reportPreload}`].filter(Boolean).join(' '),
   })
   const seconds = (performance.now() - started) / 1000
   if (code !== 0) throw new Error(`gc once exited ${code}: ${stdout.slice(0, 500)}`)
   const report = JSON.parse(stdout) as SweepReport
   const deleted = report.kinds.reduce((n, k) => n + k.deleted, 0)
   if (deleted !== expectDeleted) throw new Error(`gc once deleted ${deleted} objects, expected ${expectDeleted}`)
-  const [rss, cpu] = (await readFile(rssFile, 'utf8')).split(' ').map(Number)
-  return {cpuSeconds: cpu / 1e6, peakRss: rss, report, seconds}
+  return {...(await readProcessReport(rssFile)), report, seconds}
 }
 
 export interface FreshLoopRun {
   /** The whole process, timed as runGcOnce times `gc once`. */
   readonly seconds: number
   readonly cpuSeconds: number
+  readonly phases: ProcessPhases
 }
 
 /**
- * bench:gc's plain DELETE loop (64 in flight) in a fresh process: the installed package's own client,
- * Node started with the flags of the CLI's `#!` line.
+ * bench:gc's plain DELETE loop (64 in flight) in a fresh process: the CLI's own client bundled into one
+ * file as the package's bundle is (minified ES module, the same externals), Node started with the flags of
+ * the CLI's `#!` line.
  */
 export async function runFreshDeleteLoop(env: BenchEnvironment, paths: readonly string[]): Promise<FreshLoopRun> {
   const shebang = (await readFile(env.bin, 'utf8')).split('\n', 1)[0]!
   const flags = shebang.split(' ').filter((word) => word.startsWith('--'))
-  const pkg = join(env.bin, '..', '..')
+  const loop = join(env.dir, 'fresh-delete-loop.mjs')
+  await build({
+    banner: {js: "import {createRequire} from 'node:module'; const require = createRequire(import.meta.url);"},
+    bundle: true,
+    entryPoints: [join(repoRoot, 'bench/fresh-delete-loop.ts')],
+    format: 'esm',
+    logLevel: 'warning',
+    minify: true,
+    outfile: loop,
+    platform: 'node',
+    target: 'node20',
+  })
+  const reportFile = join(env.dir, `fresh-${Date.now()}`)
   const started = performance.now()
-  const {code, stdout} = await runToEnd('node', [...flags, join(repoRoot, 'bench/fresh-delete-loop.mjs'), pkg, env.plane.kubeconfig], {}, paths.join('\n'))
+  const {code} = await runToEnd('node', [...flags, '--require', reportPreload, loop, env.plane.kubeconfig], {NFDCTL_BENCH_RSS_FILE: reportFile}, paths.join('\n'))
   if (code !== 0) throw new Error(`the fresh DELETE loop exited ${code}`)
-  return {cpuSeconds: Number(stdout.trim()), seconds: (performance.now() - started) / 1000}
+  const {cpuSeconds, phases} = await readProcessReport(reportFile)
+  return {cpuSeconds, phases, seconds: (performance.now() - started) / 1000}
 }
 
 /** Runs a command to its end, its stdout collected; `input`, when given, is its whole stdin. */
