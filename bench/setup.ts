@@ -205,6 +205,18 @@ export async function runFreshDeleteLoop(env: BenchEnvironment, paths: readonly 
     minify: true,
     outfile: loop,
     platform: 'node',
+    // As scripts/bundle.mjs does: yaml goes into the bundle, still evaluated on first use.
+    plugins: [
+      {
+        name: 'yaml-in-bundle',
+        setup(on) {
+          on.onLoad({filter: /src\/lib\/yaml\.ts$/}, async (args) => ({
+            contents: (await readFile(args.path, 'utf8')).replace("createRequire(import.meta.url)('yaml')", "require('yaml')"),
+            loader: 'ts',
+          }))
+        },
+      },
+    ],
     target: 'node20',
   })
   const reportFile = join(env.dir, `fresh-${Date.now()}`)
