@@ -33,7 +33,13 @@ Exit codes: 0 done, 1 some deletions failed or the sweep was refused for safety,
     const {flags} = await this.parse(GcOnce)
     const options = sweepOptionsFrom(flags)
     const signal = options.timeoutMs > 0 ? AbortSignal.any([this.signal, AbortSignal.timeout(options.timeoutMs)]) : this.signal
-    const {client} = await openCluster({context: flags.context, kubeconfig: flags.kubeconfig}, {burst: options.burst, maxConnections: options.concurrency, qps: options.qps})
+    // A one-shot cleanup's deletes are a burst of known size: slow start from 8 took about 150 ms to reach
+    // 64 in flight, a tenth of a 1,000-object cleanup; from half the ceiling it is one round trip, and a
+    // server without room for it answers 429 at once (the window halves).
+    const {client} = await openCluster(
+      {context: flags.context, kubeconfig: flags.kubeconfig},
+      {burst: options.burst, initialConcurrency: Math.ceil(options.concurrency / 2), maxConnections: options.concurrency, qps: options.qps},
+    )
     const progress = await Progress.open(this.jsonEnabled() ? 'silent' : this.interactive ? 'spinner' : 'lines')
     try {
       const report = await sweepOnce(client, options, {onEvent: sweepProgress(progress)}, signal)

@@ -31,6 +31,8 @@ export interface Baseline {
 export interface WindowOptions {
   readonly min: number
   readonly max: number
+  /** Where slow start begins (default 8): a client that knows how much it will send may start higher. */
+  readonly initial?: number
 }
 
 export type Answer =
@@ -60,7 +62,7 @@ export const baselinePeriodMs = 10_000
 const latencyFactor = 4
 const latencyMarginMs = 100
 
-export function initialWindow(options: WindowOptions, initial = 8): WindowState {
+export function initialWindow(options: WindowOptions, initial = options.initial ?? 8): WindowState {
   return {baselines: {}, lastCutAt: Number.NEGATIVE_INFINITY, limit: clamp(initial, options), slowStart: true}
 }
 

@@ -24,6 +24,8 @@ export interface KubeClientOptions {
    * it, the server's answers (429s from API Priority and Fairness, latency) decide how many are sent.
    */
   readonly maxConnections?: number
+  /** Requests the concurrency window lets through before the server's first answers (default 8). */
+  readonly initialConcurrency?: number
   readonly requestTimeoutMs?: number
   readonly retry?: RetryPolicy
   readonly random?: () => number
@@ -84,7 +86,7 @@ export class KubeClient {
   ) {
     this.server = new URL(server)
     if (options.qps !== undefined) this.#limiter = new RateLimiter(options.qps, options.burst ?? Math.max(1, Math.ceil(options.qps)))
-    this.#window = new ConcurrencyWindow({max: options.maxConnections ?? 64, min: 1})
+    this.#window = new ConcurrencyWindow({initial: options.initialConcurrency, max: options.maxConnections ?? 64, min: 1})
     this.#retry = options.retry ?? defaultRetryPolicy
     this.#random = options.random ?? Math.random
     this.#timeoutMs = options.requestTimeoutMs ?? 60_000

@@ -14,6 +14,12 @@ describe('concurrency window (AIMD on the server answers)', () => {
     expect(replay([ok(1), ok(2), ok(3)]).limit).to.equal(11)
   })
 
+  it('starts where the client says, within min and max', () => {
+    expect(initialWindow({...options, initial: 32}).limit).to.equal(32)
+    expect(initialWindow({initial: 100, max: 64, min: 1}).limit).to.equal(64)
+    expect(new ConcurrencyWindow({initial: 32, max: 64, min: 1}).stats).to.include({limit: 32, lowest: 32})
+  })
+
   it('never grows past max, nor starts above it', () => {
     expect(replay(Array.from({length: 200}, (_, i) => ok(i))).limit).to.equal(64)
     expect(initialWindow({max: 4, min: 1}).limit).to.equal(4)
