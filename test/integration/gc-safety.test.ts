@@ -255,6 +255,29 @@ describe('gc once safety against a real kube-apiserver', function () {
         expect(await exists(client, nodeFeaturePath('nfd', 'gone-7'))).to.equal(true)
         expect(await exists(client, nodeFeaturePath('nfd', 'gone-8'))).to.equal(false)
       })
+
+      it('across a node list of many pages, keeps the objects of nodes back before and after the live ones in name order, and deletes the rest', async function () {
+        // With list-size 2 the check reads pages [a-3 n1] [n2 n3] [p-7]: the a-* names are answered by its
+        // first page (their deletes may start), the p-* ones by its last.
+        const goneNodes = [...Array(13).keys()].flatMap((i) => [`a-${i}`, `p-${i}`])
+        await inParallel(goneNodes, 8, (node) => createNodeFeature(client, 'nfd', node, node))
+        const report = await sweepOnce(client, sweepOptionsFrom({...defaults, kinds: 'NodeFeature', 'list-size': 2, 'max-delete-ratio': 1}), {
+          afterPlan: async (stale) => {
+            expect(stale).to.have.length(27)
+            await createNode(client, 'a-3')
+            await createNode(client, 'p-7')
+          },
+        })
+
+        const kept = report.objects.filter((o) => o.result !== 'deleted').map((o) => [o.name, o.result])
+        expect(kept).to.deep.equal([
+          ['a-3', 'node-exists'],
+          ['p-7', 'node-exists'],
+        ])
+        expect(counts(report)).to.deep.equal([[25, 2, 0]])
+        for (const node of ['a-3', 'p-7']) expect(await exists(client, nodeFeaturePath('nfd', node)), node).to.equal(true)
+        for (const node of ['a-2', 'a-4', 'gone', 'p-6', 'p-12']) expect(await exists(client, nodeFeaturePath('nfd', node)), node).to.equal(false)
+      })
     })
 
     it('deletes, at its new version, an object that changed but is still stale (re-labelled to another gone node)', async function () {

@@ -6,7 +6,8 @@ import type {StaleObject} from './sweep-planner.js'
 
 export interface DeleteResult {
   readonly object: StaleObject
-  readonly outcome: DeleteOutcome | 'failed'
+  /** node-exists: kept, the Node was found again (DeleteOptions.nodeGone). */
+  readonly outcome: DeleteOutcome | 'failed' | 'node-exists'
   readonly error?: string
 }
 
@@ -17,6 +18,12 @@ export interface DeleteOptions {
   readonly listSize: number
   readonly signal?: AbortSignal
   readonly onProgress?: (progress: {done: number; failed: number; total: number}) => void
+  /**
+   * Asked before each object's delete, which waits for the answer: is its Node still gone? false keeps the
+   * object (node-exists); a rejection starts no further delete and is thrown once those under way are done.
+   * The objects are taken in the order given, so that answers coming in that order let deletes start early.
+   */
+  readonly nodeGone?: (object: StaleObject) => Promise<boolean>
 }
 
 /**
@@ -51,12 +58,42 @@ export async function deleteStale(client: KubeClient, stale: readonly StaleObjec
   // outlive many young-generation collections and end up as old-generation garbage.
   const results: DeleteResult[] = Array.from({length: stale.length})
   let next = 0
+  let stopped: {error: unknown} | undefined
   const worker = async (): Promise<void> => {
-    while (next < stale.length) {
+    while (next < stale.length && stopped === undefined) {
       const index = next++
-      results[index] = await deleteOne(stale[index]!)
+      const object = stale[index]!
+      if (options.nodeGone !== undefined) {
+        let gone: boolean
+        try {
+          gone = await options.nodeGone(object)
+        } catch (error) {
+          stopped ??= {error}
+          return
+        }
+        if (stopped !== undefined) return
+        if (!gone) {
+          results[index] = {object, outcome: 'node-exists'}
+          done++
+          options.onProgress?.({done, failed, total: stale.length})
+          continue
+        }
+      }
+      results[index] = await deleteOne(object)
     }
   }
   await Promise.all(Array.from({length: Math.min(options.concurrency, stale.length)}, worker))
+  if (stopped !== undefined) throw new NodeCheckError(results.filter((r) => r?.outcome === 'deleted').length, stopped.error)
   return results
+}
+
+/** The Node check behind DeleteOptions.nodeGone failed: no further delete was started. */
+export class NodeCheckError extends Error {
+  constructor(
+    /** Objects deleted before it failed (each after the check had found its Node gone). */
+    readonly deleted: number,
+    cause: unknown,
+  ) {
+    super(errorMessage(cause), {cause})
+  }
 }

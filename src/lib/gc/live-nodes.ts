@@ -4,27 +4,140 @@ import {nodesResource} from '../kube/resource.js'
 import {judgeObject, type ObservedObject, type StaleObject} from './sweep-planner.js'
 
 /** Up to this many nodes are checked one by one; more, with one fresh node list. */
-const singleChecks = 20
+export const singleChecks = 20
+
+/** The API server's answer on some node names, given name by name as it comes in. */
+export interface NodeCheck {
+  /** Whether this Node exists by the check's answer; waits until the check reached the name, rejects when the check failed first. */
+  exists(name: string): Promise<boolean>
+  /** Every answer given; rejects with the check's failure. */
+  readonly done: Promise<void>
+}
 
 /**
- * Which of these node names exist right now, read from the API server, not from a cache that may be frozen
- * by a stalled watch. Uses only `list` on nodes (a field selector per name), the permission the collector
- * already has. Any failure throws: no answer must never read as "the node is gone".
+ * Asks the API server which of these node names exist right now, not a cache that may be frozen by a
+ * stalled watch. Uses only `list` on nodes, the permission the collector already has: a `metadata.name`
+ * field selector per name (no resourceVersion: as fresh as a quorum read), side by side; above singleChecks
+ * names, one paginated node list, whose pages answer names as they come (NamesByPage): a caller waiting on
+ * a name can go on while the rest of the list is read. Any failure rejects the answers not given: no answer
+ * must never read as "the node is gone".
+ */
+export function checkNodes(client: KubeClient, names: readonly string[], pageSize: number, signal?: AbortSignal): NodeCheck {
+  const answers = new Map<string, Answer>()
+  for (const name of names) if (!answers.has(name)) answers.set(name, answer())
+  const give = (name: string, exists: boolean): void => answers.get(name)!.resolve(exists)
+  const read = async (): Promise<void> => {
+    if (answers.size <= singleChecks) {
+      await Promise.all(
+        [...answers.keys()].map(async (name) => {
+          const list = await listMetadata(client, nodesResource, {fieldSelector: `metadata.name=${name}`, pageSize: 1, signal})
+          give(
+            name,
+            list.items.some((n) => n.name === name),
+          )
+        }),
+      )
+      return
+    }
+    const pages = new NamesByPage(answers.keys())
+    await listMetadata(client, nodesResource, {
+      onPage: ({metas, restarted}) => {
+        for (const [name, exists] of pages.page(metas, restarted)) give(name, exists)
+      },
+      pageSize,
+      signal,
+    })
+    for (const [name, exists] of pages.rest()) give(name, exists)
+  }
+  const done = read().catch((error: unknown) => {
+    // Answers already given stand; the others fail with the check.
+    for (const a of answers.values()) a.reject(error)
+    throw error
+  })
+  done.catch(() => {})
+  return {
+    done,
+    exists: (name) => answers.get(name)?.promise ?? Promise.reject(new Error(`node ${name} was not among the names checked`)),
+  }
+}
+
+/**
+ * Which of these node names exist right now, by checkNodes: every answer awaited. Any failure throws: no
+ * answer must never read as "the node is gone".
  */
 export async function existingNodes(client: KubeClient, names: readonly string[], pageSize: number, signal?: AbortSignal): Promise<Set<string>> {
-  const wanted = new Set(names)
-  if (wanted.size > singleChecks) {
-    const list = await listMetadata(client, nodesResource, {pageSize, signal})
-    return new Set(list.items.map((n) => n.name).filter((n) => wanted.has(n)))
-  }
-  // Side by side: a handful of small, consistent reads (no resourceVersion: as fresh as a quorum read).
-  const found = await Promise.all(
-    [...wanted].map(async (name) => {
-      const list = await listMetadata(client, nodesResource, {fieldSelector: `metadata.name=${name}`, pageSize: 1, signal})
-      return list.items.some((n) => n.name === name) ? [name] : []
-    }),
-  )
+  const check = checkNodes(client, names, pageSize, signal)
+  await check.done
+  const found = await Promise.all(names.map(async (name) => ((await check.exists(name)) ? [name] : [])))
   return new Set(found.flat())
+}
+
+/**
+ * Which of some names a paginated node list has answered, page by page. The API server lists in key order,
+ * for Nodes name order (each continue token resumes after its page's last key), so once a page is read,
+ * every name up to its last one is answered by that list: there, or absent. A restarted list (expired
+ * continue token) is a new snapshot: what the earlier one answered stands, the rest is answered by the new
+ * one. A page out of that order (never seen from a kube-apiserver) leaves every open name to the end. Pure.
+ */
+export class NamesByPage {
+  readonly #waiting: string[]
+  readonly #wanted: ReadonlySet<string>
+  #next = 0
+  #seen = new Set<string>()
+  #last: string | undefined
+  #ordered = true
+
+  constructor(names: Iterable<string>) {
+    this.#wanted = new Set(names)
+    this.#waiting = [...this.#wanted].sort()
+  }
+
+  /** The names this page answers, each with whether it exists. */
+  page(metas: ReadonlyArray<{name: string}>, restarted: boolean): Array<[string, boolean]> {
+    if (restarted) {
+      this.#seen = new Set()
+      this.#last = undefined
+    }
+    for (const {name} of metas) {
+      if (this.#last !== undefined && name <= this.#last) this.#ordered = false
+      this.#last = name
+      if (this.#wanted.has(name)) this.#seen.add(name)
+    }
+    const upTo = this.#last
+    return this.#ordered && upTo !== undefined ? this.#answer((name) => name <= upTo) : []
+  }
+
+  /** Once the list is complete: every name not answered yet. */
+  rest(): Array<[string, boolean]> {
+    return this.#answer(() => true)
+  }
+
+  #answer(reached: (name: string) => boolean): Array<[string, boolean]> {
+    const answered: Array<[string, boolean]> = []
+    for (; this.#next < this.#waiting.length && reached(this.#waiting[this.#next]!); this.#next++) {
+      const name = this.#waiting[this.#next]!
+      answered.push([name, this.#seen.has(name)])
+    }
+    return answered
+  }
+}
+
+interface Answer {
+  readonly promise: Promise<boolean>
+  readonly resolve: (exists: boolean) => void
+  readonly reject: (error: unknown) => void
+}
+
+/** Promise.withResolvers, which Node 20 lacks; a rejection no one waits for is not reported as unhandled. */
+function answer(): Answer {
+  let resolve!: (exists: boolean) => void
+  let reject!: (error: unknown) => void
+  const promise = new Promise<boolean>((res, rej) => {
+    resolve = res
+    reject = rej
+  })
+  promise.catch(() => {})
+  return {promise, reject, resolve}
 }
 
 /**

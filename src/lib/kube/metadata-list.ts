@@ -30,8 +30,11 @@ export interface ListOptions {
   /** How often an expired continue token (410) may restart the list from scratch. */
   readonly maxRestarts?: number
   readonly signal?: AbortSignal
-  /** Called after each page with the running count; `restarted` is true on the first page of a restart. */
-  readonly onPage?: (page: {items: number; total: number; restarted: boolean; continueToken?: string}) => Promise<void> | void
+  /**
+   * Called after each page with the running count and the page's own items' metadata (in the server's
+   * order: key order); `restarted` is true on the first page of a restart.
+   */
+  readonly onPage?: (page: {items: number; total: number; restarted: boolean; continueToken?: string; metas: readonly ObjectMeta[]}) => Promise<void> | void
 }
 
 export interface ListResult {
@@ -101,6 +104,7 @@ export async function listObjects<T>(client: ListClient, ref: ResourceRef, codec
           signal: options.signal,
         })
         pages++
+        const first = items.length
         let count: number
         let metadata: ListPageMeta | undefined
         if (Buffer.isBuffer(body)) {
@@ -119,7 +123,13 @@ export async function listObjects<T>(client: ListClient, ref: ResourceRef, codec
         }
         continueToken = metadata?.continue || undefined
         resourceVersion = metadata?.resourceVersion ?? resourceVersion
-        await options.onPage?.({continueToken, items: count, restarted: restarts > 0 && pages === 1, total: items.length})
+        await options.onPage?.({
+          continueToken,
+          items: count,
+          metas: options.onPage === undefined ? [] : items.slice(first).map(codec.metaOf),
+          restarted: restarts > 0 && pages === 1,
+          total: items.length,
+        })
       } while (continueToken !== undefined)
       return {items, pages, resourceVersion, restarts}
     } catch (error) {
