@@ -1,5 +1,5 @@
 // npm run bench:gc -- --nodes 5000 --stale 4000 [--concurrency N] [--qps N] [--list-size 500] [--rounds 5]
-//                      [--layout split|shared] [--against <another installed CLI's bin/run.js>]
+//                      [--layout split|shared] [--against <another installed CLI's bin/run.js>]...
 //
 // Seeds a private real control plane with <nodes> Nodes, each with a NodeFeature and a
 // NodeResourceTopology, plus <stale> objects of vanished nodes (half NodeFeatures, half topologies);
@@ -10,7 +10,7 @@
 // of the ceiling's delete rate from 4,000 stale objects, >= 85% from 1,000 (where a process's start-up and
 // the lists read before the first delete weigh more; none below); its peak RSS <= 100 MB. Where each
 // process's time went (start-up to its first request, reads before its first DELETE, the deletes, exit) is
-// printed beside. --against runs another installed CLI's `gc once` (an unpacked `npm pack` of another
+// printed beside. Each --against runs another installed CLI's `gc once` (an unpacked `npm pack` of another
 // commit, its dependencies installed) in the same alternating rounds, so that one change is measured alone
 // against the same server at the same moments. Before each measured run etcd is compacted and defragmented and the server left idle for 5 s.
 // --layout split (default): the control plane on all CPUs but the last, every client on the last, as in a
@@ -26,7 +26,7 @@ import {runFreshDeleteLoop, runGcOnce, splitCpus, startBench, type FreshLoopRun,
 
 const {values} = parseArgs({
   options: {
-    against: {type: 'string'},
+    against: {multiple: true, type: 'string'},
     concurrency: {type: 'string'},
     layout: {default: 'split', type: 'string'},
     'list-size': {default: '500', type: 'string'},
@@ -94,38 +94,42 @@ try {
   const args = [...(concurrency === undefined ? [] : ['--concurrency', String(concurrency)]), ...(qps === undefined ? [] : ['--qps', String(qps)]), '--list-size', values['list-size']!]
   const {client} = await openCluster({kubeconfig: env.plane.kubeconfig}, {maxConnections: ceilingConcurrency})
   const paths = goneNames.flatMap((n) => [nodeFeaturePath('nfd', n), topologyPath(n)])
-  // Rounds alternate gc once and the two loops on the same server, so that none gets the quieter moments
-  // to itself; the medians are compared.
+  // Rounds alternate gc once (and the --against CLIs) and the two loops on the same server, each round in
+  // another order, so that none gets the quieter moments to itself; the medians are compared.
+  const against = values.against ?? []
   const gcRuns: GcOnceRun[] = []
-  const againstRuns: GcOnceRun[] = []
+  const againstRuns: GcOnceRun[][] = against.map(() => [])
   const warmRuns: number[] = []
   const warmCpu: number[] = []
   const freshRuns: FreshLoopRun[] = []
+  const measurements: Array<() => Promise<void>> = [
+    async () => {
+      gcRuns.push(await runGcOnce(env, args, stale))
+    },
+    ...against.map((bin, i) => async () => {
+      againstRuns[i]!.push(await runGcOnce({...env, bin}, args, stale))
+    }),
+    async () => {
+      const warmStarted = performance.now()
+      const cpuBefore = process.cpuUsage()
+      await inParallel(paths, ceilingConcurrency, (path) => client.request('DELETE', path))
+      warmRuns.push((performance.now() - warmStarted) / 1000)
+      const cpu = process.cpuUsage(cpuBefore)
+      warmCpu.push((cpu.user + cpu.system) / 1e6)
+      client.close()
+    },
+    async () => {
+      freshRuns.push(await runFreshDeleteLoop(env, paths))
+    },
+  ]
   for (let round = 1; round <= rounds; round++) {
-    if (round > 1) await seedStale()
-    await quiesce()
-    const gcRun = await runGcOnce(env, args, stale)
-    gcRuns.push(gcRun)
-    if (values.against !== undefined) {
-      await seedStale()
+    for (let i = 0; i < measurements.length; i++) {
+      if (round > 1 || i > 0) await seedStale()
       await quiesce()
-      againstRuns.push(await runGcOnce({...env, bin: values.against}, args, stale))
-      log(`round ${round}: gc once of ${values.against} ${againstRuns.at(-1)!.seconds.toFixed(2)} s`)
+      await measurements[(i + round - 1) % measurements.length]!()
     }
-
-    await seedStale()
-    await quiesce()
-    const warmStarted = performance.now()
-    const cpuBefore = process.cpuUsage()
-    await inParallel(paths, ceilingConcurrency, (path) => client.request('DELETE', path))
-    warmRuns.push((performance.now() - warmStarted) / 1000)
-    const cpu = process.cpuUsage(cpuBefore)
-    warmCpu.push((cpu.user + cpu.system) / 1e6)
-    client.close()
-
-    await seedStale()
-    await quiesce()
-    freshRuns.push(await runFreshDeleteLoop(env, paths))
+    const gcRun = gcRuns.at(-1)!
+    for (const [i, bin] of against.entries()) log(`round ${round}: gc once of ${bin} ${againstRuns[i]!.at(-1)!.seconds.toFixed(2)} s`)
     const {concurrency: w, durationMs} = gcRun.report
     log(
       `round ${round}: gc once ${gcRun.seconds.toFixed(2)} s (sweep ${(durationMs / 1000).toFixed(2)} s, CPU ${gcRun.cpuSeconds.toFixed(2)} s, window ${w.lowest}-${w.highest}, final ${w.final}), warm loop ${warmRuns.at(-1)!.toFixed(2)} s (CPU ${warmCpu.at(-1)!.toFixed(2)} s), the same loop in a fresh process ${freshRuns.at(-1)!.seconds.toFixed(2)} s (CPU ${freshRuns.at(-1)!.cpuSeconds.toFixed(2)} s)`,
@@ -181,16 +185,18 @@ try {
       ),
       row('gc once, where its time went (medians)', phasesOf(gcRuns)),
       row('the fresh loop, where its time went', phasesOf(freshRuns)),
-      ...(againstRuns.length === 0
-        ? []
-        : [
-            row(
-              `gc once of ${values.against}`,
-              `${median(againstRuns, (r) => r.seconds).seconds.toFixed(2)} s, ${((100 * ceilingSeconds) / median(againstRuns, (r) => r.seconds).seconds).toFixed(0)}% of the ceiling`,
-              `(rounds: ${againstRuns.map((r) => r.seconds.toFixed(2)).join(', ')} s; CPU ${median(againstRuns, (r) => r.cpuSeconds).cpuSeconds.toFixed(2)} s)`,
-            ),
-            row('  where its time went', phasesOf(againstRuns)),
-          ]),
+      ...against.flatMap((bin, i) => {
+        const runs = againstRuns[i]!
+        const seconds = median(runs, (r) => r.seconds).seconds
+        return [
+          row(
+            `gc once of ${bin}`,
+            `${seconds.toFixed(2)} s, ${((100 * ceilingSeconds) / seconds).toFixed(0)}% of the ceiling`,
+            `(rounds: ${runs.map((r) => r.seconds.toFixed(2)).join(', ')} s; CPU ${median(runs, (r) => r.cpuSeconds).cpuSeconds.toFixed(2)} s)`,
+          ),
+          row('  where its time went', phasesOf(runs)),
+        ]
+      }),
       row('gc once / ceiling', `${(100 * ratio).toFixed(0)}%`, budget === undefined ? '(no budget below 1,000 stale)' : `budget >= ${100 * budget}% at ${stale} stale: ${verdict(ratio >= budget)}`),
       '',
     ].join('\n'),
