@@ -34,6 +34,7 @@ export interface DeleteOptions {
 export async function deleteStale(client: KubeClient, stale: readonly StaleObject[], options: DeleteOptions): Promise<DeleteResult[]> {
   let done = 0
   let failed = 0
+  let kept = 0
   const deleteOne = async (object: StaleObject): Promise<DeleteResult> => {
     let result: DeleteResult
     if (options.signal?.aborted) {
@@ -51,7 +52,7 @@ export async function deleteStale(client: KubeClient, stale: readonly StaleObjec
     }
     done++
     if (result.outcome === 'failed') failed++
-    options.onProgress?.({done, failed, total: stale.length})
+    options.onProgress?.({done, failed, total: stale.length - kept})
     return result
   }
   // A few workers taking the next object, not a promise per object queued up front: 4,000 of those
@@ -73,9 +74,10 @@ export async function deleteStale(client: KubeClient, stale: readonly StaleObjec
         }
         if (stopped !== undefined) return
         if (!gone) {
+          // Kept, not deleted: progress counts what is to be deleted.
           results[index] = {object, outcome: 'node-exists'}
-          done++
-          options.onProgress?.({done, failed, total: stale.length})
+          kept++
+          options.onProgress?.({done, failed, total: stale.length - kept})
           continue
         }
       }
