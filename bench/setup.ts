@@ -190,7 +190,7 @@ export interface FreshLoopRun {
 /**
  * bench:gc's plain DELETE loop (64 in flight) in a fresh process: the CLI's own client bundled into one
  * file as the package's bundle is (minified ES module, the same externals), Node started with the flags of
- * the CLI's `#!` line.
+ * the CLI's `#!` line, the loop setting the V8 settings a command sets (holdMemoryDown).
  */
 export async function runFreshDeleteLoop(env: BenchEnvironment, paths: readonly string[]): Promise<FreshLoopRun> {
   const shebang = (await readFile(env.bin, 'utf8')).split('\n', 1)[0]!
