@@ -40,7 +40,11 @@ export function checkNodes(client: KubeClient, names: readonly string[], pageSiz
       return
     }
     const pages = new NamesByPage(answers.keys())
+    // Deletes wait for these pages: they skip the window (as a lease renewal does), so they neither queue
+    // behind the deletes they gate nor have their latency beside a burst of deletes, slower than the quiet
+    // pages of the first reads, read as the server queueing us (a cut of the deletes' window).
     await listMetadata(client, nodesResource, {
+      critical: true,
       onPage: ({metas, restarted}) => {
         for (const [name, exists] of pages.page(metas, restarted)) give(name, exists)
       },

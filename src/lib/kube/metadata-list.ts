@@ -30,6 +30,8 @@ export interface ListOptions {
   /** How often an expired continue token (410) may restart the list from scratch. */
   readonly maxRestarts?: number
   readonly signal?: AbortSignal
+  /** Its pages skip the client's concurrency window (RequestOptions.critical). */
+  readonly critical?: boolean
   /**
    * Called after each page with the running count and the page's own items' metadata (in the server's
    * order: key order); `restarted` is true on the first page of a restart.
@@ -101,6 +103,7 @@ export async function listObjects<T>(client: ListClient, ref: ResourceRef, codec
         const body = await client.request<ObjectList | Buffer>('GET', collectionPath(ref, options.namespace), {
           accept: codec.listAccept,
           query: {continue: continueToken, fieldSelector: options.fieldSelector, labelSelector: options.labelSelector, limit: options.pageSize || undefined},
+          critical: options.critical,
           signal: options.signal,
         })
         pages++
