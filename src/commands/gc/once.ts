@@ -33,8 +33,8 @@ Exit codes: 0 done, 1 some deletions failed or the sweep was refused for safety,
     const {flags} = await this.parse(GcOnce)
     const options = sweepOptionsFrom(flags)
     const signal = options.timeoutMs > 0 ? AbortSignal.any([this.signal, AbortSignal.timeout(options.timeoutMs)]) : this.signal
-    // A one-shot cleanup's deletes are a burst of known size: slow start from 8 took about 150 ms to reach
-    // 64 in flight, a tenth of a 1,000-object cleanup; from half the ceiling it is one round trip, and a
+    // A one-shot cleanup's deletes are a burst of known size: slow start from 8 takes about 150 ms to reach
+    // 64 in flight, a tenth of a 1,000-object cleanup's deletes; from half the ceiling it is one round trip, and a
     // server without room for it answers 429 at once (the window halves).
     const {client} = await openCluster(
       {context: flags.context, kubeconfig: flags.kubeconfig},
