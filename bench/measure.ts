@@ -1,4 +1,5 @@
-import {readFile} from 'node:fs/promises'
+import {readFile, readlink} from 'node:fs/promises'
+import {basename} from 'node:path'
 
 import {gcKinds} from '../src/lib/gc/kinds.js'
 import type {KubeClient} from '../src/lib/kube/kube-client.js'
@@ -12,6 +13,45 @@ export async function memoryOf(pid: number): Promise<{rssMb: number; peakMb: num
   const status = await readFile(`/proc/${pid}/status`, 'utf8')
   const kb = (field: string): number => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? Number.NaN)
   return {peakMb: kb('VmHWM') / 1024, rssMb: kb('VmRSS') / 1024}
+}
+
+/** Where a process's resident pages are, from /proc/<pid>/smaps: its executable's, other files', anonymous. */
+export interface ResidentBreakdown {
+  readonly nodeBinaryKb: number
+  readonly otherFilesKb: number
+  /** The other files with the most resident pages, largest first (three at most). */
+  readonly topFiles: ReadonlyArray<{name: string; kb: number}>
+  /** Heaps (V8's and the C library's), stacks and every other mapping without a file. */
+  readonly anonymousKb: number
+  readonly threads: number
+}
+
+export async function residentBreakdownOf(pid: number): Promise<ResidentBreakdown> {
+  const [smaps, executable, status] = await Promise.all([readFile(`/proc/${pid}/smaps`, 'utf8'), readlink(`/proc/${pid}/exe`), readFile(`/proc/${pid}/status`, 'utf8')])
+  const byFile = new Map<string, number>()
+  let [nodeBinaryKb, anonymousKb] = [0, 0]
+  let path = ''
+  for (const line of smaps.split('\n')) {
+    const header = /^[0-9a-f]+-[0-9a-f]+ \S+ \S+ \S+ \d+\s*(.*)$/.exec(line)
+    if (header !== null) {
+      path = header[1]
+      continue
+    }
+    const rss = /^Rss:\s+(\d+) kB/.exec(line)
+    if (rss === null) continue
+    const kb = Number(rss[1])
+    if (path === executable) nodeBinaryKb += kb
+    else if (path.startsWith('/') && !path.startsWith('/memfd:')) byFile.set(path, (byFile.get(path) ?? 0) + kb)
+    else anonymousKb += kb
+  }
+  const files = [...byFile].map(([file, kb]) => ({kb, name: basename(file)})).sort((a, b) => b.kb - a.kb)
+  return {
+    anonymousKb,
+    nodeBinaryKb,
+    otherFilesKb: files.reduce((sum, f) => sum + f.kb, 0),
+    threads: Number(/^Threads:\s+(\d+)/m.exec(status)?.[1] ?? Number.NaN),
+    topFiles: files.slice(0, 3),
+  }
 }
 
 /** NodeFeatures plus NodeResourceTopologies, from one-item pages and the server's remaining count. */
