@@ -1,3 +1,4 @@
+import {ownString} from '../own-string.js'
 import type {Device, DeviceClass} from './types.js'
 
 /**
@@ -125,5 +126,6 @@ export function nodeBlockUse(mounts: readonly MountEntry[], swaps: readonly stri
 
 const depth = (path: string): number => (path === '/' ? 0 : path.split('/').length)
 
-// mountinfo and swaps write space, tab, newline and backslash in paths as \040, \011, \012, \134.
-const unescapeOctal = (text: string): string => text.replaceAll(/\\([0-7]{3})/g, (_, octal: string) => String.fromCharCode(Number.parseInt(octal, 8)))
+// mountinfo and swaps write space, tab, newline and backslash in paths as \040, \011, \012, \134. A string of
+// its own, not a slice of the table: the reasons kept until the next reading hold the paths.
+const unescapeOctal = (text: string): string => ownString(text.replaceAll(/\\([0-7]{3})/g, (_, octal: string) => String.fromCharCode(Number.parseInt(octal, 8))))

@@ -1,5 +1,6 @@
 import {closeSync, fstatSync, readFileSync, statfsSync, type Stats} from 'node:fs'
 
+import {ownString} from '../own-string.js'
 import {errno, errnoText, sys} from './libc.js'
 
 // Paths inside a container's /dev, resolved relative to a root directory fd and never through a symlink
@@ -192,9 +193,12 @@ function judgeDev(root: RootDir, devFd: number, devMount: bigint): string | unde
   return undefined
 }
 
-/** mountinfo writes space, tab, newline and backslash as octal escapes. */
+/**
+ * mountinfo writes space, tab, newline and backslash as octal escapes. The path is a string of its own, not
+ * a slice of the mount table, which callers keep per container.
+ */
 export function unescapeMountPath(path: string): string {
-  return path.replaceAll(/\\([0-7]{3})/g, (_, octal: string) => String.fromCodePoint(Number.parseInt(octal, 8)))
+  return ownString(path.replaceAll(/\\([0-7]{3})/g, (_, octal: string) => String.fromCodePoint(Number.parseInt(octal, 8))))
 }
 
 /** The directory a path's last component is in, opened beneath the root; its fd is the caller's to close. */
