@@ -1,4 +1,6 @@
 import {expect} from 'chai'
+import {setFlagsFromString} from 'node:v8'
+import {runInNewContext} from 'node:vm'
 
 import {isRootMount, rootfsMount} from '../../../src/lib/runtime/container-rootfs.js'
 
@@ -26,6 +28,22 @@ describe('rootfsMount', function () {
     expect(rootfsMount(table, 'absent')).to.equal(undefined)
     expect(rootfsMount(`800 22 0:95 / /var/lib/other/k8s.io/${id}/rootfs rw - overlay overlay rw`, id)).to.equal(undefined)
     expect(rootfsMount(`800 22 0:95 / /run/containerd/io.containerd.runtime.v2.task/${id}/rootfs rw - overlay overlay rw`, id)).to.equal(undefined)
+  })
+
+  it("keeps no mount table alive: the mount point is a string of its own, not a slice of the table's text", function () {
+    setFlagsFromString('--expose-gc')
+    const gc = runInNewContext('gc') as () => void
+    // A node's table with many mounts (here 130 KB); the agent keeps one rootfs per container, each found in
+    // the table as it was read for that container.
+    const filler = Array.from({length: 2000}, (_, i) => `${900 + i} 25 0:${i} / /var/lib/kubelet/pods/${i}/volumes/v rw - tmpfs tmpfs rw`).join('\n')
+    gc()
+    const before = process.memoryUsage().heapUsed
+    const kept = Array.from({length: 50}, (_, i) => rootfsMount(`${filler}\n${i}\n${table}`, id))
+    gc()
+    const retainedMb = (process.memoryUsage().heapUsed - before) / 1048576
+    expect(kept.every((rootfs) => rootfs?.mountPoint.endsWith(`/${id}/rootfs`))).to.equal(true)
+    // Sliced from their tables, the 50 mount points would keep 50 x 130 KB, about 6 MB.
+    expect(retainedMb).to.be.lessThan(2)
   })
 })
 
