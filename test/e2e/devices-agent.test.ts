@@ -518,7 +518,15 @@ describe('devices agent on a real node: devices follow containers', function () 
       await record(381, 'platform-hub-2')
       await writeFile('/sys/block/loop381/uevent', 'change')
       await waitFor('allocatable hotu=2', async () => (await allocatable(env, 'devices.nfdctl.io/hotu')) === 2, {timeoutMs: 15_000})
-      expect((await nodeEntry('hotu')) as object).to.not.have.property('refused')
+      // The class status goes out at most once a second, behind the device plugin kubelet already reads.
+      await waitFor(
+        'no disk refused in the status',
+        async () => {
+          const entry = (await nodeEntry('hotu')) as {refused?: unknown} | undefined
+          return entry !== undefined && entry.refused === undefined
+        },
+        {timeoutMs: 5_000},
+      )
 
       // A Class class with annotation access that also matches loop380: loop380 leaves both, so no pod gets it by annotation.
       await env.client.request('POST', classesPath, {
