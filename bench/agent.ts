@@ -29,7 +29,7 @@ import {CliProcess} from '../harness/process/cli-process.js'
 import {freePort} from '../harness/process/free-port.js'
 import {waitFor} from '../harness/process/wait.js'
 import {memoryOf, percentile, residentBreakdownOf, row, verdict} from './measure.js'
-import {startNodeBench} from './setup.js'
+import {shebangFlags, startNodeBench} from './setup.js'
 
 const allPhases = ['hotplug', 'load', 'storm', 'idle', 'memory'] as const
 type Phase = (typeof allPhases)[number]
@@ -389,8 +389,7 @@ async function podContainer(name: string): Promise<string | false> {
  * (a later flag wins), so that a flag is measured on the agent exactly as it would run with it on the line.
  */
 async function launcherWithFlags(bin: string, extraFlags: string): Promise<string> {
-  const shebang = (await readFile(bin, 'utf8')).split('\n', 1)[0]
-  const lineFlags = shebang.replace(/^#!\/usr\/bin\/env -S node ?/, '')
+  const lineFlags = shebangFlags(bin).join(' ')
   const launcher = join(env.dir, 'run-with-flags.sh')
   await writeFile(launcher, `#!/bin/sh\nexec ${JSON.stringify(process.execPath)} ${lineFlags} ${extraFlags} ${JSON.stringify(bin)} "$@"\n`)
   await chmod(launcher, 0o755)

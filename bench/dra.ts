@@ -37,7 +37,7 @@ import {parseUevent} from '../src/lib/devices/uevent.js'
 import {Informer} from '../src/lib/kube/informer.js'
 import type {ObjectMeta} from '../src/lib/kube/resource.js'
 import {NetlinkUeventSocket} from '../src/lib/sys/netlink-uevents.js'
-import {claimPodManifest, draAgentArgs, SerialDisks, sliceCodec, type ClaimPodOptions} from '../harness/devices/dra-agent.js'
+import {claimPodManifest, draAgentArgs, limitPodManifest, SerialDisks, sliceCodec, type ClaimPodOptions} from '../harness/devices/dra-agent.js'
 import {addLoopDevice, BackedLoops, canUseLoopControl, loopControlAsync, loopData, readLoop} from '../harness/devices/loop-devices.js'
 import {TestNode} from '../harness/node/node.js'
 import {createNamespace, waitForPod} from '../harness/node/pods.js'
@@ -393,17 +393,7 @@ function claimPod(name: string, options: ClaimPodOptions): object {
 
 /** A pod on the node whose container `main` asks by resource limit for one of `resource` (a device plugin's, or a DRA class's extended resource). */
 function limitPod(name: string, resource: string, command: readonly string[] = ['sleep', '36000']): object {
-  return {
-    apiVersion: 'v1',
-    kind: 'Pod',
-    metadata: {name},
-    spec: {
-      automountServiceAccountToken: false,
-      containers: [{command, image: 'localhost/nfdctl-test/busybox:1', imagePullPolicy: 'Never', name: 'main', resources: {limits: {[resource]: '1'}}}],
-      nodeSelector: {'kubernetes.io/hostname': env.node.name},
-      terminationGracePeriodSeconds: 0,
-    },
-  }
+  return limitPodManifest(name, resource, {command, nodeName: env.node.name, terminationGracePeriodSeconds: 0})
 }
 
 /** A container command that reads the disk at /dev/loop<index> as it starts (retrying every millisecond), writes `marker`, then sleeps. */

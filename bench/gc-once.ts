@@ -20,7 +20,7 @@ import {setTimeout as sleep} from 'node:timers/promises'
 import {parseArgs} from 'node:util'
 
 import {openCluster} from '../src/lib/kube/connect.js'
-import {createNodeFeature, createTopology, inParallel, nodeFeaturePath, topologyPath, seedNodesWithObjects} from '../harness/controlplane/seed.js'
+import {inParallel, nodeFeaturePath, seedNodesWithObjects, seedObjectsWithoutNodes, topologyPath} from '../harness/controlplane/seed.js'
 import {row, verdict} from './measure.js'
 import {runFreshDeleteLoop, runGcOnce, splitCpus, startBench, type FreshLoopRun, type GcOnceRun, type ProcessPhases} from './setup.js'
 
@@ -74,10 +74,7 @@ try {
   // Each measured run finds the server with no other client's connections open: the seeder's and the
   // warm loop's keep-alive sockets are closed once they are done.
   const seedStale = async (): Promise<void> => {
-    await inParallel(goneNames, 64, async (node) => {
-      await createNodeFeature(seeder, 'nfd', node, node)
-      await createTopology(seeder, node)
-    })
+    await seedObjectsWithoutNodes(seeder, goneNames)
     seeder.close()
   }
   await seedStale()

@@ -18,9 +18,10 @@ import {setTimeout as sleep} from 'node:timers/promises'
 
 import {ControlPlane} from '../harness/controlplane/control-plane.js'
 import {ensureBinaries, repoRoot} from '../harness/controlplane/paths.js'
-import {createNodeFeature, createTopology, ensureNamespace, inParallel, seedNodesWithObjects} from '../harness/controlplane/seed.js'
+import {ensureNamespace, seedNodesWithObjects, seedObjectsWithoutNodes} from '../harness/controlplane/seed.js'
 import {waitFor} from '../harness/process/wait.js'
 import {countObjects, memoryOf} from './measure.js'
+import {shebangFlags} from './setup.js'
 
 interface Variant {
   readonly name: string
@@ -41,13 +42,6 @@ const log = (line: string): void => {
   process.stderr.write(line + '\n')
 }
 
-/** The `#!` line's flags of an unpacked package's bin/run.js. */
-const shebangFlags = (pkg: string): string[] =>
-  readFileSync(join(pkg, 'bin/run.js'), 'utf8')
-    .split('\n', 1)[0]!
-    .split(' ')
-    .filter((word) => word.startsWith('--'))
-
 mkdirSync(dir, {recursive: true})
 const planeDir = join(dir, `controlplane-${Date.now()}`)
 const plane = await ControlPlane.start({binDir: await ensureBinaries(log), dir: planeDir, log})
@@ -63,10 +57,7 @@ try {
   const gone = [...Array(stale / 2).keys()].map((i) => `gone-${i}`)
   for (let round = 0; round < rounds; round++) {
     for (const variant of variants) {
-      await inParallel(gone, 64, async (node) => {
-        await createNodeFeature(client, 'nfd', node, node)
-        await createTopology(client, node)
-      })
+      await seedObjectsWithoutNodes(client, gone)
       const probeFile = join(dir, `memory-${variant.name}-${round}.json`)
       const env = {...process.env, MEMORY_PROBE_FILE: probeFile, NODE_OPTIONS: `--require ${probe}`, ...variant.env}
       const child = variant.upstream
@@ -74,7 +65,7 @@ try {
         : spawn(
             'node',
             [
-              ...(variant.flags ?? shebangFlags(variant.pkg)),
+              ...(variant.flags ?? shebangFlags(join(variant.pkg, 'bin/run.js'))),
               join(variant.pkg, 'bin/run.js'),
               ...['gc', 'run', '--kubeconfig', plane.kubeconfig, '--grace-period', '0', '--interval', '1h', '--metrics-port', '0', '--log-format', 'json'],
               ...(variant.args ?? []),

@@ -15,7 +15,7 @@ import {spawn} from 'node:child_process'
 import {setTimeout as sleep} from 'node:timers/promises'
 import {parseArgs} from 'node:util'
 
-import {createNodeFeature, createTopology, inParallel, seedNodesWithObjects} from '../harness/controlplane/seed.js'
+import {inParallel, seedNodesWithObjects, seedObjectsWithoutNodes} from '../harness/controlplane/seed.js'
 import {waitFor} from '../harness/process/wait.js'
 import {countObjects, memoryOf, percentile, row, timeNodeDeletions, verdict} from './measure.js'
 import {type BenchEnvironment, startBench, startGcRun} from './setup.js'
@@ -70,10 +70,7 @@ const pool = [...Array(scaleDown).keys()].map((i) => `pool-${i}`)
 const gone = [...Array(stale / 2).keys()].map((i) => `gone-${i}`)
 
 async function seedStale(env: BenchEnvironment): Promise<void> {
-  await inParallel(gone, 64, async (node) => {
-    await createNodeFeature(env.client, 'nfd', node, node)
-    await createTopology(env.client, node)
-  })
+  await seedObjectsWithoutNodes(env.client, gone)
 }
 
 /** Upstream nfd-gc deletes one object after another at client-go's default 5 requests a second. */

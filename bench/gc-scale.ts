@@ -9,7 +9,7 @@
 // It takes tens of minutes (seeding ~200,000 objects is most of it); it is not part of npm test.
 import {parseArgs} from 'node:util'
 
-import {createNodeFeature, createTopology, inParallel, seedNodesWithObjects} from '../harness/controlplane/seed.js'
+import {seedNodesWithObjects, seedObjectsWithoutNodes} from '../harness/controlplane/seed.js'
 import {memoryOf, percentile, row, timeNodeDeletions, verdict} from './measure.js'
 import {runGcOnce, startBench, startGcRun} from './setup.js'
 
@@ -37,13 +37,9 @@ try {
     await seedNodesWithObjects(client, names.slice(i, i + chunk), 'nfd', 64)
     log(`seeded ${Math.min(i + chunk, nodes)} of ${nodes} nodes with their objects`)
   }
-  await inParallel(
+  await seedObjectsWithoutNodes(
+    client,
     [...Array(stale / 2).keys()].map((i) => `gone-${i}`),
-    64,
-    async (node) => {
-      await createNodeFeature(client, 'nfd', node, node)
-      await createTopology(client, node)
-    },
   )
   const seedSeconds = (performance.now() - seedStarted) / 1000
   const seeded = 3 * nodes + stale

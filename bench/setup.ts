@@ -2,6 +2,7 @@
 // `gc once` and `gc run` processes as an operator starts them; for the device benchmarks, a real node.
 import {execFile, spawn} from 'node:child_process'
 import {copyFile, mkdtemp, readdir, readFile, rm} from 'node:fs/promises'
+import {readFileSync} from 'node:fs'
 import {availableParallelism, tmpdir} from 'node:os'
 import {join} from 'node:path'
 import {createInterface} from 'node:readline'
@@ -187,14 +188,21 @@ export interface FreshLoopRun {
   readonly phases: ProcessPhases
 }
 
+/** The Node flags on the `#!` line of an installed package's `bin/run.js`. */
+export function shebangFlags(bin: string): string[] {
+  return readFileSync(bin, 'utf8')
+    .split('\n', 1)[0]!
+    .split(' ')
+    .filter((word) => word.startsWith('--'))
+}
+
 /**
  * bench:gc's plain DELETE loop (64 in flight) in a fresh process: the CLI's own client bundled into one
  * file as the package's bundle is (minified ES module, the same externals), Node started with the flags of
  * the CLI's `#!` line, the loop setting the V8 settings a command sets (holdMemoryDown).
  */
 export async function runFreshDeleteLoop(env: BenchEnvironment, paths: readonly string[]): Promise<FreshLoopRun> {
-  const shebang = (await readFile(env.bin, 'utf8')).split('\n', 1)[0]!
-  const flags = shebang.split(' ').filter((word) => word.startsWith('--'))
+  const flags = shebangFlags(env.bin)
   const loop = join(env.dir, 'fresh-delete-loop.mjs')
   await build({
     banner: {js: "import {createRequire} from 'node:module'; const require = createRequire(import.meta.url);"},

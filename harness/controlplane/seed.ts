@@ -85,6 +85,14 @@ export async function seedNodesWithObjects(client: KubeClient, names: readonly s
   })
 }
 
+/** Stale objects: for each name, the NodeFeature and NodeResourceTopology of a Node that does not exist. */
+export async function seedObjectsWithoutNodes(client: KubeClient, names: readonly string[], namespace = 'nfd', concurrency = 64): Promise<void> {
+  await inParallel(names, concurrency, async (node) => {
+    await createNodeFeature(client, namespace, node, node)
+    await createTopology(client, node)
+  })
+}
+
 /** Waits until none of these object paths exists any more. */
 export async function waitUntilGone(client: KubeClient, paths: readonly string[], withinMs: number, what: string): Promise<void> {
   await waitFor(what, async () => (await Promise.all(paths.map((p) => exists(client, p)))).every((e) => !e), {intervalMs: 20, timeoutMs: withinMs})

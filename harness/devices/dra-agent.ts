@@ -7,6 +7,7 @@ import type {ObjectMeta} from '../../src/lib/kube/resource.js'
 import {draDeviceName} from '../../src/lib/dra/resource-slices.js'
 import type {TestNode} from '../node/node.js'
 import {loopDevice} from './loop-device.js'
+import {busyboxImage} from '../node/images.js'
 
 export interface DraAgentDirs {
   readonly kubeconfig: string
@@ -93,44 +94,56 @@ export interface ClaimPodOptions {
   readonly terminationGracePeriodSeconds?: number
 }
 
+/** Where a test pod runs and how fast it goes: on `nodeName` (else where the scheduler puts it); grace default 1 s. */
+export interface TestPodPlacement {
+  readonly nodeName?: string
+  readonly terminationGracePeriodSeconds?: number
+}
+
+/** A pod of busybox containers from the test image, pinned to a node when one is named. */
+function busyboxPod(name: string, containers: ReadonlyArray<{name: string; command?: readonly string[]; resources?: object}>, placement: TestPodPlacement, extra: object = {}): object {
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: {name},
+    spec: {
+      automountServiceAccountToken: false,
+      containers: containers.map(({command, name: containerName, resources}) => ({
+        command: command ?? ['sleep', '3600'],
+        image: busyboxImage,
+        imagePullPolicy: 'Never',
+        name: containerName,
+        ...(resources === undefined ? {} : {resources}),
+      })),
+      ...(placement.nodeName === undefined ? {} : {nodeSelector: {'kubernetes.io/hostname': placement.nodeName}}),
+      ...extra,
+      terminationGracePeriodSeconds: placement.terminationGracePeriodSeconds ?? 1,
+    },
+  }
+}
+
 /**
  * A busybox pod whose container `main` asks for the claim `disk`, placed by kube-scheduler (it allocates the
  * claim) on the node `nodeName`, or without one on whichever node has the devices.
  */
 export function claimPodManifest(name: string, nodeName: string | undefined, options: ClaimPodOptions): object {
-  const container = (containerName: string, claims: boolean): object => ({
-    command: claims && options.command !== undefined ? options.command : ['sleep', '3600'],
-    image: 'localhost/nfdctl-test/busybox:1',
-    imagePullPolicy: 'Never',
-    name: containerName,
-    ...(claims ? {resources: {claims: [{name: 'disk'}]}} : {}),
-  })
-  return {
-    apiVersion: 'v1',
-    kind: 'Pod',
-    metadata: {name},
-    spec: {
-      automountServiceAccountToken: false,
-      containers: [container('main', true), ...(options.sidecar ? [container('sidecar', false)] : [])],
-      ...(nodeName === undefined ? {} : {nodeSelector: {'kubernetes.io/hostname': nodeName}}),
+  const main = {command: options.command, name: 'main', resources: {claims: [{name: 'disk'}]}}
+  return busyboxPod(
+    name,
+    [main, ...(options.sidecar ? [{name: 'sidecar'}] : [])],
+    {nodeName, terminationGracePeriodSeconds: options.terminationGracePeriodSeconds},
+    {
       resourceClaims: [{name: 'disk', ...(options.claim === undefined ? {resourceClaimTemplateName: options.template} : {resourceClaimName: options.claim})}],
-      terminationGracePeriodSeconds: options.terminationGracePeriodSeconds ?? 1,
     },
-  }
+  )
 }
 
-/** A busybox pod whose one container `main` sleeps, asking by limit for one device of `resource` (a DRA class's extended resource). */
-export function limitPodManifest(name: string, resource: string): object {
-  return {
-    apiVersion: 'v1',
-    kind: 'Pod',
-    metadata: {name},
-    spec: {
-      automountServiceAccountToken: false,
-      containers: [{command: ['sleep', '3600'], image: 'localhost/nfdctl-test/busybox:1', imagePullPolicy: 'Never', name: 'main', resources: {limits: {[resource]: '1'}}}],
-      terminationGracePeriodSeconds: 1,
-    },
-  }
+/**
+ * A busybox pod whose one container `main` runs `command` (default: sleeps), asking by limit for one device
+ * of `resource` (a device plugin's, or a DRA class's extended resource).
+ */
+export function limitPodManifest(name: string, resource: string, options: TestPodPlacement & {command?: readonly string[]} = {}): object {
+  return busyboxPod(name, [{command: options.command, name: 'main', resources: {limits: {[resource]: '1'}}}], options)
 }
 
 /** ResourceSlices as a watch delivers them, the spec as the API server has it (for an Informer over slices). */

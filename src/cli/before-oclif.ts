@@ -1,6 +1,6 @@
 import {readFileSync} from 'node:fs'
 
-import {readBuildInfo, versionInfo} from '../lib/version-info.js'
+import {runningVersionInfo} from '../lib/version-info.js'
 import {renderVersion} from './render-version.js'
 import {printRootHelp} from './root-help.js'
 
@@ -19,8 +19,7 @@ export async function answerWithoutOclif(args: readonly string[], root: URL): Pr
   }
   if (args.length === 1 && args[0] === 'version') {
     const {version} = JSON.parse(readFileSync(new URL('package.json', root), 'utf8')) as {version: string}
-    const info = versionInfo({arch: process.arch, buildInfo: await readBuildInfo(), nodeVersion: process.version, platform: process.platform, version})
-    process.stdout.write(`${renderVersion(info, 'text')}\n`)
+    process.stdout.write(`${renderVersion(await runningVersionInfo(version), 'text')}\n`)
     return true
   }
   return false

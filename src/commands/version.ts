@@ -2,7 +2,7 @@ import * as Flags from '@oclif/core/flags'
 
 import {NfdctlCommand} from '../cli/nfdctl-command.js'
 import {renderVersion} from '../cli/render-version.js'
-import {readBuildInfo, versionInfo, type VersionInfo} from '../lib/version-info.js'
+import {runningVersionInfo, type VersionInfo} from '../lib/version-info.js'
 
 export default class Version extends NfdctlCommand {
   static override description = `Show nfdctl's version, the commit it was built from, the Node.js running it and the platform.
@@ -16,7 +16,7 @@ The commit is recorded when the package is packed (npm pack, the container image
 
   async run(): Promise<VersionInfo> {
     const {flags} = await this.parse(Version)
-    const info = versionInfo({arch: process.arch, buildInfo: await readBuildInfo(), nodeVersion: process.version, platform: process.platform, version: this.config.version})
+    const info = await runningVersionInfo(this.config.version)
     if (!this.jsonEnabled()) this.log(renderVersion(info, flags.output as 'json' | 'text' | 'yaml'))
     return info
   }

@@ -49,3 +49,8 @@ export function versionInfo(input: {version: string; buildInfo: BuildInfo | unde
   const commit = input.buildInfo === undefined ? sourceCheckoutCommit : (input.buildInfo.commit ?? unrecordedCommit)
   return {commit, node: input.nodeVersion, platform: `${input.platform}/${kubernetesArchitecture(input.arch)}`, version: input.version}
 }
+
+/** What `nfdctl version` reports for this process: the package's `version`, its build record, this Node and machine. */
+export async function runningVersionInfo(version: string): Promise<VersionInfo> {
+  return versionInfo({arch: process.arch, buildInfo: await readBuildInfo(), nodeVersion: process.version, platform: process.platform, version})
+}

@@ -8,6 +8,7 @@ import type {AgentMetrics} from './agent-metrics.js'
 import {diffAccess} from './container-access.js'
 import {grantsAfter, grantsBefore, type GrantRecord, type RecordedGrant} from './grant-record.js'
 import {planContainer, programAfter, type ContainerPlan, type ContainerPlanInput, type ContainerWork} from './reconcile-plan.js'
+import {KeyedQueue} from '../keyed-queue.js'
 
 export interface ContainerReconcilerOptions {
   /** Which device control to change: auto decides per container (v2 when its cgroup2 directory has a device program). */
@@ -48,7 +49,7 @@ export class ContainerReconciler {
   /** What is known of each listed container between batches. */
   readonly #seen = new Map<string, Seen>()
   /** The reconcile running on each container: a batch and the device lane never change one container at once. */
-  readonly #busy = new Map<string, Promise<unknown>>()
+  readonly #busy = new KeyedQueue()
   /** The grant record failed to write (said once until it works again). */
   #recordFailing = false
 
@@ -68,15 +69,7 @@ export class ContainerReconciler {
    * was last given changes nothing (the batch that follows the newer reading looks again).
    */
   reconcile(work: ContainerWork, node: NodeView, allocated: ContainerPlanInput['allocated']): Promise<boolean> {
-    const id = work.container.id
-    const before = this.#busy.get(id)
-    const run = before === undefined ? this.#reconcile(work, node, allocated) : before.then(() => this.#reconcile(work, node, allocated))
-    const settled = run.catch(() => {})
-    this.#busy.set(id, settled)
-    void settled.then(() => {
-      if (this.#busy.get(id) === settled) this.#busy.delete(id)
-    })
-    return run
+    return this.#busy.run(work.container.id, () => this.#reconcile(work, node, allocated))
   }
 
   async #reconcile(work: ContainerWork, node: NodeView, allocated: ContainerPlanInput['allocated']): Promise<boolean> {

@@ -140,8 +140,9 @@ export class NodeReconciler {
     const last = this.#last
     if (last === undefined || last.admission !== this.#admission) return 0
     const {listed} = last
+    const changed = [...classes]
     const touched = last.plan.containers.filter(
-      ({allocated, work}) => allocated !== undefined && listed.running.get(work.container.id) === work.pid && [...work.request.classes.keys()].some((name) => classes.has(name)),
+      ({allocated, work}) => allocated !== undefined && listed.running.get(work.container.id) === work.pid && changed.some((name) => work.request.classes.has(name)),
     )
     if (touched.length === 0) return 0
     const started = performance.now()

@@ -1,4 +1,4 @@
-import {ownString} from '../own-string.js'
+import {unescapeMountPath} from '../sys/path-inside.js'
 import type {Device, DeviceClass} from './types.js'
 
 /**
@@ -66,7 +66,7 @@ export function parseMountInfo(text: string): MountEntry[] {
     const fields = line.split(' ')
     const separator = fields.indexOf('-', 6)
     if (separator < 0 || fields.length < separator + 3) continue
-    entries.push({devNumber: fields[2], mountPoint: unescapeOctal(fields[4]), source: unescapeOctal(fields[separator + 2])})
+    entries.push({devNumber: fields[2], mountPoint: unescapeMountPath(fields[4]), source: unescapeMountPath(fields[separator + 2])})
   }
   return entries
 }
@@ -76,7 +76,7 @@ export function parseSwaps(text: string): string[] {
   return text
     .split('\n')
     .slice(1)
-    .map((line) => unescapeOctal(line.split(/\s+/)[0] ?? ''))
+    .map((line) => unescapeMountPath(line.split(/\s+/)[0] ?? ''))
     .filter((path) => path !== '')
 }
 
@@ -125,7 +125,3 @@ export function nodeBlockUse(mounts: readonly MountEntry[], swaps: readonly stri
 }
 
 const depth = (path: string): number => (path === '/' ? 0 : path.split('/').length)
-
-// mountinfo and swaps write space, tab, newline and backslash in paths as \040, \011, \012, \134. A string of
-// its own, not a slice of the table: the reasons kept until the next reading hold the paths.
-const unescapeOctal = (text: string): string => ownString(text.replaceAll(/\\([0-7]{3})/g, (_, octal: string) => String.fromCharCode(Number.parseInt(octal, 8))))

@@ -5,13 +5,13 @@ import type {Logger} from '../observe/logger.js'
 import type {RuntimeContainer} from '../runtime/containerd-client.js'
 import {parseClaimMarker} from './claim-cdi.js'
 import type {ClaimHealth} from './claim-health.js'
-import {ClaimLocks} from './claim-locks.js'
 import {prepareClaim} from './claim-preparation.js'
 import type {ReadClaim} from './claim-reader.js'
 import type {ClaimSpecs, PresentClaimDevice} from './claim-specs.js'
 import type {DraMetrics} from './dra-metrics.js'
 import type {ClaimRef, NodePrepareResourcesResponse, NodeUnprepareResourcesResponse} from '../kubelet/dra-api.js'
 import type {PreparedClaim, PreparedClaims} from './prepared-claims.js'
+import {KeyedQueue} from '../keyed-queue.js'
 
 export interface ClaimLifecycleOptions {
   readonly nodeName: string
@@ -40,7 +40,8 @@ export interface ClaimLifecycleOptions {
  * claim's answer, never the call's. Recorded claims that no longer exist are dropped (forgetGone).
  */
 export class ClaimLifecycle {
-  readonly #locks = new ClaimLocks()
+  /** Kubelet's prepare and unprepare of a claim, the rewrite of its CDI spec and its clean-up never interleave. */
+  readonly #locks = new KeyedQueue()
   readonly #log: Logger
   #stopped = false
 

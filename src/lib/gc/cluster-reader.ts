@@ -5,6 +5,7 @@ import {listMetadata} from '../kube/metadata-list.js'
 import {describeResource, nodesResource} from '../kube/resource.js'
 import type {GcKind} from './kinds.js'
 import type {ClusterView, ObservedObject} from './sweep-planner.js'
+import {withResolvers, type Resolvers} from '../with-resolvers.js'
 
 export type ReadEvent =
   | {type: 'listing'; what: string; total: number; restarted: boolean}
@@ -45,11 +46,11 @@ export interface ClusterRead {
 export async function readCluster(client: KubeClient, options: ReadOptions): Promise<ClusterRead> {
   const scanned = new Map<GcKind, number>()
   const skipped = new Map<GcKind, string>()
-  const snapshots = options.kinds.map(() => signalled())
+  const snapshots = options.kinds.map(() => withResolvers<void>())
   let failed = false
   let nodesStarted = false
   let snapshotAfterNodes = false
-  const readKind = async (kind: GcKind, snapshot: Signal): Promise<ObservedObject[]> => {
+  const readKind = async (kind: GcKind, snapshot: Resolvers<void>): Promise<ObservedObject[]> => {
     let page = 0
     try {
       const list = await listMetadata(client, kind.resource, {
@@ -125,18 +126,6 @@ async function readNodes(client: KubeClient, options: ReadOptions): Promise<Set<
     }
     throw new SafetyStopError(`cannot list Nodes; nothing deleted: ${errorMessage(error)}`, {cause: error})
   }
-}
-
-interface Signal {
-  readonly promise: Promise<void>
-  readonly resolve: () => void
-}
-
-/** Promise.withResolvers, which Node 20 lacks. */
-function signalled(): Signal {
-  let resolve!: () => void
-  const promise = new Promise<void>((r) => (resolve = r))
-  return {promise, resolve}
 }
 
 /** The outcome as a value, so a rejection waited on later is not reported as unhandled meanwhile. */

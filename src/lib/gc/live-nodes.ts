@@ -2,9 +2,10 @@ import type {KubeClient} from '../kube/kube-client.js'
 import {listMetadata} from '../kube/metadata-list.js'
 import {nodesResource} from '../kube/resource.js'
 import {judgeObject, type ObservedObject, type StaleObject} from './sweep-planner.js'
+import {withResolvers, type Resolvers} from '../with-resolvers.js'
 
 /** Up to this many nodes are checked one by one; more, with one fresh node list. */
-export const singleChecks = 20
+const singleChecks = 20
 
 /** The API server's answer on some node names, given name by name as it comes in. */
 export interface NodeCheck {
@@ -12,6 +13,8 @@ export interface NodeCheck {
   exists(name: string): Promise<boolean>
   /** Every answer given; rejects with the check's failure. */
   readonly done: Promise<void>
+  /** Answered page by page from one node list (above singleChecks names), not all at once. */
+  readonly streamed: boolean
 }
 
 /**
@@ -23,11 +26,18 @@ export interface NodeCheck {
  * must never read as "the node is gone".
  */
 export function checkNodes(client: KubeClient, names: readonly string[], pageSize: number, signal?: AbortSignal): NodeCheck {
-  const answers = new Map<string, Answer>()
-  for (const name of names) if (!answers.has(name)) answers.set(name, answer())
+  const answers = new Map<string, Resolvers<boolean>>()
+  for (const name of names) {
+    if (answers.has(name)) continue
+    const answer = withResolvers<boolean>()
+    // A rejection no one waits for (a name no delete asks about any more) is not reported as unhandled.
+    answer.promise.catch(() => {})
+    answers.set(name, answer)
+  }
   const give = (name: string, exists: boolean): void => answers.get(name)!.resolve(exists)
+  const streamed = answers.size > singleChecks
   const read = async (): Promise<void> => {
-    if (answers.size <= singleChecks) {
+    if (!streamed) {
       await Promise.all(
         [...answers.keys()].map(async (name) => {
           const list = await listMetadata(client, nodesResource, {fieldSelector: `metadata.name=${name}`, pageSize: 1, signal})
@@ -61,6 +71,7 @@ export function checkNodes(client: KubeClient, names: readonly string[], pageSiz
   done.catch(() => {})
   return {
     done,
+    streamed,
     exists: (name) => answers.get(name)?.promise ?? Promise.reject(new Error(`node ${name} was not among the names checked`)),
   }
 }
@@ -124,24 +135,6 @@ export class NamesByPage {
     }
     return answered
   }
-}
-
-interface Answer {
-  readonly promise: Promise<boolean>
-  readonly resolve: (exists: boolean) => void
-  readonly reject: (error: unknown) => void
-}
-
-/** Promise.withResolvers, which Node 20 lacks; a rejection no one waits for is not reported as unhandled. */
-function answer(): Answer {
-  let resolve!: (exists: boolean) => void
-  let reject!: (error: unknown) => void
-  const promise = new Promise<boolean>((res, rej) => {
-    resolve = res
-    reject = rej
-  })
-  promise.catch(() => {})
-  return {promise, reject, resolve}
 }
 
 /**

@@ -2,7 +2,7 @@ import {AbortedError, SafetyStopError, errorMessage} from '../errors.js'
 import type {KubeClient} from '../kube/kube-client.js'
 import {readCluster, type ClusterRead, type ReadEvent, type ReadOptions} from './cluster-reader.js'
 import {deleteStale, NodeCheckError, type DeleteResult} from './deleter.js'
-import {checkNodes, singleChecks} from './live-nodes.js'
+import {checkNodes} from './live-nodes.js'
 import type {SweepOptions} from './sweep-options.js'
 import type {GcKind} from './kinds.js'
 import {planSweep, type ObservedObject, type PlanOptions, type StaleObject, type SweepPlan} from './sweep-planner.js'
@@ -90,7 +90,7 @@ async function deleteCheckingNodes(client: KubeClient, stale: readonly StaleObje
   const check = checkNodes(client, [...names], options.listSize, signal)
   const nodeGone = async (s: StaleObject): Promise<boolean> => s.node === undefined || !(await check.exists(s.node))
   let ordered = stale
-  if (names.size <= singleChecks) {
+  if (!check.streamed) {
     await check.done.catch((error: unknown) => {
       throw checkFailed(error, 0)
     })

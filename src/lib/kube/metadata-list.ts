@@ -126,10 +126,14 @@ export async function listObjects<T>(client: ListClient, ref: ResourceRef, codec
         }
         continueToken = metadata?.continue || undefined
         resourceVersion = metadata?.resourceVersion ?? resourceVersion
+        const pageItems = items
         await options.onPage?.({
           continueToken,
           items: count,
-          metas: options.onPage === undefined ? [] : items.slice(first).map(codec.metaOf),
+          // Made only for a caller that reads them (the node check), not on every page of every list.
+          get metas() {
+            return pageItems.slice(first).map(codec.metaOf)
+          },
           restarted: restarts > 0 && pages === 1,
           total: items.length,
         })

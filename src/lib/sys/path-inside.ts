@@ -194,8 +194,8 @@ function judgeDev(root: RootDir, devFd: number, devMount: bigint): string | unde
 }
 
 /**
- * mountinfo writes space, tab, newline and backslash as octal escapes. The path is a string of its own, not
- * a slice of the mount table, which callers keep per container.
+ * mountinfo and /proc/swaps write space, tab, newline and backslash as octal escapes. The path is a string of
+ * its own, not a slice of the table, which callers keep per container and per host-critical reason.
  */
 export function unescapeMountPath(path: string): string {
   return ownString(path.replaceAll(/\\([0-7]{3})/g, (_, octal: string) => String.fromCodePoint(Number.parseInt(octal, 8))))
