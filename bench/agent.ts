@@ -28,7 +28,7 @@ import {canUseLoopControl, loopControlAsync, removeLoopDevice} from '../harness/
 import {CliProcess} from '../harness/process/cli-process.js'
 import {freePort} from '../harness/process/free-port.js'
 import {waitFor} from '../harness/process/wait.js'
-import {memoryOf, percentile, residentBreakdownOf, row, verdict} from './measure.js'
+import {memoryOf, nodeFloorOf, percentile, residentBreakdownOf, row, verdict} from './measure.js'
 import {shebangFlags, startNodeBench} from './setup.js'
 
 const allPhases = ['hotplug', 'load', 'storm', 'idle', 'memory'] as const
@@ -314,6 +314,7 @@ try {
     await sleep(35_000)
     const memory = await memoryOf(agentPid)
     const resident = await residentBreakdownOf(agentPid)
+    const floor = await nodeFloorOf(agentPid)
     const mb = (kb: number): string => `${(kb / 1024).toFixed(1)} MB`
     rows.push(
       row(
@@ -324,6 +325,7 @@ try {
       row("  of which: the node binary's pages", mb(resident.nodeBinaryKb), '(code and data of the executable; no budget)'),
       row('  other files (libraries, native modules)', mb(resident.otherFilesKb), `(${resident.topFiles.map((f) => `${f.name} ${mb(f.kb)}`).join(', ')})`),
       row('  anonymous (V8 heap, C heap, stacks)', mb(resident.anonymousKb), `(${resident.threads} threads)`),
+      row("Node's own floor (same node and flags, idle, node:https loaded)", `${floor.rssMb.toFixed(0)} MB`, `(${floor.flags.join(' ')})`),
     )
   }
 

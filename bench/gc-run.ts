@@ -17,7 +17,7 @@ import {parseArgs} from 'node:util'
 
 import {inParallel, seedNodesWithObjects, seedObjectsWithoutNodes} from '../harness/controlplane/seed.js'
 import {waitFor} from '../harness/process/wait.js'
-import {countObjects, memoryOf, percentile, row, timeNodeDeletions, verdict} from './measure.js'
+import {countObjects, memoryOf, nodeFloorOf, percentile, row, timeNodeDeletions, verdict} from './measure.js'
 import {type BenchEnvironment, startBench, startGcRun} from './setup.js'
 
 const {values} = parseArgs({
@@ -57,6 +57,8 @@ interface Figures {
   nodesDeletedMs: number
   afterMb: number
   peakMb: number
+  /** Node's own idle RSS on the same executable and flags (gc run only). */
+  floor?: {rssMb: number; flags: string[]}
 }
 
 /** A collector process under test: its pid, and how to stop it. */
@@ -104,8 +106,9 @@ async function measure(env: BenchEnvironment, what: string, start: () => Promise
   const cleanupSeconds = (performance.now() - scaleStarted) / 1000
   await sleep(10_000)
   const after = await memoryOf(collector.pid)
+  const floor = what === 'gc run' ? await nodeFloorOf(collector.pid) : undefined
   await collector.stop()
-  return {afterMb: after.rssMb, cleanupSeconds, latencies, nodesDeletedMs, peakMb: after.peakMb, staleGoneSeconds, steadyMb}
+  return {afterMb: after.rssMb, cleanupSeconds, floor, latencies, nodesDeletedMs, peakMb: after.peakMb, staleGoneSeconds, steadyMb}
 }
 
 /** Upstream nfd-gc (a Go binary) as its Deployment runs it: node informer, a full sweep at start, 1 h period. */
@@ -193,6 +196,7 @@ try {
         mb(ours.peakMb),
         peerNote((f) => `${mb(f.peakMb)} (gc run ${(ours.peakMb / f.peakMb).toFixed(2)}x)`, `budget <= ${budgets.peakMb} MB at ${nodes} nodes: ${verdict(peakOk)}`),
       ),
+      row("Node's own floor (same node and flags, idle, node:https loaded)", mb(ours.floor!.rssMb), `(${ours.floor!.flags.join(' ')})`),
       '',
     ].join('\n'),
   )

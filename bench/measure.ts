@@ -1,4 +1,6 @@
+import {spawn} from 'node:child_process'
 import {readFile, readlink} from 'node:fs/promises'
+import {setTimeout as sleep} from 'node:timers/promises'
 import {basename} from 'node:path'
 
 import {gcKinds} from '../src/lib/gc/kinds.js'
@@ -13,6 +15,27 @@ export async function memoryOf(pid: number): Promise<{rssMb: number; peakMb: num
   const status = await readFile(`/proc/${pid}/status`, 'utf8')
   const kb = (field: string): number => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? Number.NaN)
   return {peakMb: kb('VmHWM') / 1024, rssMb: kb('VmRSS') / 1024}
+}
+
+/**
+ * Node's own floor under a running Node process: the same executable with the same flags (read from its
+ * /proc entries), idle with node:https loaded and nothing else, its RSS after a second. No Node program that
+ * talks to an API server is resident below it.
+ */
+export async function nodeFloorOf(pid: number): Promise<{rssMb: number; flags: string[]}> {
+  const [executable, cmdline] = await Promise.all([readlink(`/proc/${pid}/exe`), readFile(`/proc/${pid}/cmdline`, 'utf8')])
+  const args = cmdline.split('\0').slice(1)
+  const flags = args.slice(
+    0,
+    args.findIndex((arg) => !arg.startsWith('--')),
+  )
+  const child = spawn(executable, [...flags, '-e', "process.getBuiltinModule('node:https'); setTimeout(() => {}, 60_000)"], {stdio: 'ignore'})
+  try {
+    await sleep(1000)
+    return {flags, rssMb: (await memoryOf(child.pid!)).rssMb}
+  } finally {
+    child.kill('SIGKILL')
+  }
 }
 
 /** Where a process's resident pages are, from /proc/<pid>/smaps: its executable's, other files', anonymous. */

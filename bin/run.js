@@ -21,6 +21,21 @@ if (enableCompileCache !== undefined) {
 // line of at most one word can be one of them.
 const {existsSync} = process.getBuiltinModule('node:fs')
 const args = process.argv.slice(2)
+// A daemon (`gc run`, `devices agent`, `plugins serve`) starts once more in the same process, with the V8 flags
+// that act only from Node's command line (src/cli/daemon-node-flags.ts): Node >= 22.15 has execve, and a packed
+// package has the module. The pid, the open standard streams and the environment stay.
+const daemonFlags = new URL('../dist/cli/daemon-node-flags.js', import.meta.url)
+if (args.length >= 2 && process.execve !== undefined && existsSync(daemonFlags)) {
+  const {daemonRelaunchArgs} = await import(daemonFlags.href)
+  let relaunch
+  try {
+    relaunch = daemonRelaunchArgs(process.argv, process.execArgv, process.env)
+  } catch (error) {
+    process.stderr.write(`Error: ${error.message}\n`)
+    process.exit(2)
+  }
+  if (relaunch !== undefined) process.execve(process.execPath, [process.execPath, ...relaunch], process.env)
+}
 const beforeOclif = new URL('../dist/cli/before-oclif.js', import.meta.url)
 let answered = false
 if (args.length <= 1 && existsSync(beforeOclif)) answered = await (await import(beforeOclif.href)).answerWithoutOclif(args, new URL('..', import.meta.url))

@@ -51,7 +51,7 @@ const result = await build({
   banner: {js: "import {createRequire as __nfdctlCreateRequire} from 'node:module'; const require = __nfdctlCreateRequire(import.meta.url);"},
   bundle: true,
   chunkNames: 'chunks/[name]-[hash]',
-  entryPoints: [...commandFiles(join(dist, 'commands')), join(dist, 'cli', 'execute.js'), join(dist, 'cli', 'before-oclif.js')],
+  entryPoints: [...commandFiles(join(dist, 'commands')), join(dist, 'cli', 'execute.js'), join(dist, 'cli', 'before-oclif.js'), join(dist, 'cli', 'daemon-node-flags.js')],
   external: [...external, ...developmentOnly],
   format: 'esm',
   legalComments: 'none',

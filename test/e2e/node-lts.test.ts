@@ -1,9 +1,13 @@
 import {expect} from 'chai'
-import {chmod, mkdir, mkdtemp, rename, rm, writeFile} from 'node:fs/promises'
+import {spawn} from 'node:child_process'
+import {once} from 'node:events'
+import {chmod, mkdir, mkdtemp, readFile, rename, rm, writeFile} from 'node:fs/promises'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
+import {createInterface} from 'node:readline'
 
 import {runToEnd} from '../../harness/process/run-to-end.js'
+import {defaultDaemonNodeFlags} from '../../src/cli/daemon-node-flags.js'
 import {exportCommit, installCli, packCli} from '../../scripts/image/app-layer.js'
 import {imageCacheDir} from '../../scripts/image/cache.js'
 import {fetchNodeRuntime, imageNodeVersion, readNodeRuntime} from '../../scripts/image/node-runtime.js'
@@ -91,5 +95,34 @@ describe(`the image's Node (${imageNodeVersion}): the unit suite and the packed 
       expect(fast.code, fast.stderr).to.equal(0)
       expect(fast.stdout, `nfdctl ${args.join(' ')} at ${columns} columns`).to.equal(oclif.stdout)
     }
+    // A daemon starts again in the same process (execve) with the V8 flags that act only from Node's command
+    // line (src/cli/daemon-node-flags.ts); a one-shot command keeps the `#!` line's. The API server is a port
+    // on loopback where nothing listens: gc run keeps trying, long enough to be looked at.
+    const kubeconfig = join(dir, 'kubeconfig-nothing-listens.yaml')
+    await writeFile(kubeconfig, kubeconfigFor('https://127.0.0.1:9'))
+    const daemon = spawn(join(app, 'bin', 'run.js'), ['gc', 'run', '--metrics-port', '0', '--kubeconfig', kubeconfig], {env, stdio: ['ignore', 'pipe', 'pipe']})
+    try {
+      const [line] = (await once(createInterface({input: daemon.stdout!}), 'line')) as [string]
+      expect(JSON.parse(line)).to.include({msg: 'gc run starting'})
+      const commandLine = (await readFile(`/proc/${daemon.pid}/cmdline`, 'utf8')).split('\0').slice(0, -1)
+      expect(commandLine.slice(1, commandLine.indexOf(join(app, 'bin', 'run.js')))).to.deep.equal(['--max-semi-space-size=4', ...defaultDaemonNodeFlags])
+      expect(commandLine.slice(commandLine.indexOf(join(app, 'bin', 'run.js')) + 1)).to.deep.equal(['gc', 'run', '--metrics-port', '0', '--kubeconfig', kubeconfig])
+    } finally {
+      daemon.kill('SIGKILL')
+    }
+    const refused = await runToEnd(join(app, 'bin', 'run.js'), ['gc', 'run', '--kubeconfig', kubeconfig], {env: {...env, NFDCTL_DAEMON_NODE_FLAGS: '--lite-mode gc.js'}})
+    expect(refused.code).to.equal(2)
+    expect(refused.stderr).to.equal(`Error: NFDCTL_DAEMON_NODE_FLAGS holds "gc.js", which is not a Node or V8 flag: give flags such as --lite-mode, separated by spaces, or '' for none\n`)
   })
 })
+
+/** A kubeconfig with a bearer token for one server. */
+function kubeconfigFor(server: string): string {
+  return `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "${server}"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`
+}
