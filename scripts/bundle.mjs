@@ -4,6 +4,7 @@
 // the dependencies were hundreds (bench:startup, docs/benchmarks.md). The manifest's paths (dist/commands/…) stay valid: every command is an entry point
 // written where tsc wrote it.
 import {mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync} from 'node:fs'
+import {isBuiltin} from 'node:module'
 import {dirname, join, relative, sep} from 'node:path'
 
 import {build} from 'esbuild'
@@ -46,6 +47,23 @@ const keepModuleUrl = {
   },
 }
 
+// An ES module import of a Node built-in makes Node build the module's namespace, reading every export, and
+// some exports are getters that load more: node:http's fetch and WebSocket load undici (30-70 ms),
+// node:crypto's webcrypto and subtle load the Web Crypto implementation (about 1 MB of resident code and
+// heap in every daemon). In the bundle each built-in an ES module imports is the CommonJS object
+// process.getBuiltinModule returns, whose properties are read only where they are used.
+const builtinsWithoutNamespace = {
+  name: 'builtins-without-namespace',
+  setup(build) {
+    build.onResolve({filter: /^(node:)?[a-z_]+(\/[a-z_]+)*$/}, (args) => {
+      if (args.kind !== 'import-statement' && args.kind !== 'dynamic-import') return undefined
+      const name = args.path.startsWith('node:') ? args.path : `node:${args.path}`
+      return isBuiltin(name) ? {namespace: 'node-builtin', path: name} : undefined
+    })
+    build.onLoad({filter: /.*/, namespace: 'node-builtin'}, (args) => ({contents: `module.exports = process.getBuiltinModule(${JSON.stringify(args.path)})`, loader: 'js'}))
+  },
+}
+
 rmSync(staging, {force: true, recursive: true})
 const result = await build({
   banner: {js: "import {createRequire as __nfdctlCreateRequire} from 'node:module'; const require = __nfdctlCreateRequire(import.meta.url);"},
@@ -60,7 +78,7 @@ const result = await build({
   outbase: dist,
   outdir: staging,
   platform: 'node',
-  plugins: [keepModuleUrl],
+  plugins: [keepModuleUrl, builtinsWithoutNamespace],
   splitting: true,
   target: 'node20',
   write: false,

@@ -7,7 +7,7 @@ import {join} from 'node:path'
 import {createInterface} from 'node:readline'
 
 import {runToEnd} from '../../harness/process/run-to-end.js'
-import {defaultDaemonNodeFlags} from '../../src/cli/daemon-node-flags.js'
+import {daemonNodeFlags} from '../../src/cli/daemon-node-flags.js'
 import {exportCommit, installCli, packCli} from '../../scripts/image/app-layer.js'
 import {imageCacheDir} from '../../scripts/image/cache.js'
 import {fetchNodeRuntime, imageNodeVersion, readNodeRuntime} from '../../scripts/image/node-runtime.js'
@@ -105,10 +105,23 @@ describe(`the image's Node (${imageNodeVersion}): the unit suite and the packed 
       const [line] = (await once(createInterface({input: daemon.stdout!}), 'line')) as [string]
       expect(JSON.parse(line)).to.include({msg: 'gc run starting'})
       const commandLine = (await readFile(`/proc/${daemon.pid}/cmdline`, 'utf8')).split('\0').slice(0, -1)
-      expect(commandLine.slice(1, commandLine.indexOf(join(app, 'bin', 'run.js')))).to.deep.equal(['--max-semi-space-size=4', ...defaultDaemonNodeFlags])
+      expect(commandLine.slice(1, commandLine.indexOf(join(app, 'bin', 'run.js')))).to.deep.equal(['--max-semi-space-size=4', ...daemonNodeFlags.get('gc run')!])
       expect(commandLine.slice(commandLine.indexOf(join(app, 'bin', 'run.js')) + 1)).to.deep.equal(['gc', 'run', '--metrics-port', '0', '--kubeconfig', kubeconfig])
     } finally {
       daemon.kill('SIGKILL')
+    }
+    // No command's bundle loads what only a namespace of a Node built-in would (scripts/bundle.mjs): undici
+    // (node:http's fetch and WebSocket) or Web Crypto (node:crypto's webcrypto).
+    for (const command of ['gc/once', 'gc/run', 'devices/agent', 'devices/list', 'plugins/serve']) {
+      const probe = `await import(${JSON.stringify(join(app, 'dist', 'commands', `${command}.js`))}); process.stdout.write(JSON.stringify(process.moduleLoadList))`
+      const loaded = await runToEnd(node, ['--input-type=module', '-e', probe], {env})
+      expect(loaded.code, loaded.stderr).to.equal(0)
+      const modules = JSON.parse(loaded.stdout) as string[]
+      expect(modules, `${command} talks to the API server`).to.include('NativeModule https')
+      expect(
+        modules.filter((m) => /undici|webcrypto/.test(m)),
+        command,
+      ).to.deep.equal([])
     }
     const refused = await runToEnd(join(app, 'bin', 'run.js'), ['gc', 'run', '--kubeconfig', kubeconfig], {env: {...env, NFDCTL_DAEMON_NODE_FLAGS: '--lite-mode gc.js'}})
     expect(refused.code).to.equal(2)

@@ -1,6 +1,6 @@
 import {expect} from 'chai'
 
-import {daemonCommands, daemonRelaunchArgs, defaultDaemonNodeFlags} from '../../../src/cli/daemon-node-flags.js'
+import {daemonNodeFlags, daemonRelaunchArgs} from '../../../src/cli/daemon-node-flags.js'
 
 const node = '/usr/bin/node'
 const script = '/usr/lib/node_modules/nfdctl/bin/run.js'
@@ -8,10 +8,13 @@ const shebang = ['--max-semi-space-size=4']
 
 describe('the Node flags a daemon command starts again with', () => {
   it('starts each daemon again with the flags after the ones it has, its script and arguments unchanged', () => {
-    for (const [topic, command] of daemonCommands) {
-      const argv = [node, script, topic, command, '--kubeconfig', '/k', '-v']
-      expect(daemonRelaunchArgs(argv, shebang, {}), `${topic} ${command}`).to.deep.equal([...shebang, ...defaultDaemonNodeFlags, script, topic, command, '--kubeconfig', '/k', '-v'])
+    expect([...daemonNodeFlags.keys()]).to.deep.equal(['gc run', 'devices agent', 'plugins serve'])
+    for (const [id, flags] of daemonNodeFlags) {
+      const argv = [node, script, ...id.split(' '), '--kubeconfig', '/k', '-v']
+      expect(daemonRelaunchArgs(argv, shebang, {}), id).to.deep.equal([...shebang, ...flags, script, ...id.split(' '), '--kubeconfig', '/k', '-v'])
     }
+    expect(daemonNodeFlags.get('gc run'), 'gc run: memory first').to.include('--lite-mode')
+    expect(daemonNodeFlags.get('devices agent'), 'the agent: hot-plug latency first').to.not.include('--lite-mode')
   })
 
   it('does not start a daemon again once its flags are on the command line, so it cannot loop', () => {
@@ -30,7 +33,7 @@ describe('the Node flags a daemon command starts again with', () => {
 
   it("adds only the flags the command line lacks, and takes the operator's own from NFDCTL_DAEMON_NODE_FLAGS", () => {
     const argv = [node, script, 'devices', 'agent']
-    expect(daemonRelaunchArgs(argv, ['--lite-mode'], {})).to.deep.equal(['--lite-mode', ...defaultDaemonNodeFlags.filter((f) => f !== '--lite-mode'), script, 'devices', 'agent'])
+    expect(daemonRelaunchArgs(argv, ['--no-opt'], {})).to.deep.equal(['--no-opt', ...daemonNodeFlags.get('devices agent')!.filter((f) => f !== '--no-opt'), script, 'devices', 'agent'])
     expect(daemonRelaunchArgs(argv, [], {NFDCTL_DAEMON_NODE_FLAGS: ' --max-old-space-size=96  --no-opt '})).to.deep.equal(['--max-old-space-size=96', '--no-opt', script, 'devices', 'agent'])
     expect(daemonRelaunchArgs(argv, [], {NFDCTL_DAEMON_NODE_FLAGS: ''}), 'empty: as started').to.equal(undefined)
   })
