@@ -49,9 +49,9 @@ const keepModuleUrl = {
 
 // An ES module import of a Node built-in makes Node build the module's namespace, reading every export, and
 // some exports are getters that load more: node:http's fetch and WebSocket load undici (30-70 ms),
-// node:crypto's webcrypto and subtle load the Web Crypto implementation (about 1 MB of resident code and
-// heap in every daemon). In the bundle each built-in an ES module imports is the CommonJS object
-// process.getBuiltinModule returns, whose properties are read only where they are used.
+// node:crypto's webcrypto and subtle load the Web Crypto implementation, which nfdctl never uses. In the
+// bundle each built-in an ES module imports is the CommonJS object process.getBuiltinModule returns, whose
+// properties are read only where they are used.
 const builtinsWithoutNamespace = {
   name: 'builtins-without-namespace',
   setup(build) {
