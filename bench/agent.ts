@@ -1,5 +1,5 @@
 // npm run bench:agent -- [--cycles 50] [--pods 100] [--classes 20] [--phases hotplug,load,storm,idle,memory]
-//                         [--node-flags='<flags>']     (root; runs inside a test network namespace)
+//                         [--node-flags='<flags>'] [--image-node]    (root; runs inside a test network namespace)
 //
 // `devices agent` from the installed CLI (npm pack) on a real node (containerd + kubelet v1.37.2):
 // 1. hotplug: a pod asks for a class by annotation; each cycle starts, inside its container, a waiter that
@@ -16,6 +16,8 @@
 //    running, 35 s after they all run (steady state), the peak, and where the resident bytes are (smaps).
 // --phases runs some of them, in this order (`--phases memory`: about 3 minutes). --node-flags starts the
 // agent as `node <the #! line's flags> <these> bin/run.js`, to measure a flag before it goes on the #! line.
+// --image-node runs the CLI under the image's Node (where the agent starts again with its own flags:
+// src/cli/daemon-node-flags.ts; NFDCTL_DAEMON_NODE_FLAGS chooses others); else under the node on PATH.
 import {chmod, readdir, readFile, writeFile} from 'node:fs/promises'
 import {setTimeout as sleep} from 'node:timers/promises'
 import {join} from 'node:path'
@@ -29,7 +31,7 @@ import {CliProcess} from '../harness/process/cli-process.js'
 import {freePort} from '../harness/process/free-port.js'
 import {waitFor} from '../harness/process/wait.js'
 import {memoryOf, nodeFloorOf, percentile, residentBreakdownOf, row, verdict} from './measure.js'
-import {shebangFlags, startNodeBench} from './setup.js'
+import {shebangFlags, startNodeBench, useNodeOfImage} from './setup.js'
 
 const allPhases = ['hotplug', 'load', 'storm', 'idle', 'memory'] as const
 type Phase = (typeof allPhases)[number]
@@ -37,6 +39,7 @@ const {values} = parseArgs({
   options: {
     classes: {default: '20', type: 'string'},
     cycles: {default: '50', type: 'string'},
+    'image-node': {default: false, type: 'boolean'},
     'node-flags': {default: '', type: 'string'},
     phases: {default: allPhases.join(','), type: 'string'},
     pods: {default: '100', type: 'string'},
@@ -67,6 +70,7 @@ const loopIndex = 410
 /** The loop device of the background load and the storm: in class bench-busy, which no pod asks for. */
 const busyLoop = 411
 const env = await startNodeBench(log)
+const cliNode = await useNodeOfImage(values['image-node'], env.dir, log)
 const classesPath = '/apis/devices.nfdctl.io/v1alpha1/deviceclasses'
 const classNames = ['bench-hot', ...Array.from({length: classCount - 1}, (_, i) => `bench-class-${i}`)]
 for (const [i, name] of [...classNames, 'bench-busy'].entries()) {
@@ -331,8 +335,9 @@ try {
 
   if (phases.has('hotplug')) rows.push(row('the Go agent', '200 ms quiet', 'window plus 10 ms polling: ≥ 200 ms per hot-plug'))
   process.stdout.write(
-    [`devices agent (installed CLI) on a real kubelet v1.37.2: phases ${[...phases].join(', ')}; ${cycles} hot-plug cycles a phase; ${podCount} pods, ${classCount} classes`, ...rows].join('\n')
-      + '\n',
+    [`devices agent (installed CLI, ${cliNode}) on a real kubelet v1.37.2: phases ${[...phases].join(', ')}; ${cycles} hot-plug cycles a phase; ${podCount} pods, ${classCount} classes`, ...rows].join(
+      '\n',
+    ) + '\n',
   )
   process.exitCode = passed ? 0 : 1
 } finally {

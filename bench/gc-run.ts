@@ -1,4 +1,5 @@
 // npm run bench:gc-run -- [--nodes 2000] [--stale 1000] [--deletions 50] [--scale-down <40 % of nodes>] [--upstream <nfd-gc>]
+//                          [--image-node]
 //
 // Seeds a private real control plane with <nodes> Nodes, each with a NodeFeature and a
 // NodeResourceTopology, plus <stale> objects of Nodes that do not exist (half NodeFeatures, half
@@ -9,6 +10,8 @@
 // objects are gone; its steady RSS again and its peak RSS over the whole run.
 // With --upstream, the same cluster is put back (the deleted Nodes and the stale objects seeded again) and
 // the same run is made with that nfd-gc binary, whose figures are printed beside gc run's.
+// --image-node runs the CLI under the image's Node (where gc run starts again with its own flags:
+// src/cli/daemon-node-flags.ts); else under the node on PATH, the oldest the CLI supports.
 // Budgets: the peak follows the size (issue 36: <= 55 MB up to 2,000 Nodes, <= 70 MB up to 5,000; the
 // earlier 100 MB above), steady <= 80 MB, reaction p95 <= 1 s.
 import {spawn} from 'node:child_process'
@@ -18,11 +21,12 @@ import {parseArgs} from 'node:util'
 import {inParallel, seedNodesWithObjects, seedObjectsWithoutNodes} from '../harness/controlplane/seed.js'
 import {waitFor} from '../harness/process/wait.js'
 import {countObjects, memoryOf, nodeFloorOf, percentile, row, timeNodeDeletions, verdict} from './measure.js'
-import {type BenchEnvironment, startBench, startGcRun} from './setup.js'
+import {type BenchEnvironment, startBench, startGcRun, useNodeOfImage} from './setup.js'
 
 const {values} = parseArgs({
   options: {
     deletions: {default: '50', type: 'string'},
+    'image-node': {default: false, type: 'boolean'},
     nodes: {default: '2000', type: 'string'},
     'scale-down': {type: 'string'},
     stale: {default: '1000', type: 'string'},
@@ -130,6 +134,7 @@ async function startUpstream(env: BenchEnvironment, binary: string): Promise<Col
 
 const env = await startBench(log)
 try {
+  const cliNode = await useNodeOfImage(values['image-node'], env.dir, log)
   const {client} = env
   const seedStarted = performance.now()
   await seedNodesWithObjects(client, names, 'nfd', 64)
@@ -155,7 +160,7 @@ try {
   const ms = (x: number): string => `${x.toFixed(0)} ms`
   process.stdout.write(
     [
-      `gc run (installed CLI): ${nodes} nodes, ${2 * nodes} objects and ${stale} stale ones, --grace-period 0; ${deletions} node deletions one after another; a pool of ${scaleDown} nodes (${2 * scaleDown} objects) added, then scaled down at once`,
+      `gc run (installed CLI, ${cliNode}): ${nodes} nodes, ${2 * nodes} objects and ${stale} stale ones, --grace-period 0; ${deletions} node deletions one after another; a pool of ${scaleDown} nodes (${2 * scaleDown} objects) added, then scaled down at once`,
       row(
         `start -> ${stale} stale objects gone`,
         `${ours.staleGoneSeconds.toFixed(1)} s`,
