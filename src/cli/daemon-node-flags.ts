@@ -6,7 +6,7 @@
  * `gc run` from 96 to 79 MB of peak at 2,000 Nodes, and the agent from 112 to 83-85 MB with 100 pods, but
  * the agent's hot-plug p95 under load became 13-34 ms from run to run: the agent and the device plugins keep
  * the baseline compiler and drop the two optimising ones (--no-opt: TurboFan; --no-maglev: Maglev, on by
- * default from Node 22, which --no-opt leaves on), 93-102 MB with p95 15-16 ms. --heap-growing-percent=20 as
+ * default from Node 22, which --no-opt leaves on), 89-102 MB with p95 14-17 ms. --heap-growing-percent=20 as
  * src/lib/memory.ts sets it at run time for every command; on the command line Node's own modules come
  * from its code cache instead of being compiled into the heap.
  */
