@@ -21,7 +21,7 @@ import {ensureBinaries, repoRoot} from '../harness/controlplane/paths.js'
 import {ensureNamespace, seedNodesWithObjects, seedObjectsWithoutNodes} from '../harness/controlplane/seed.js'
 import {waitFor} from '../harness/process/wait.js'
 import {countObjects, memoryOf} from './measure.js'
-import {shebangFlags} from './setup.js'
+import {gcRunArgs, shebangFlags, upstreamGcArgs} from './setup.js'
 
 interface Variant {
   readonly name: string
@@ -61,17 +61,11 @@ try {
       const probeFile = join(dir, `memory-${variant.name}-${round}.json`)
       const env = {...process.env, MEMORY_PROBE_FILE: probeFile, NODE_OPTIONS: `--require ${probe}`, ...variant.env}
       const child = variant.upstream
-        ? spawn(variant.pkg, ['-kubeconfig', plane.kubeconfig, '-gc-interval', '1h', '-port', '0'], {env, stdio: 'ignore'})
-        : spawn(
-            'node',
-            [
-              ...(variant.flags ?? shebangFlags(join(variant.pkg, 'bin/run.js'))),
-              join(variant.pkg, 'bin/run.js'),
-              ...['gc', 'run', '--kubeconfig', plane.kubeconfig, '--grace-period', '0', '--interval', '1h', '--metrics-port', '0', '--log-format', 'json'],
-              ...(variant.args ?? []),
-            ],
-            {env, stdio: ['ignore', 'ignore', 'inherit']},
-          )
+        ? spawn(variant.pkg, upstreamGcArgs(plane.kubeconfig), {env, stdio: 'ignore'})
+        : spawn('node', [...(variant.flags ?? shebangFlags(join(variant.pkg, 'bin/run.js'))), join(variant.pkg, 'bin/run.js'), ...gcRunArgs(plane.kubeconfig), ...(variant.args ?? [])], {
+            env,
+            stdio: ['ignore', 'ignore', 'inherit'],
+          })
       const exited = new Promise((resolve) => child.once('exit', resolve))
       const started = performance.now()
       // Upstream deletes at client-go's default 5 requests a second.

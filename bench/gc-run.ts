@@ -21,7 +21,7 @@ import {parseArgs} from 'node:util'
 import {inParallel, seedNodesWithObjects, seedObjectsWithoutNodes} from '../harness/controlplane/seed.js'
 import {waitFor} from '../harness/process/wait.js'
 import {countObjects, memoryOf, nodeFloorOf, percentile, row, timeNodeDeletions, verdict} from './measure.js'
-import {type BenchEnvironment, startBench, startGcRun, useNodeOfImage} from './setup.js'
+import {type BenchEnvironment, startBench, startGcRun, upstreamGcArgs, useNodeOfImage} from './setup.js'
 
 const {values} = parseArgs({
   options: {
@@ -82,8 +82,11 @@ async function seedStale(env: BenchEnvironment): Promise<void> {
 /** Upstream nfd-gc deletes one object after another at client-go's default 5 requests a second. */
 const cleanupTimeoutMs = (objects: number): number => Math.max(300_000, 400 * objects)
 
-/** Starts the collector on the seeded cluster and runs the whole workload against it. */
-async function measure(env: BenchEnvironment, what: string, start: () => Promise<Collector>): Promise<Figures> {
+/**
+ * Starts the collector on the seeded cluster and runs the whole workload against it; for a Node collector,
+ * Node's own floor on the same executable and flags is measured too.
+ */
+async function measure(env: BenchEnvironment, what: string, start: () => Promise<Collector>, {nodeFloor}: {nodeFloor: boolean}): Promise<Figures> {
   const {client} = env
   const live = 2 * nodes
   const started = performance.now()
@@ -110,14 +113,14 @@ async function measure(env: BenchEnvironment, what: string, start: () => Promise
   const cleanupSeconds = (performance.now() - scaleStarted) / 1000
   await sleep(10_000)
   const after = await memoryOf(collector.pid)
-  const floor = what === 'gc run' ? await nodeFloorOf(collector.pid) : undefined
+  const floor = nodeFloor ? await nodeFloorOf(collector.pid) : undefined
   await collector.stop()
   return {afterMb: after.rssMb, cleanupSeconds, floor, latencies, nodesDeletedMs, peakMb: after.peakMb, staleGoneSeconds, steadyMb}
 }
 
-/** Upstream nfd-gc (a Go binary) as its Deployment runs it: node informer, a full sweep at start, 1 h period. */
+/** Upstream nfd-gc (a Go binary) as its Deployment runs it, quiet. */
 async function startUpstream(env: BenchEnvironment, binary: string): Promise<Collector> {
-  const child = spawn(binary, ['-kubeconfig', env.plane.kubeconfig, '-gc-interval', '1h', '-port', '0', '-v', '0'], {stdio: ['ignore', 'ignore', 'ignore']})
+  const child = spawn(binary, [...upstreamGcArgs(env.plane.kubeconfig), '-v', '0'], {stdio: ['ignore', 'ignore', 'ignore']})
   await new Promise<void>((resolve, reject) => {
     child.once('spawn', resolve)
     child.once('error', reject)
@@ -141,13 +144,13 @@ try {
   await seedStale(env)
   log(`seeded ${nodes} nodes, ${2 * nodes} live and ${stale} stale objects in ${((performance.now() - seedStarted) / 1000).toFixed(1)}s`)
 
-  const ours = await measure(env, 'gc run', () => startGcRun(env, 300_000))
+  const ours = await measure(env, 'gc run', () => startGcRun(env, 300_000), {nodeFloor: true})
   let peer: Figures | undefined
   if (values.upstream !== undefined) {
     // The same cluster again: the Nodes deleted one by one come back with their objects, the stale ones too.
     await seedNodesWithObjects(client, names.slice(0, deletions), 'nfd', 64)
     await seedStale(env)
-    peer = await measure(env, 'upstream nfd-gc', () => startUpstream(env, values.upstream!))
+    peer = await measure(env, 'upstream nfd-gc', () => startUpstream(env, values.upstream!), {nodeFloor: false})
   }
 
   const p95 = percentile(ours.latencies, 95)

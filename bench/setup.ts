@@ -1,7 +1,7 @@
 // What a benchmark runs against: the CLI as users install it, a private control plane, and the CLI's
 // `gc once` and `gc run` processes as an operator starts them; for the device benchmarks, a real node.
 import {execFile, spawn} from 'node:child_process'
-import {copyFile, mkdir, mkdtemp, open, readdir, readFile, rm} from 'node:fs/promises'
+import {copyFile, mkdtemp, readdir, readFile, rm} from 'node:fs/promises'
 import {readFileSync} from 'node:fs'
 import {availableParallelism, tmpdir} from 'node:os'
 import {join} from 'node:path'
@@ -14,8 +14,7 @@ import type {SweepReport} from '../src/lib/gc/sweep-report.js'
 import type {KubeClient} from '../src/lib/kube/kube-client.js'
 import {ControlPlane} from '../harness/controlplane/control-plane.js'
 import {imageCacheDir} from '../scripts/image/cache.js'
-import {fetchNodeRuntime, imageNodeVersion, readNodeRuntime} from '../scripts/image/node-runtime.js'
-import {platforms} from '../scripts/image/platforms.js'
+import {imageNodeVersion, installImageNodeHere} from '../scripts/image/node-runtime.js'
 import {ensureBinaries, repoRoot} from '../harness/controlplane/paths.js'
 import {ensureNamespace} from '../harness/controlplane/seed.js'
 import {nodeIp} from '../harness/node/netns.js'
@@ -206,7 +205,27 @@ export function shebangFlags(bin: string): string[] {
  */
 export async function runFreshDeleteLoop(env: BenchEnvironment, paths: readonly string[]): Promise<FreshLoopRun> {
   const flags = shebangFlags(env.bin)
-  const loop = join(env.dir, 'fresh-delete-loop.mjs')
+  const loop = await freshDeleteLoopIn(env.dir)
+  const reportFile = join(env.dir, `fresh-${Date.now()}`)
+  const started = performance.now()
+  const {code} = await runToEnd('node', [...flags, '--require', reportPreload, loop, env.plane.kubeconfig], {NFDCTL_BENCH_RSS_FILE: reportFile}, paths.join('\n'))
+  if (code !== 0) throw new Error(`the fresh DELETE loop exited ${code}`)
+  const {cpuSeconds, phases} = await readProcessReport(reportFile)
+  return {cpuSeconds, phases, seconds: (performance.now() - started) / 1000}
+}
+
+/** The fresh loop's bundle in a benchmark's directory, built on its first run there (every round runs it). */
+const freshDeleteLoops = new Map<string, Promise<string>>()
+function freshDeleteLoopIn(dir: string): Promise<string> {
+  let built = freshDeleteLoops.get(dir)
+  if (built === undefined) {
+    built = buildFreshDeleteLoop(join(dir, 'fresh-delete-loop.mjs'))
+    freshDeleteLoops.set(dir, built)
+  }
+  return built
+}
+
+async function buildFreshDeleteLoop(loop: string): Promise<string> {
   await build({
     banner: {js: "import {createRequire} from 'node:module'; const require = createRequire(import.meta.url);"},
     bundle: true,
@@ -230,12 +249,7 @@ export async function runFreshDeleteLoop(env: BenchEnvironment, paths: readonly 
     ],
     target: 'node20',
   })
-  const reportFile = join(env.dir, `fresh-${Date.now()}`)
-  const started = performance.now()
-  const {code} = await runToEnd('node', [...flags, '--require', reportPreload, loop, env.plane.kubeconfig], {NFDCTL_BENCH_RSS_FILE: reportFile}, paths.join('\n'))
-  if (code !== 0) throw new Error(`the fresh DELETE loop exited ${code}`)
-  const {cpuSeconds, phases} = await readProcessReport(reportFile)
-  return {cpuSeconds, phases, seconds: (performance.now() - started) / 1000}
+  return loop
 }
 
 /** Runs a command to its end, its stdout collected; `input`, when given, is its whole stdin. */
@@ -256,9 +270,19 @@ export interface GcRunProcess {
   readonly stop: () => Promise<void>
 }
 
+/** `gc run` as the benchmarks start it: deletes at once, no periodic sweep meanwhile, JSON logs, no metrics port. */
+export function gcRunArgs(kubeconfig: string): string[] {
+  return ['gc', 'run', '--kubeconfig', kubeconfig, '--grace-period', '0', '--interval', '1h', '--metrics-port', '0', '--log-format', 'json']
+}
+
+/** Upstream nfd-gc's arguments as its Deployment runs it: node informer, a full sweep at start, 1 h period. */
+export function upstreamGcArgs(kubeconfig: string): string[] {
+  return ['-kubeconfig', kubeconfig, '-gc-interval', '1h', '-port', '0']
+}
+
 /** `gc run --grace-period 0 --interval 1h` with JSON logs, resolved once its first sweep is done. */
 export async function startGcRun(env: BenchEnvironment, timeoutMs: number): Promise<GcRunProcess> {
-  const child = spawn(env.bin, ['gc', 'run', '--kubeconfig', env.plane.kubeconfig, '--grace-period', '0', '--interval', '1h', '--metrics-port', '0', '--log-format', 'json'], {
+  const child = spawn(env.bin, gcRunArgs(env.plane.kubeconfig), {
     stdio: ['ignore', 'pipe', 'inherit'],
   })
   const messages: string[] = []
@@ -276,37 +300,14 @@ export async function startGcRun(env: BenchEnvironment, timeoutMs: number): Prom
 }
 
 /**
- * The Node binary the image runs (scripts/image/node-runtime.ts, from the image build's cache), written into
- * <dir>/image-node/bin: that directory, to put first on PATH so that the installed CLI's `#!` line finds it;
- * undefined where the image has no Node for this machine's architecture.
- */
-export async function imageNodeBinDir(dir: string, log: (line: string) => void): Promise<{bin: string; version: string} | undefined> {
-  const platform = Object.values(platforms).find((p) => p.node === process.arch)
-  if (platform === undefined) return undefined
-  const runtime = await readNodeRuntime(await fetchNodeRuntime(platform, {cacheDir: imageCacheDir(), log}))
-  const bin = join(dir, 'image-node', 'bin')
-  await mkdir(bin, {recursive: true})
-  // In 32 KB writes, as tar and containerd's unpacking write a file: Linux 6.x keeps a file written in one
-  // large write in large page-cache folios, and a process that maps it then has whole folios resident. Node
-  // 26 written in one write was 57-70 MB of RSS idle, against 40 MB written as unpackers write it.
-  const file = await open(join(bin, 'node'), 'w', 0o755)
-  try {
-    for (let offset = 0; offset < runtime.node.length; offset += 32 << 10) await file.write(runtime.node, offset, Math.min(32 << 10, runtime.node.length - offset))
-  } finally {
-    await file.close()
-  }
-  return {bin, version: `v${imageNodeVersion}`}
-}
-
-/**
  * --image-node: every process the benchmark starts from here on finds the image's Node first on PATH, so the
  * CLI runs as in the image (its daemons started again with their flags, src/cli/daemon-node-flags.ts);
  * otherwise the `node` on PATH, the oldest Node the CLI supports. Returns which Node the CLI runs under.
  */
 export async function useNodeOfImage(imageNode: boolean, dir: string, log: (line: string) => void): Promise<string> {
   if (!imageNode) return `node on PATH, ${process.version}`
-  const node = await imageNodeBinDir(dir, log)
-  if (node === undefined) throw new Error(`--image-node: the image has no Node for ${process.arch}`)
-  process.env.PATH = `${node.bin}:${process.env.PATH ?? ''}`
-  return `the image's Node, ${node.version}`
+  const bin = join(dir, 'image-node', 'bin')
+  if ((await installImageNodeHere(bin, {cacheDir: imageCacheDir(), log})) === undefined) throw new Error(`--image-node: the image has no Node for ${process.arch}`)
+  process.env.PATH = `${bin}:${process.env.PATH ?? ''}`
+  return `the image's Node, v${imageNodeVersion}`
 }

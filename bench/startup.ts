@@ -6,10 +6,13 @@
 // (bench/https-floor.cjs). The cases take turns within each round, so a busy machine slows them alike; every ratio is of
 // medians from the same run and the same Node binary, printed beside its budget.
 import {spawn} from 'node:child_process'
+import {join} from 'node:path'
 import {parseArgs} from 'node:util'
 
+import {imageCacheDir} from '../scripts/image/cache.js'
+import {imageNodeVersion, installImageNodeHere} from '../scripts/image/node-runtime.js'
 import {percentile, row, verdict} from './measure.js'
-import {imageNodeBinDir, startBench} from './setup.js'
+import {startBench} from './setup.js'
 
 /**
  * Budgets, as ratios to `node -e 0` of the same binary: an operator's `--help` (and a shell's completion,
@@ -34,9 +37,9 @@ const env = await startBench(log)
 let failed = false
 try {
   const nodes: Array<{name: string; dir?: string}> = [{name: `oldest supported (node on PATH, ${process.version})`}]
-  const imageNode = await imageNodeBinDir(env.dir, log)
-  if (imageNode === undefined) log(`the image has no Node for ${process.arch}: only the node on PATH is measured`)
-  else nodes.push({dir: imageNode.bin, name: `image LTS (${imageNode.version})`})
+  const imageNodeDir = join(env.dir, 'image-node', 'bin')
+  if ((await installImageNodeHere(imageNodeDir, {cacheDir: imageCacheDir(), log})) === undefined) log(`the image has no Node for ${process.arch}: only the node on PATH is measured`)
+  else nodes.push({dir: imageNodeDir, name: `image LTS (v${imageNodeVersion})`})
   const kubeconfig = ['--kubeconfig', env.plane.kubeconfig]
   const cases = [
     {args: ['-e', '0'], name: 'node -e 0', node: true},

@@ -1,7 +1,7 @@
 import {expect} from 'chai'
 import {spawn} from 'node:child_process'
 import {once} from 'node:events'
-import {chmod, mkdir, mkdtemp, readFile, rename, rm, writeFile} from 'node:fs/promises'
+import {mkdtemp, readFile, rename, rm, writeFile} from 'node:fs/promises'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 import {createInterface} from 'node:readline'
@@ -10,7 +10,7 @@ import {runToEnd} from '../../harness/process/run-to-end.js'
 import {daemonNodeFlags} from '../../src/cli/daemon-node-flags.js'
 import {exportCommit, installCli, packCli} from '../../scripts/image/app-layer.js'
 import {imageCacheDir} from '../../scripts/image/cache.js'
-import {fetchNodeRuntime, imageNodeVersion, readNodeRuntime} from '../../scripts/image/node-runtime.js'
+import {imageNodeVersion, installImageNodeHere} from '../../scripts/image/node-runtime.js'
 import {platforms} from '../../scripts/image/platforms.js'
 import {missingPrerequisite} from '../support/prerequisites.js'
 
@@ -29,14 +29,10 @@ describe(`the image's Node (${imageNodeVersion}): the unit suite and the packed 
 
   before(async function () {
     this.timeout(5 * 60_000)
-    const platform = Object.values(platforms).find((p) => p.node === process.arch)
-    if (platform === undefined) missingPrerequisite(this, `the image has no Node runtime for this machine's architecture (${process.arch})`)
     dir = await mkdtemp(join(tmpdir(), 'nfdctl-node-lts-'))
-    const runtime = await readNodeRuntime(await fetchNodeRuntime(platform, {cacheDir: imageCacheDir(), log}))
-    node = join(dir, 'bin', 'node')
-    await mkdir(join(dir, 'bin'))
-    await writeFile(node, runtime.node)
-    await chmod(node, 0o755)
+    const installed = await installImageNodeHere(join(dir, 'bin'), {cacheDir: imageCacheDir(), log})
+    if (installed === undefined) missingPrerequisite(this, `the image has no Node runtime for this machine's architecture (${process.arch})`)
+    node = installed
     path = `${join(dir, 'bin')}:${process.env.PATH ?? ''}`
   })
 

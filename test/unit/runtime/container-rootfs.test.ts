@@ -1,7 +1,6 @@
 import {expect} from 'chai'
-import {setFlagsFromString} from 'node:v8'
-import {runInNewContext} from 'node:vm'
 
+import {returnIdleMemory} from '../../../src/lib/memory.js'
 import {isRootMount, rootfsMount} from '../../../src/lib/runtime/container-rootfs.js'
 
 const id = '3f5c0e1d9a7b'
@@ -31,15 +30,13 @@ describe('rootfsMount', function () {
   })
 
   it("keeps no mount table alive: the mount point is a string of its own, not a slice of the table's text", function () {
-    setFlagsFromString('--expose-gc')
-    const gc = runInNewContext('gc') as () => void
     // A node's table with many mounts (here 130 KB); the agent keeps one rootfs per container, each found in
     // the table as it was read for that container.
     const filler = Array.from({length: 2000}, (_, i) => `${900 + i} 25 0:${i} / /var/lib/kubelet/pods/${i}/volumes/v rw - tmpfs tmpfs rw`).join('\n')
-    gc()
+    returnIdleMemory()
     const before = process.memoryUsage().heapUsed
     const kept = Array.from({length: 50}, (_, i) => rootfsMount(`${filler}\n${i}\n${table}`, id))
-    gc()
+    returnIdleMemory()
     const retainedMb = (process.memoryUsage().heapUsed - before) / 1048576
     expect(kept.every((rootfs) => rootfs?.mountPoint.endsWith(`/${id}/rootfs`))).to.equal(true)
     // Sliced from their tables, the 50 mount points would keep 50 x 130 KB, about 6 MB.
