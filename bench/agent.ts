@@ -30,7 +30,7 @@ import {canUseLoopControl, loopControlAsync, removeLoopDevice} from '../harness/
 import {CliProcess} from '../harness/process/cli-process.js'
 import {freePort} from '../harness/process/free-port.js'
 import {waitFor} from '../harness/process/wait.js'
-import {memoryOf, nodeFloorOf, percentile, residentBreakdownOf, row, verdict} from './measure.js'
+import {memoryOf, nodeFloorOf, percentile, residentBreakdownOf, roomOverFloor, row, verdict} from './measure.js'
 import {shebangFlags, startNodeBench, useNodeOfImage} from './setup.js'
 
 const allPhases = ['hotplug', 'load', 'storm', 'idle', 'memory'] as const
@@ -329,7 +329,7 @@ try {
       row("  of which: the node binary's pages", mb(resident.nodeBinaryKb), '(code and data of the executable; no budget)'),
       row('  other files (libraries, native modules)', mb(resident.otherFilesKb), `(${resident.topFiles.map((f) => `${f.name} ${mb(f.kb)}`).join(', ')})`),
       row('  anonymous (V8 heap, C heap, stacks)', mb(resident.anonymousKb), `(${resident.threads} threads)`),
-      row("Node's own floor (same node and flags, idle, node:https loaded)", `${floor.rssMb.toFixed(0)} MB`, `(${floor.flags.join(' ')})`),
+      row("Node's own floor (same node and flags, idle, node:https loaded)", `${floor.rssMb.toFixed(0)} MB`, `(${roomOverFloor(rssBudgetMb, floor.rssMb)}; ${floor.flags.join(' ')})`),
     )
   }
 
@@ -398,7 +398,8 @@ async function podContainer(name: string): Promise<string | false> {
 async function launcherWithFlags(bin: string, extraFlags: string): Promise<string> {
   const lineFlags = shebangFlags(bin).join(' ')
   const launcher = join(env.dir, 'run-with-flags.sh')
-  await writeFile(launcher, `#!/bin/sh\nexec ${JSON.stringify(process.execPath)} ${lineFlags} ${extraFlags} ${JSON.stringify(bin)} "$@"\n`)
+  // `node` from PATH, as the #! line finds it: --image-node puts the image's Node first there.
+  await writeFile(launcher, `#!/bin/sh\nexec node ${lineFlags} ${extraFlags} ${JSON.stringify(bin)} "$@"\n`)
   await chmod(launcher, 0o755)
   return launcher
 }

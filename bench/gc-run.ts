@@ -20,7 +20,7 @@ import {parseArgs} from 'node:util'
 
 import {inParallel, seedNodesWithObjects, seedObjectsWithoutNodes} from '../harness/controlplane/seed.js'
 import {waitFor} from '../harness/process/wait.js'
-import {countObjects, memoryOf, nodeFloorOf, percentile, row, timeNodeDeletions, verdict} from './measure.js'
+import {countObjects, memoryOf, nodeFloorOf, percentile, roomOverFloor, row, timeNodeDeletions, verdict} from './measure.js'
 import {type BenchEnvironment, startBench, startGcRun, upstreamGcArgs, useNodeOfImage} from './setup.js'
 
 const {values} = parseArgs({
@@ -204,7 +204,7 @@ try {
         mb(ours.peakMb),
         peerNote((f) => `${mb(f.peakMb)} (gc run ${(ours.peakMb / f.peakMb).toFixed(2)}x)`, `budget <= ${budgets.peakMb} MB at ${nodes} nodes: ${verdict(peakOk)}`),
       ),
-      row("Node's own floor (same node and flags, idle, node:https loaded)", mb(ours.floor!.rssMb), `(${ours.floor!.flags.join(' ')})`),
+      row("Node's own floor (same node and flags, idle, node:https loaded)", mb(ours.floor!.rssMb), `(${roomOverFloor(budgets.peakMb, ours.floor!.rssMb)}; ${ours.floor!.flags.join(' ')})`),
       '',
     ].join('\n'),
   )

@@ -24,11 +24,7 @@ export async function memoryOf(pid: number): Promise<{rssMb: number; peakMb: num
  */
 export async function nodeFloorOf(pid: number): Promise<{rssMb: number; flags: string[]}> {
   const [executable, cmdline] = await Promise.all([readlink(`/proc/${pid}/exe`), readFile(`/proc/${pid}/cmdline`, 'utf8')])
-  const args = cmdline.split('\0').slice(1)
-  const flags = args.slice(
-    0,
-    args.findIndex((arg) => !arg.startsWith('--')),
-  )
+  const flags = nodeFlagsOf(cmdline.split('\0').slice(1))
   const child = spawn(executable, [...flags, '-e', "process.getBuiltinModule('node:https'); setTimeout(() => {}, 60_000)"], {stdio: 'ignore'})
   try {
     await sleep(1000)
@@ -36,6 +32,22 @@ export async function nodeFloorOf(pid: number): Promise<{rssMb: number; flags: s
   } finally {
     child.kill('SIGKILL')
   }
+}
+
+/** Node's options whose value may come as the next argument (`--import <module>`), not after `=`. */
+const flagsWithSeparateValue = new Set(['-r', '--require', '--import', '--loader', '--experimental-loader', '-C', '--conditions', '--env-file', '--title'])
+
+/** The flags at the head of Node's arguments, before the script (a preload's `--import <module>` among them). */
+function nodeFlagsOf(args: readonly string[]): string[] {
+  let end = 0
+  while (end < args.length && args[end]!.startsWith('-')) end += flagsWithSeparateValue.has(args[end]!) ? 2 : 1
+  return args.slice(0, end)
+}
+
+/** What a memory budget leaves over Node's own floor, for the row that prints the floor. */
+export function roomOverFloor(budgetMb: number, floorMb: number): string {
+  const room = budgetMb - floorMb
+  return room > 0 ? `the ${budgetMb} MB budget leaves ${room.toFixed(0)} MB over it` : `the ${budgetMb} MB budget is ${(-room).toFixed(0)} MB below it`
 }
 
 /** Where a process's resident pages are, from /proc/<pid>/smaps: its executable's, other files', anonymous. */
