@@ -1,8 +1,9 @@
 // npm run bench:gc-run -- [--nodes 2000] [--stale 1000] [--deletions 50] [--scale-down <40 % of nodes>] [--upstream <nfd-gc>]
-//                          [--image-node]
+//                          [--image-node] [--node-labels 100]
 //
 // Seeds a private real control plane with <nodes> Nodes, each with a NodeFeature and a
-// NodeResourceTopology, plus <stale> objects of Nodes that do not exist (half NodeFeatures, half
+// NodeResourceTopology, each Node labelled as NFD labels it (--node-labels of nfd-master's feature labels
+// besides the kubelet's; 0: the hostname only), plus <stale> objects of Nodes that do not exist (half NodeFeatures, half
 // topologies), and starts the installed CLI's (as `npm pack` builds it) `gc run --grace-period 0`.
 // Then: the time until the stale objects are gone; its steady RSS, idle after the first sweep; <deletions>
 // Nodes deleted one after another, each timed from the DELETE until both of its objects are gone; a node
@@ -27,6 +28,7 @@ const {values} = parseArgs({
   options: {
     deletions: {default: '50', type: 'string'},
     'image-node': {default: false, type: 'boolean'},
+    'node-labels': {default: '100', type: 'string'},
     nodes: {default: '2000', type: 'string'},
     'scale-down': {type: 'string'},
     stale: {default: '1000', type: 'string'},
@@ -37,8 +39,9 @@ const nodes = Number(values.nodes)
 const stale = Number(values.stale)
 const deletions = Number(values.deletions)
 const scaleDown = Number(values['scale-down'] ?? Math.round(0.4 * nodes))
-if (![nodes, stale, deletions, scaleDown].every(Number.isInteger) || deletions < 1 || scaleDown < 1 || nodes < deletions || stale < 0 || stale % 2 !== 0) {
-  process.stderr.write('bench:gc-run: --nodes, --stale (even), --deletions and --scale-down must be whole numbers with 1 <= deletions <= nodes\n')
+const nodeLabels = Number(values['node-labels'])
+if (![nodes, stale, deletions, scaleDown, nodeLabels].every(Number.isInteger) || deletions < 1 || scaleDown < 1 || nodes < deletions || stale < 0 || stale % 2 !== 0 || nodeLabels < 0) {
+  process.stderr.write('bench:gc-run: --nodes, --stale (even), --deletions, --scale-down and --node-labels must be whole numbers with 1 <= deletions <= nodes\n')
   process.exit(2)
 }
 
@@ -100,7 +103,7 @@ async function measure(env: BenchEnvironment, what: string, start: () => Promise
 
   const latencies = await timeNodeDeletions(client, names.slice(0, deletions))
 
-  await seedNodesWithObjects(client, pool, 'nfd', 64)
+  await seedNodesWithObjects(client, pool, 'nfd', 64, nodeLabels)
   log(`${what}: added a pool of ${scaleDown} nodes with their objects`)
   const before = await countObjects(client)
   const scaleStarted = performance.now()
@@ -140,7 +143,7 @@ try {
   const cliNode = await useNodeOfImage(values['image-node'], env.dir, log)
   const {client} = env
   const seedStarted = performance.now()
-  await seedNodesWithObjects(client, names, 'nfd', 64)
+  await seedNodesWithObjects(client, names, 'nfd', 64, nodeLabels)
   await seedStale(env)
   log(`seeded ${nodes} nodes, ${2 * nodes} live and ${stale} stale objects in ${((performance.now() - seedStarted) / 1000).toFixed(1)}s`)
 
@@ -148,7 +151,7 @@ try {
   let peer: Figures | undefined
   if (values.upstream !== undefined) {
     // The same cluster again: the Nodes deleted one by one come back with their objects, the stale ones too.
-    await seedNodesWithObjects(client, names.slice(0, deletions), 'nfd', 64)
+    await seedNodesWithObjects(client, names.slice(0, deletions), 'nfd', 64, nodeLabels)
     await seedStale(env)
     peer = await measure(env, 'upstream nfd-gc', () => startUpstream(env, values.upstream!), {nodeFloor: false})
   }
@@ -163,7 +166,7 @@ try {
   const ms = (x: number): string => `${x.toFixed(0)} ms`
   process.stdout.write(
     [
-      `gc run (installed CLI, ${cliNode}): ${nodes} nodes, ${2 * nodes} objects and ${stale} stale ones, --grace-period 0; ${deletions} node deletions one after another; a pool of ${scaleDown} nodes (${2 * scaleDown} objects) added, then scaled down at once`,
+      `gc run (installed CLI, ${cliNode}): ${nodes} nodes (${nodeLabels} NFD feature labels each), ${2 * nodes} objects and ${stale} stale ones, --grace-period 0; ${deletions} node deletions one after another; a pool of ${scaleDown} nodes (${2 * scaleDown} objects) added, then scaled down at once`,
       row(
         `start -> ${stale} stale objects gone`,
         `${ours.staleGoneSeconds.toFixed(1)} s`,

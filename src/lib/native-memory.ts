@@ -1,6 +1,6 @@
 import {releaseFreeNativeMemory} from './sys/libc.js'
 
-// Apart from memory.ts, which every command loads: this file loads koffi, which only the device commands need.
+// Apart from memory.ts, which every command loads: this file loads koffi, which the one-shot commands do not need.
 
 /**
  * Returns the C heap's free pages to the kernel once no burst of work has run for a while (a burst of

@@ -77,6 +77,14 @@ describe('gc run against a real kube-apiserver', function () {
     }
   })
 
+  it("returns the C heap's free pages to the kernel after a sweep", async function () {
+    await seedNodes(['n1'])
+    const gc = await start('--interval', '1h', '--log-level', 'debug')
+    await gc.waitForLog('the first sweep', (l) => l.msg === 'sweep done')
+    const returned = await gc.waitForLog('the free pages returned', (l) => l.msg === 'free native memory returned to the kernel')
+    expect(returned.rssMb, 'the RSS after it').to.be.a('number').greaterThan(0)
+  })
+
   it('collects the objects of a deleted Node at once, without waiting for the interval', async function () {
     await seedNodes(['keep', 'drop'])
     const gc = await start('--interval', '1h', '--grace-period', '0')

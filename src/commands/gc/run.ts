@@ -16,6 +16,7 @@ import {ownNamespace} from '../../lib/kube/namespace.js'
 import {HealthServer} from '../../lib/observe/health-server.js'
 import {createLogger} from '../../lib/observe/logger.js'
 import {Registry} from '../../lib/observe/prometheus.js'
+import {releaseFreeNativeMemory} from '../../lib/sys/libc.js'
 
 export default class GcRun extends NfdctlCommand {
   static override description = `The long-running garbage collector: delete NodeFeature and NodeResourceTopology objects whose Node is gone.
@@ -45,6 +46,7 @@ Watches Nodes (metadata only) and collects a deleted node's objects at once; a b
         logger: log,
         metrics,
         plan: options,
+        releaseNativeMemory: releaseFreeNativeMemory,
       })
 
     let collector: Collector | undefined

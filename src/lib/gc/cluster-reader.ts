@@ -111,6 +111,7 @@ export async function readCluster(client: KubeClient, options: ReadOptions): Pro
 async function readNodes(client: KubeClient, options: ReadOptions): Promise<Set<string>> {
   try {
     const list = await listMetadata(client, nodesResource, {
+      labels: false,
       onPage: ({restarted, total}) => options.onEvent?.({restarted, total, type: 'listing', what: 'Node'}),
       pageSize: options.listSize,
       signal: options.signal,

@@ -31,6 +31,12 @@ export interface CollectorOptions {
   readonly batchMaxWaitMs?: number
   /** Test seam for real-server races: runs after the last check of the nodes, before deleting. */
   readonly beforeDelete?: (doomed: readonly StaleObject[]) => Promise<void>
+  /**
+   * Gives the C heap's free pages back to the kernel (malloc_trim), run once a sweep's garbage is collected:
+   * the list pages' TLS and HTTP buffers leave them behind (about 20 MB after listing 2,000 Nodes as NFD
+   * labels them). False where the C library cannot.
+   */
+  readonly releaseNativeMemory?: () => boolean
 }
 
 type Job = {type: 'nodes'; names: string[]} | {type: 'sweep'; why: string}
@@ -61,13 +67,17 @@ export class Collector {
     if (!(options.intervalMs > 0)) throw new RangeError(`Expected intervalMs to be > 0, got ${options.intervalMs}`)
     if (!(options.graceMs >= 0)) throw new RangeError(`Expected graceMs to be >= 0, got ${options.graceMs}`)
     this.#log = options.logger ?? noopLogger
-    this.#informer = new MetadataInformer({
-      client: options.client,
-      logger: this.#log,
-      onDeleted: (node) => this.#nodeDeleted(node.name),
-      pageSize: options.listSize,
-      resource: nodesResource,
-    })
+    // Names are all the collector reads of a Node: its labels (NFD's hundred) are not kept.
+    this.#informer = new MetadataInformer(
+      {
+        client: options.client,
+        logger: this.#log,
+        onDeleted: (node) => this.#nodeDeleted(node.name),
+        pageSize: options.listSize,
+        resource: nodesResource,
+      },
+      {labels: false},
+    )
     this.#deletions = new EventBatcher<string>({
       maxWaitMs: options.batchMaxWaitMs ?? 1000,
       onError: (error) => this.#log.error({err: errorMessage(error)}, 'reacting to deleted nodes failed; the next sweep catches up'),
@@ -191,6 +201,11 @@ export class Collector {
         'sweep done',
       )
       returnIdleMemory()
+      const rss = process.memoryUsage.rss()
+      if (this.options.releaseNativeMemory?.()) {
+        const after = process.memoryUsage.rss()
+        this.#log.debug({returnedMb: Math.round((rss - after) / 1048576), rssMb: Math.round(after / 1048576)}, 'free native memory returned to the kernel')
+      }
     } catch (error) {
       this.#lastSweepOk = false
       if (!this.#stopped) this.#log.error({err: errorMessage(error), trigger: why}, 'sweep failed; nothing deleted')

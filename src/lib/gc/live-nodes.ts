@@ -40,7 +40,7 @@ export function checkNodes(client: KubeClient, names: readonly string[], pageSiz
     if (!streamed) {
       await Promise.all(
         [...answers.keys()].map(async (name) => {
-          const list = await listMetadata(client, nodesResource, {fieldSelector: `metadata.name=${name}`, pageSize: 1, signal})
+          const list = await listMetadata(client, nodesResource, {fieldSelector: `metadata.name=${name}`, labels: false, pageSize: 1, signal})
           give(
             name,
             list.items.some((n) => n.name === name),
@@ -55,6 +55,7 @@ export function checkNodes(client: KubeClient, names: readonly string[], pageSiz
     // pages of the first reads, read as the server queueing us (a cut of the deletes' window).
     await listMetadata(client, nodesResource, {
       critical: true,
+      labels: false,
       onPage: ({metas, restarted}) => {
         for (const [name, exists] of pages.page(metas, restarted)) give(name, exists)
       },

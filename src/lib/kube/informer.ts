@@ -4,7 +4,8 @@ import {RetryTimer, type RetryTimers} from '../retry-timer.js'
 import {isStatus} from './api-error.js'
 import {afterList, afterWait, afterWatch, failuresOf, initialInformerState, reconnectPolicy, vanished, watchOpened, type Ending, type InformerState} from './informer-state.js'
 import type {KubeClient} from './kube-client.js'
-import {listObjects, metadataCodec, type ObjectCodec} from './metadata-list.js'
+import {listObjects, metadataCodecOf, type ObjectCodec} from './metadata-list.js'
+import type {KeptMetadata} from './protobuf-metadata.js'
 import {collectionPath, describeResource, type ObjectMeta, type ResourceRef} from './resource.js'
 
 /** What an informer asks of the API server: list pages and watch streams. */
@@ -210,9 +211,9 @@ function key(o: ObjectMeta): string {
   return o.namespace ? `${o.namespace}/${o.name}` : o.name
 }
 
-/** The Node cache of `gc run`: metadata only. */
+/** A cache of metadata only (`gc run`'s Nodes, without their labels; the agent's Node and namespaces, with them). */
 export class MetadataInformer extends Informer<ObjectMeta> {
-  constructor(options: InformerOptions) {
-    super(options, metadataCodec)
+  constructor(options: InformerOptions, kept: KeptMetadata = {labels: true}) {
+    super(options, metadataCodecOf(kept))
   }
 }

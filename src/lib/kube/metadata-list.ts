@@ -1,7 +1,7 @@
 import {AbortedError, ApiUnavailableError} from '../errors.js'
 import {isStatus} from './api-error.js'
 import type {KubeClient} from './kube-client.js'
-import {decodeMetadataList, protobufContentType, type ListPageMeta} from './protobuf-metadata.js'
+import {decodeMetadataList, protobufContentType, type KeptMetadata, type ListPageMeta} from './protobuf-metadata.js'
 import {collectionPath, describeResource, type ObjectMeta, type ResourceRef} from './resource.js'
 
 /** Ask for PartialObjectMetadataList, falling back to the full list where a server cannot convert. */
@@ -32,6 +32,8 @@ export interface ListOptions {
   readonly signal?: AbortSignal
   /** Its pages skip the client's concurrency window (RequestOptions.critical). */
   readonly critical?: boolean
+  /** false: each item's labels are skipped unread (default true; see KeptMetadata). */
+  readonly labels?: boolean
   /**
    * Called after each page with the running count and the page's own items' metadata (in the server's
    * order: key order); `restarted` is true on the first page of a restart.
@@ -65,17 +67,25 @@ export interface ObjectCodec<T> {
   readonly decodeListPage?: (body: Buffer) => {items: T[]; metadata: ListPageMeta}
 }
 
-/** Metadata only, trimmed to the fields nfdctl reads (toMeta). */
-export const metadataCodec: ObjectCodec<ObjectMeta> = {
-  decodeListPage: decodeMetadataList,
-  listAccept: protobufMetadataListAccept,
-  metaOf: (m) => m,
-  toItem: (raw) => {
-    const meta = (raw as {metadata?: ObjectMeta}).metadata
-    return meta === undefined ? undefined : toMeta(meta)
-  },
-  watchAccept: metadataObjectAccept,
+/** Metadata only, trimmed to the fields nfdctl reads (toMeta); labels too unless `kept` says not. */
+export function metadataCodecOf(kept: KeptMetadata): ObjectCodec<ObjectMeta> {
+  return {
+    decodeListPage: (body) => decodeMetadataList(body, kept),
+    listAccept: protobufMetadataListAccept,
+    metaOf: (m) => m,
+    toItem: (raw) => {
+      const meta = (raw as {metadata?: ObjectMeta}).metadata
+      return meta === undefined ? undefined : toMeta(meta, kept)
+    },
+    watchAccept: metadataObjectAccept,
+  }
 }
+export const metadataCodec = metadataCodecOf({labels: true})
+/**
+ * The same without labels: what the GC keeps of a Node. NFD puts about a hundred labels on each Node, which
+ * held `gc run` at 130 MB instead of 75 with 2,000 such Nodes cached (bench:gc-run, docs/benchmarks.md).
+ */
+export const unlabelledMetadataCodec = metadataCodecOf({labels: false})
 
 export interface ObjectListResult<T> extends Omit<ListResult, 'items'> {
   readonly items: T[]
@@ -87,7 +97,7 @@ export interface ObjectListResult<T> extends Omit<ListResult, 'items'> {
  * consistent snapshot or nothing.
  */
 export async function listMetadata(client: ListClient, ref: ResourceRef, options: ListOptions): Promise<ListResult> {
-  return listObjects(client, ref, metadataCodec, options)
+  return listObjects(client, ref, options.labels === false ? unlabelledMetadataCodec : metadataCodec, options)
 }
 
 /** The same for any codec: whole objects (the agent's pods and classes) or metadata. */
@@ -153,8 +163,8 @@ export async function listObjects<T>(client: ListClient, ref: ResourceRef, codec
  * Keeps only the fields nfdctl uses, so a 5,000-node cache does not hold managedFields (nor a creation
  * time per object, which nothing reads: 65,000 strings in `gc run`'s cache at the largest clusters).
  */
-export function toMeta(m: ObjectMeta): ObjectMeta {
-  return {deletionTimestamp: m.deletionTimestamp, labels: m.labels, name: m.name, namespace: m.namespace, resourceVersion: m.resourceVersion, uid: m.uid}
+export function toMeta(m: ObjectMeta, kept: KeptMetadata = {labels: true}): ObjectMeta {
+  return {deletionTimestamp: m.deletionTimestamp, labels: kept.labels ? m.labels : undefined, name: m.name, namespace: m.namespace, resourceVersion: m.resourceVersion, uid: m.uid}
 }
 
 /**

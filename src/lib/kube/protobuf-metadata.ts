@@ -35,12 +35,18 @@ export function isProtobufBody(body: Buffer): boolean {
   return body.length >= magic.length && body.subarray(0, magic.length).equals(magic)
 }
 
+/** What a decoded item keeps besides its identity (name, namespace, uid, resourceVersion, deletionTimestamp). */
+export interface KeptMetadata {
+  /** false: labels are skipped unread (a Node's, where NFD writes a hundred and the GC reads its name). */
+  readonly labels: boolean
+}
+
 /**
  * Pure: a PartialObjectMetadataList page, with each item trimmed to what nfdctl reads (toMeta's fields).
  * One reader walks the whole page; a nested message is read up to its end offset rather than through a
  * reader of its own over a slice, which made a Buffer view and a reader per item, timestamp and label.
  */
-export function decodeMetadataList(body: Buffer): {metadata: ListPageMeta; items: ObjectMeta[]} {
+export function decodeMetadataList(body: Buffer, kept: KeptMetadata = {labels: true}): {metadata: ListPageMeta; items: ObjectMeta[]} {
   const reader = protobuf.Reader.create(unwrap(body))
   let metadata: ListPageMeta = {}
   const items: ObjectMeta[] = []
@@ -52,7 +58,7 @@ export function decodeMetadataList(body: Buffer): {metadata: ListPageMeta; items
       const itemEnd = messageEnd(reader)
       while (reader.pos < itemEnd) {
         const itemTag = reader.uint32()
-        if (itemTag === ((1 << 3) | lengthDelimited)) items.push(decodeObjectMeta(reader, messageEnd(reader)))
+        if (itemTag === ((1 << 3) | lengthDelimited)) items.push(decodeObjectMeta(reader, messageEnd(reader), kept))
         else reader.skipType(itemTag & 7)
       }
       checkEnd(reader, itemEnd)
@@ -117,7 +123,7 @@ function decodeListMeta(reader: protobuf.Reader, end: number): ListPageMeta {
 }
 
 /** ObjectMeta, reading only the fields nfdctl uses: managedFields, annotations and the rest are skipped unread. */
-function decodeObjectMeta(reader: protobuf.Reader, end: number): ObjectMeta {
+function decodeObjectMeta(reader: protobuf.Reader, end: number, kept: KeptMetadata): ObjectMeta {
   const meta: {-readonly [K in keyof ObjectMeta]: ObjectMeta[K]} = {name: '', uid: ''}
   let labels: Record<string, string> | undefined
   while (reader.pos < end) {
@@ -143,6 +149,10 @@ function decodeObjectMeta(reader: protobuf.Reader, end: number): ObjectMeta {
         meta.deletionTimestamp = decodeTime(reader, messageEnd(reader))
         break
       case objectMetaField.labels: {
+        if (!kept.labels) {
+          reader.skipType(lengthDelimited)
+          break
+        }
         const [key, value] = decodeMapEntry(reader, messageEnd(reader))
         labels ??= {}
         labels[key] = value

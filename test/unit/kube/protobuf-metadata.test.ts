@@ -75,6 +75,23 @@ describe('protobuf metadata lists', function () {
     })
   })
 
+  it("skips labels unread when asked (a Node with NFD's labels), keeping the rest of each item", function () {
+    const labels = Object.fromEntries([...Array(100).keys()].map((i) => [`feature.node.kubernetes.io/cpu-cpuid.F${i}`, 'true']))
+    const body = envelope('PartialObjectMetadataList', (w) => {
+      message(w, 1, (m) => str(m, 2, '7'))
+      message(w, 2, (item) => message(item, 1, (m) => objectMeta(m, {created: 1796393343, labels, name: 'worker-1', rv: '5', uid: 'u-1'})))
+      message(w, 2, (item) => message(item, 1, (m) => objectMeta(m, {created: 0, deleted: 1796393400, labels: {zone: 'a'}, name: 'worker-2', namespace: '', rv: '6', uid: 'u-2'})))
+    })
+    expect(decodeMetadataList(body, {labels: false})).to.deep.equal({
+      items: [
+        {deletionTimestamp: undefined, labels: undefined, name: 'worker-1', namespace: undefined, resourceVersion: '5', uid: 'u-1'},
+        {deletionTimestamp: '2026-12-04T14:10:00Z', labels: undefined, name: 'worker-2', namespace: undefined, resourceVersion: '6', uid: 'u-2'},
+      ],
+      metadata: {resourceVersion: '7'},
+    })
+    expect(decodeMetadataList(body).items[0]!.labels).to.deep.equal(labels)
+  })
+
   it('an empty last page: no continue token, no items', function () {
     const body = envelope('PartialObjectMetadataList', (w) =>
       message(w, 1, (m) => {
