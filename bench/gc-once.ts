@@ -1,8 +1,9 @@
 // npm run bench:gc -- --nodes 5000 --stale 4000 [--concurrency N] [--qps N] [--list-size 500] [--rounds 5]
-//                      [--layout split|shared] [--against <another installed CLI's bin/run.js>]...
+//                      [--layout split|shared] [--node-labels 100] [--against <another installed CLI's bin/run.js>]...
 //
 // Seeds a private real control plane with <nodes> Nodes, each with a NodeFeature and a
-// NodeResourceTopology, plus <stale> objects of vanished nodes (half NodeFeatures, half topologies);
+// NodeResourceTopology and labelled as NFD labels a Node (--node-labels of nfd-master's feature labels
+// besides the kubelet's; 0: the hostname only), plus <stale> objects of vanished nodes (half NodeFeatures, half topologies);
 // runs the installed CLI (as `npm pack` builds it) `gc once` with its defaults (or the pace flags given);
 // then re-seeds the same stale objects and deletes them with plain concurrent DELETEs (64 in flight, no
 // rate limit) from this process; then the same loop once more, in a fresh process with the CLI's client and
@@ -30,6 +31,7 @@ const {values} = parseArgs({
     concurrency: {type: 'string'},
     layout: {default: 'split', type: 'string'},
     'list-size': {default: '500', type: 'string'},
+    'node-labels': {default: '100', type: 'string'},
     nodes: {default: '5000', type: 'string'},
     qps: {type: 'string'},
     rounds: {default: '5', type: 'string'},
@@ -42,9 +44,10 @@ const concurrency = values.concurrency === undefined ? undefined : Number(values
 const qps = values.qps === undefined ? undefined : Number(values.qps)
 const ceilingConcurrency = 64
 const rounds = Number(values.rounds)
+const nodeLabels = Number(values['node-labels'])
 const settleMs = 5000
-if (![nodes, stale, rounds, concurrency ?? 1, qps ?? 1].every((n) => Number.isInteger(n) && n > 0) || stale % 2 !== 0) {
-  process.stderr.write('bench:gc: --nodes, --stale (even), --rounds, --concurrency and --qps must be positive whole numbers\n')
+if (![nodes, stale, rounds, concurrency ?? 1, qps ?? 1].every((n) => Number.isInteger(n) && n > 0) || stale % 2 !== 0 || !Number.isInteger(nodeLabels) || nodeLabels < 0) {
+  process.stderr.write('bench:gc: --nodes, --stale (even), --rounds, --concurrency and --qps must be positive whole numbers, --node-labels a whole number\n')
   process.exit(2)
 }
 if (values.layout !== 'split' && values.layout !== 'shared') {
@@ -70,7 +73,7 @@ try {
   const seedStarted = performance.now()
   const liveNames = [...Array(nodes).keys()].map((i) => `node-${i}`)
   const goneNames = [...Array(stale / 2).keys()].map((i) => `gone-${i}`)
-  await seedNodesWithObjects(seeder, liveNames, 'nfd', 64)
+  await seedNodesWithObjects(seeder, liveNames, 'nfd', 64, nodeLabels)
   // Each measured run finds the server with no other client's connections open: the seeder's and the
   // warm loop's keep-alive sockets are closed once they are done.
   const seedStale = async (): Promise<void> => {
@@ -157,7 +160,7 @@ try {
   const ratio = gcRate / ceilingRate
   process.stdout.write(
     [
-      `gc once (installed CLI): ${nodes} nodes, ${2 * nodes} live objects, ${stale} stale; concurrency ${concurrency ?? 'default'}, qps ${qps ?? 'none (default)'}, list-size ${values['list-size']}; medians of ${rounds} alternating rounds`,
+      `gc once (installed CLI): ${nodes} nodes (${nodeLabels} NFD feature labels each), ${2 * nodes} live objects, ${stale} stale; concurrency ${concurrency ?? 'default'}, qps ${qps ?? 'none (default)'}, list-size ${values['list-size']}; medians of ${rounds} alternating rounds`,
       `CPUs: ${cpus === undefined ? 'shared: the control plane and the clients on all' : `split: the control plane on ${cpus.server}, the clients on ${cpus.clients}`}`,
       row('wall time (whole process)', `${gcSeconds.toFixed(2)} s`, `(rounds: ${gcRuns.map((r) => r.seconds.toFixed(2)).join(', ')} s)`),
       row('objects deleted per second', gcRate.toFixed(0)),
