@@ -252,7 +252,7 @@ function readAll(response: http.IncomingMessage): Promise<{status: number; body:
       const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)
       // The response outlives its answer: under Node 26 each keep-alive TLS socket keeps the request it was
       // opened for, and so this response and its listeners, for as long as the socket lives (docs/upstream-facts.md).
-      // Its chunks must not stay with it: in `gc run` that was a first page of 500 labelled Nodes, 5.7 MB.
+      // Its chunks must not stay with it: in `gc run`, a first page of 500 labelled Nodes is 5.7 MB of them.
       chunks.length = 0
       response.off('data', onData)
       resolve({

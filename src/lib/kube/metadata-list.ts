@@ -82,8 +82,8 @@ export function metadataCodecOf(kept: KeptMetadata): ObjectCodec<ObjectMeta> {
 }
 export const metadataCodec = metadataCodecOf({labels: true})
 /**
- * The same without labels: what the GC keeps of a Node. NFD puts about a hundred labels on each Node, which
- * held `gc run` at 130 MB instead of 75 with 2,000 such Nodes cached (bench:gc-run, docs/benchmarks.md).
+ * The same without labels: what the GC keeps of a Node. NFD puts about a hundred labels on each Node; kept,
+ * they take `gc run` with 2,000 such Nodes cached from 75 to 130 MB (bench:gc-run, docs/benchmarks.md).
  */
 export const unlabelledMetadataCodec = metadataCodecOf({labels: false})
 
