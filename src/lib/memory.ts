@@ -17,19 +17,35 @@ export function holdMemoryDown(): void {
   setFlagsFromString('--heap-growing-percent=20')
 }
 
-let collectGarbage: (() => void) | undefined
+type GarbageCollector = (options?: {type?: 'major' | 'minor'}) => void
+let collectGarbage: GarbageCollector | undefined
+
+/** V8 hands out its collector only to a context made after --expose-gc is set. */
+function garbageCollector(): GarbageCollector {
+  if (collectGarbage === undefined) {
+    setFlagsFromString('--expose-gc')
+    collectGarbage = runInNewContext('gc') as GarbageCollector
+  }
+  return collectGarbage
+}
 
 /**
  * Work done in bursts (a sweep's list pages) leaves megabytes of
  * old-generation garbage that V8 would keep resident until its next major collection, which an idle daemon
- * may not have for hours: collect it now. V8 hands out its collector only to a context made after
- * --expose-gc is set.
+ * may not have for hours: collect it now.
  * (Measured after a 7,000-node sweep: 83 → 81–82 MB steady; what it returns grows with what was parsed.)
  */
 export function returnIdleMemory(): void {
-  if (collectGarbage === undefined) {
-    setFlagsFromString('--expose-gc')
-    collectGarbage = runInNewContext('gc') as () => void
-  }
-  collectGarbage()
+  garbageCollector()()
+}
+
+/**
+ * A collection of the young generation only (a scavenge: under a millisecond), for a caller that has just
+ * let go of megabytes of buffers, a list page read in chunks and joined. V8 frees a buffer's memory when a
+ * collection finds it dead, and a page decoded into a few small objects fills the young generation too
+ * slowly to start one: the dead pages of a node list otherwise pile up until V8's limit on outside memory
+ * starts a collection (38 MB of them at `gc once`'s peak, docs/benchmarks.md).
+ */
+export function collectYoungGarbage(): void {
+  garbageCollector()({type: 'minor'})
 }

@@ -1,4 +1,5 @@
 import {AbortedError, ApiUnavailableError} from '../errors.js'
+import {collectYoungGarbage} from '../memory.js'
 import {isStatus} from './api-error.js'
 import type {KubeClient} from './kube-client.js'
 import {decodeMetadataList, protobufContentType, type KeptMetadata, type ListPageMeta} from './protobuf-metadata.js'
@@ -16,6 +17,9 @@ export const metadataListAccept = 'application/json;as=PartialObjectMetadataList
 export const protobufMetadataListAccept = `${protobufContentType};as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,${metadataListAccept}`
 /** The same for one object, or for the objects of a watch stream. */
 export const metadataObjectAccept = 'application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json'
+
+/** A page body from this size on is followed by a collection of the young generation (collectYoungGarbage). */
+const largePageBytes = 1024 * 1024
 
 /** The one call a list makes: the real KubeClient, or a fake in unit tests. */
 export type ListClient = Pick<KubeClient, 'request'>
@@ -108,8 +112,16 @@ export async function listObjects<T>(client: ListClient, ref: ResourceRef, codec
     let continueToken: string | undefined
     let resourceVersion = ''
     let pages = 0
+    // A page of labelled Nodes is megabytes of chunks and their joined copy, all dead once it is decoded:
+    // collected before the next page comes, not when V8 gets to them.
+    let largePage = false
+    const collectLargePage = (): void => {
+      if (largePage) collectYoungGarbage()
+      largePage = false
+    }
     try {
       do {
+        collectLargePage()
         const body = await client.request<ObjectList | Buffer>('GET', collectionPath(ref, options.namespace), {
           accept: codec.listAccept,
           query: {continue: continueToken, fieldSelector: options.fieldSelector, labelSelector: options.labelSelector, limit: options.pageSize || undefined},
@@ -126,6 +138,7 @@ export async function listObjects<T>(client: ListClient, ref: ResourceRef, codec
           items.push(...page.items)
           count = page.items.length
           metadata = page.metadata
+          largePage = body.length >= largePageBytes
         } else {
           for (const raw of body.items ?? []) {
             const item = codec.toItem(raw)
@@ -148,6 +161,7 @@ export async function listObjects<T>(client: ListClient, ref: ResourceRef, codec
           total: items.length,
         })
       } while (continueToken !== undefined)
+      collectLargePage()
       return {items, pages, resourceVersion, restarts}
     } catch (error) {
       if (error instanceof AbortedError) throw error
