@@ -41,8 +41,8 @@ export function returnIdleMemory(): void {
 
 /**
  * A collection of the young generation only (a scavenge: under a millisecond), for a caller that has just
- * let go of megabytes of buffers, a list page read in chunks and joined. V8 frees a buffer's memory when a
- * collection finds it dead, and a page decoded into a few small objects fills the young generation too
+ * let go of megabytes of buffers, a list page read in chunks and joined. V8 frees a buffer's memory (on a
+ * background thread, right after) when a collection finds it dead, and a page decoded into a few small objects fills the young generation too
  * slowly to start one: the dead pages of a node list otherwise pile up until V8's limit on outside memory
  * starts a collection (38 MB of them at `gc once`'s peak, docs/benchmarks.md).
  */
