@@ -52,17 +52,15 @@ describe('memory: V8 settings set when a command starts', function () {
       ;(() => { const chunks = Array.from({length: 400}, () => Buffer.allocUnsafeSlow(16 * 1024)); chunks.length = 0 })()
       const before = mb()
       const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
-      await sleep(300)
-      const unaided = mb()
       collectYoungGarbage()
       // V8 frees dead buffers' memory on a background thread after the collection: up to a second for it.
       let after = mb()
       for (let i = 0; i < 50 && after > before - 6; i++) after = (await sleep(20), mb())
-      console.log(JSON.stringify({after, before, unaided}))`
+      console.log(JSON.stringify({after, before}))`
     const {stdout} = await promisify(execFile)(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {cwd: repo, timeout: 20_000})
-    const {after, before, unaided} = JSON.parse(stdout) as {after: number; before: number; unaided: number}
+    const {after, before} = JSON.parse(stdout) as {after: number; before: number}
+    // Without the call Node 20 keeps them counted for seconds (Node 26 now and then frees them by itself).
     expect(before, 'the buffers counted before the collection').to.be.greaterThan(6)
-    expect(unaided, 'still counted 300 ms later without it').to.be.greaterThan(6)
     expect(after, 'after it').to.be.lessThan(before - 6)
   })
 
