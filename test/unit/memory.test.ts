@@ -59,7 +59,7 @@ describe('memory: V8 settings set when a command starts', function () {
       console.log(JSON.stringify({after, before}))`
     const {stdout} = await promisify(execFile)(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {cwd: repo, timeout: 20_000})
     const {after, before} = JSON.parse(stdout) as {after: number; before: number}
-    // Without the call Node 20 keeps them counted for seconds (Node 26 now and then frees them by itself).
+    // Without the call Node 20 keeps them counted (a second and more, measured); Node 26 at times frees them by itself.
     expect(before, 'the buffers counted before the collection').to.be.greaterThan(6)
     expect(after, 'after it').to.be.lessThan(before - 6)
   })
