@@ -329,7 +329,11 @@ try {
       row("  of which: the node binary's pages", mb(resident.nodeBinaryKb), '(code and data of the executable; no budget)'),
       row('  other files (libraries, native modules)', mb(resident.otherFilesKb), `(${resident.topFiles.map((f) => `${f.name} ${mb(f.kb)}`).join(', ')})`),
       row('  anonymous (V8 heap, C heap, stacks)', mb(resident.anonymousKb), `(${resident.threads} threads)`),
-      row("Node's own floor (same node and flags, idle, node:https loaded)", `${floor.rssMb.toFixed(0)} MB`, `(${roomOverFloor(rssBudgetMb, floor.rssMb)}; ${floor.flags.join(' ')})`),
+      row(
+        "Node's own floor (same node and flags, idle, node:https loaded)",
+        `${floor.rssMb.toFixed(0)} MB`,
+        `(the ${rssBudgetMb} MB budget ${roomOverFloor(rssBudgetMb, floor.rssMb, 'MB')}; ${floor.flags.join(' ')})`,
+      ),
     )
   }
 

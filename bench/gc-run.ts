@@ -207,7 +207,11 @@ try {
         mb(ours.peakMb),
         peerNote((f) => `${mb(f.peakMb)} (gc run ${(ours.peakMb / f.peakMb).toFixed(2)}x)`, `budget <= ${budgets.peakMb} MB at ${nodes} nodes: ${verdict(peakOk)}`),
       ),
-      row("Node's own floor (same node and flags, idle, node:https loaded)", mb(ours.floor!.rssMb), `(${roomOverFloor(budgets.peakMb, ours.floor!.rssMb)}; ${ours.floor!.flags.join(' ')})`),
+      row(
+        "Node's own floor (same node and flags, idle, node:https loaded)",
+        mb(ours.floor!.rssMb),
+        `(the ${budgets.peakMb} MB budget ${roomOverFloor(budgets.peakMb, ours.floor!.rssMb, 'MB')}; ${ours.floor!.flags.join(' ')})`,
+      ),
       '',
     ].join('\n'),
   )

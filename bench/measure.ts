@@ -44,10 +44,10 @@ function nodeFlagsOf(args: readonly string[]): string[] {
   return args.slice(0, end)
 }
 
-/** What a memory budget leaves over Node's own floor, for the row that prints the floor. */
-export function roomOverFloor(budgetMb: number, floorMb: number): string {
-  const room = budgetMb - floorMb
-  return room > 0 ? `the ${budgetMb} MB budget leaves ${room.toFixed(0)} MB over it` : `the ${budgetMb} MB budget is ${(-room).toFixed(0)} MB below it`
+/** What a budget leaves over Node's own floor (in the budget's unit), for the row that prints the floor. */
+export function roomOverFloor(budget: number, floor: number, unit: string): string {
+  const room = budget - floor
+  return room >= 0 ? `leaves ${room.toFixed(0)} ${unit} over it` : `is ${(-room).toFixed(0)} ${unit} below it`
 }
 
 /** Where a process's resident pages are, from /proc/<pid>/smaps: its executable's, other files', anonymous. */

@@ -11,7 +11,7 @@ import {parseArgs} from 'node:util'
 
 import {imageCacheDir} from '../scripts/image/cache.js'
 import {imageNodeVersion, installImageNodeHere} from '../scripts/image/node-runtime.js'
-import {percentile, row, verdict} from './measure.js'
+import {percentile, roomOverFloor, row, verdict} from './measure.js'
 import {startBench} from './setup.js'
 
 /**
@@ -69,10 +69,8 @@ try {
       const median = percentile(times[i]!, 50)
       const ratio = median / bare
       const figure = `${median.toFixed(0)} ms ${ratio.toFixed(2)}×`
-      if (c.floorUnder !== undefined) {
-        const room = c.floorUnder * bare - median
-        console.log(row(`  ${c.name}`, figure, `(floor; gc once's ${c.floorUnder}× ${room >= 0 ? `leaves ${room.toFixed(0)} ms over it` : `is ${(-room).toFixed(0)} ms below it`})`))
-      } else if (c.budget === undefined) console.log(row(`  ${c.name}`, figure, '(no budget)'))
+      if (c.floorUnder !== undefined) console.log(row(`  ${c.name}`, figure, `(floor; gc once's ${c.floorUnder}× ${roomOverFloor(c.floorUnder * bare, median, 'ms')})`))
+      else if (c.budget === undefined) console.log(row(`  ${c.name}`, figure, '(no budget)'))
       else {
         const ok = ratio <= c.budget
         failed ||= !ok

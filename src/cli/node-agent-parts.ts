@@ -130,7 +130,7 @@ export function buildNodeAgent({client, fileClasses, flags, logger, options, reg
   const grants = new GrantRecord({stateDir})
   const podEvents = new PodEvents({client, logger, nodeName, onError: () => metrics.errors.inc({kind: 'events'})})
   const status = new StatusReporter({client, logger, metrics, nodeName, retry: () => changes.emit('status retry')})
-  const trim = new NativeMemoryTrim((returnedMb, rssMb) => logger.debug({returnedMb, rssMb}, 'free native memory returned to the kernel'))
+  const trim = new NativeMemoryTrim(logger)
   const reconciler = new NodeReconciler({
     claimed: dra === undefined ? undefined : (container) => dra.claimed(container),
     classes: () => classStore.view,

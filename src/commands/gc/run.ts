@@ -15,8 +15,8 @@ import {LeaderElector} from '../../lib/kube/leader-elector.js'
 import {ownNamespace} from '../../lib/kube/namespace.js'
 import {HealthServer} from '../../lib/observe/health-server.js'
 import {createLogger} from '../../lib/observe/logger.js'
+import {NativeMemoryTrim} from '../../lib/native-memory.js'
 import {Registry} from '../../lib/observe/prometheus.js'
-import {releaseFreeNativeMemory} from '../../lib/sys/libc.js'
 
 export default class GcRun extends NfdctlCommand {
   static override description = `The long-running garbage collector: delete NodeFeature and NodeResourceTopology objects whose Node is gone.
@@ -35,6 +35,7 @@ Watches Nodes (metadata only) and collects a deleted node's objects at once; a b
     const {client, namespace, origin} = await openCluster({context: flags.context, kubeconfig: flags.kubeconfig}, {burst: options.burst, maxConnections: options.concurrency + 2, qps: options.qps})
     const registry = new Registry()
     const metrics = createGcMetrics(registry, this.config.version, () => client.window)
+    const trim = new NativeMemoryTrim(log, 0)
     const newCollector = (): Collector =>
       new Collector({
         client,
@@ -46,7 +47,7 @@ Watches Nodes (metadata only) and collects a deleted node's objects at once; a b
         logger: log,
         metrics,
         plan: options,
-        releaseNativeMemory: releaseFreeNativeMemory,
+        trim,
       })
 
     let collector: Collector | undefined

@@ -2,6 +2,7 @@ import {AbortedError, errorMessage} from '../errors.js'
 import {EventBatcher} from '../event-batcher.js'
 import {MetadataInformer} from '../kube/informer.js'
 import {returnIdleMemory} from '../memory.js'
+import type {NativeMemoryTrim} from '../native-memory.js'
 import type {KubeClient} from '../kube/kube-client.js'
 import {nodesResource} from '../kube/resource.js'
 import {noopLogger, type Logger} from '../observe/logger.js'
@@ -32,11 +33,10 @@ export interface CollectorOptions {
   /** Test seam for real-server races: runs after the last check of the nodes, before deleting. */
   readonly beforeDelete?: (doomed: readonly StaleObject[]) => Promise<void>
   /**
-   * Gives the C heap's free pages back to the kernel (malloc_trim), run once a sweep's garbage is collected:
-   * the list pages' TLS and HTTP buffers leave them behind (about 20 MB after listing 2,000 Nodes as NFD
-   * labels them). False where the C library cannot.
+   * Gives the C heap's free pages back to the kernel, told once a sweep's garbage is collected: the list
+   * pages' TLS and HTTP buffers leave them behind (about 20 MB after listing 2,000 Nodes as NFD labels them).
    */
-  readonly releaseNativeMemory?: () => boolean
+  readonly trim?: Pick<NativeMemoryTrim, 'afterWork'>
 }
 
 type Job = {type: 'nodes'; names: string[]} | {type: 'sweep'; why: string}
@@ -201,11 +201,7 @@ export class Collector {
         'sweep done',
       )
       returnIdleMemory()
-      const rss = process.memoryUsage.rss()
-      if (this.options.releaseNativeMemory?.()) {
-        const after = process.memoryUsage.rss()
-        this.#log.debug({returnedMb: Math.round((rss - after) / 1048576), rssMb: Math.round(after / 1048576)}, 'free native memory returned to the kernel')
-      }
+      this.options.trim?.afterWork()
     } catch (error) {
       this.#lastSweepOk = false
       if (!this.#stopped) this.#log.error({err: errorMessage(error), trigger: why}, 'sweep failed; nothing deleted')
