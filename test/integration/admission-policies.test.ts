@@ -771,6 +771,21 @@ describe('deploy/agent and deploy/agent-dra admission policies and a device quot
         expect(await devicesOf('on-dra-a')).to.deep.equal([])
       })
 
+      // docs/security.md, "What RBAC cannot narrow": get reaches every claim, list and watch none.
+      it("reads another node's claim by name (RBAC cannot narrow get), and is refused a list or watch of claims", async () => {
+        const read = await agent.request<{status: {allocation: {devices: {results: Array<{pool: string}>}}}}>('GET', `${claimsPath}/on-dra-b`)
+        expect(read.status.allocation.devices.results.map((r) => r.pool)).to.deep.equal(['dra-b'])
+        for (const [what, query] of [
+          ['list', {}],
+          ['watch', {watch: 'true'}],
+        ] as Array<[string, Record<string, string>]>) {
+          for (const path of [claimsPath, '/apis/resource.k8s.io/v1/resourceclaims']) {
+            const error = await refusal(() => agent.request('GET', path, {query}))
+            expect(error.code, `${what} ${path}`).to.equal(403)
+          }
+        }
+      })
+
       it('refuses the entry of a claim allocated on another node, and any entry with a token that names no node', async () => {
         const write = (as: KubeClient, name: string, node: string): Promise<unknown> =>
           as.request('PATCH', `${claimsPath}/${name}/status`, {
