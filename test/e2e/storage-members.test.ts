@@ -31,7 +31,7 @@ describe('storage members are host-critical: a btrfs RAID1 of two loop devices (
 
   before(function () {
     if (!canUseLoopControl()) missingPrerequisite(this, '/dev/loop-control is not usable (needs root and the loop driver)')
-    for (const tool of ['losetup', 'mkfs.btrfs', 'btrfs', 'mount', 'umount', 'unshare']) {
+    for (const tool of ['losetup', 'blkid', 'mkfs.btrfs', 'btrfs', 'mount', 'umount', 'unshare']) {
       if (spawnSync('sh', ['-c', `command -v ${tool}`]).status !== 0) missingPrerequisite(this, `${tool} is not installed (util-linux, btrfs-progs)`)
     }
     if (!existsSync('/sys/fs/btrfs')) missingPrerequisite(this, 'this kernel has no btrfs (/sys/fs/btrfs)')
@@ -45,7 +45,7 @@ describe('storage members are host-critical: a btrfs RAID1 of two loop devices (
       attached.push(index)
     }
     run('mkfs.btrfs', '-q', '-f', '-d', 'raid1', '-m', 'raid1', ...loops.map((i) => `/dev/loop${i}`))
-    uuid = run('blkid', '-s', 'UUID', '-o', 'value', `/dev/loop${loops[0]}`).trim()
+    uuid = run('blkid', '-p', '-s', 'UUID', '-o', 'value', `/dev/loop${loops[0]}`).trim()
   })
 
   afterEach(function () {
