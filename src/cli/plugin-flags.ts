@@ -51,7 +51,10 @@ export function classPlugins(
 ): ClassPlugins {
   const {logger, owned} = options
   const scanner = new SysfsScanner({udevDataDir: flags['udev-data-dir']})
-  const mounts = new HostMounts({onReadError: (what, error) => logger.warn({err: errorMessage(error)}, `cannot read ${what}; the devices it would show as the node's own are not refused`)})
+  const mounts = new HostMounts({
+    udevDataDir: flags['udev-data-dir'],
+    onReadError: (what, error) => logger.warn({err: errorMessage(error)}, `cannot read ${what}; the devices it would show as the node's own are not refused`),
+  })
   const members = new ClassMembers(scanner.readAttribute, options.classes, {
     onKnown:
       owned === undefined

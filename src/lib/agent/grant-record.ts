@@ -1,4 +1,4 @@
-import {closeSync, ftruncateSync, mkdirSync, openSync, rmSync, writeSync} from 'node:fs'
+import {closeSync, fstatSync, ftruncateSync, mkdirSync, openSync, readSync, rmSync, writeSync} from 'node:fs'
 import {dirname, join} from 'node:path'
 
 import {decodeOwnedDevice, deviceOfNumber} from '../devices/owned-devices.js'
@@ -96,9 +96,10 @@ export function encodeJournalLine(containerId: string, grants: readonly Recorded
 }
 
 /**
- * Pure: the journal's lines in order, each a container and its grants then. A last line that does not
- * parse was being written when the agent stopped, before its grant was made: it is left out. Throws one
- * line naming what is wrong with any other.
+ * Pure: the journal's lines in order, each a container and its grants then. A line torn in its write (the
+ * agent stopped, or the disk was full) is left out: its grant was never made, as setNow had not returned.
+ * GrantRecord undoes a torn write or starts the next line after it; a whole line found glued onto a torn
+ * one all the same is read. Throws one line naming what is wrong with any other.
  */
 export function decodeJournal(text: string): Array<[string, RecordedGrant[]]> {
   const lines = text.split('\n')
@@ -107,17 +108,40 @@ export function decodeJournal(text: string): Array<[string, RecordedGrant[]]> {
     if (line === '') continue
     let entry: unknown
     try {
-      entry = JSON.parse(line)
+      entry = parseJournalLine(line)
     } catch (error) {
-      if (i === lines.length - 1) break
-      throw new Error(`line ${i + 1}: not JSON (${(error as Error).message})`)
+      throw new Error(`line ${i + 1}: ${(error as Error).message}`)
     }
+    if (entry === undefined) continue
     const {container, grants} = (entry ?? {}) as {container?: unknown; grants?: unknown}
     if (typeof container !== 'string' || !containerIdPattern.test(container)) throw new Error(`line ${i + 1}: ${JSON.stringify(container)} is not a container id`)
     if (!Array.isArray(grants)) throw new Error(`line ${i + 1}: grants must be a list`)
     entries.push([container, grants.map((g: unknown, j) => decodeGrant(g, `line ${i + 1}: grants[${j}]`))])
   }
   return entries
+}
+
+/** What every line encodeJournalLine writes starts with. No string in a line holds it: JSON escapes quotes. */
+const lineStart = '{"container":'
+
+/**
+ * A journal line's JSON, or undefined for a torn line (it starts as every line does and does not parse);
+ * after a torn start, the whole line glued onto it. Throws for a line no write of the journal makes.
+ */
+function parseJournalLine(line: string): unknown {
+  try {
+    return JSON.parse(line)
+  } catch (error) {
+    const glued = line.lastIndexOf(lineStart)
+    const torn = glued > 0 ? line.slice(0, glued) : line
+    if (!torn.startsWith(lineStart) && !lineStart.startsWith(torn)) throw new Error(`not JSON (${(error as Error).message})`)
+    if (glued <= 0) return undefined
+    try {
+      return JSON.parse(line.slice(glued))
+    } catch {
+      return undefined // torn too
+    }
+  }
 }
 
 const containerIdPattern = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/
@@ -129,11 +153,19 @@ function decodeGrant(raw: unknown, at: string): RecordedGrant {
   return {...device, access}
 }
 
+/** The journal, open for appending: how long it is when no write is torn, and whether the file ends in a torn line. */
+interface OpenJournal {
+  readonly fd: number
+  length: number
+  torn: boolean
+}
+
 /**
  * What the agent granted each container, kept under --state-dir, so that an agent that restarts still takes
  * back a grant whose device went while it was away: `grants.json` (written atomically) and beside it
  * `grants.journal`, whose lines are read over it. Changes are made in memory at once. The one before a grant
- * (setNow) is on disk when the call returns: one line appended to the journal with one write(2), as it sits
+ * (setNow) is on disk when the call returns (or it throws: a line the disk has no room for is taken back
+ * off the journal, which holds whole lines only): one line appended to the journal with one write(2), as it sits
  * on the hot-plug's path, where replacing the file costs about a millisecond (more while the disk is busy:
  * ext4 starts writing a file renamed over another at once). Every other change (a grant made, containers
  * gone) is written soon after, off that path, once for all the changes of a turn of the event loop: the
@@ -146,8 +178,7 @@ export class GrantRecord {
   /** A change not in `grants.json` yet (or a write that failed). */
   #dirty = false
   #soon: Promise<void> | undefined
-  /** The journal, open for appending. */
-  #journal: number | undefined
+  #journal: OpenJournal | undefined
 
   readonly file: string
   readonly journalFile: string
@@ -211,12 +242,50 @@ export class GrantRecord {
   }
 
   #append(line: string): void {
-    if (this.#journal === undefined) {
-      mkdirSync(dirname(this.journalFile), {mode: 0o700, recursive: true})
-      this.#journal = openSync(this.journalFile, 'a', 0o600)
+    this.#journal ??= this.#openJournal()
+    const journal = this.#journal
+    const bytes = Buffer.from(journal.torn ? `\n${line}` : line)
+    let written: number
+    try {
+      written = writeSync(journal.fd, bytes)
+    } catch (error) {
+      this.#undo(journal)
+      throw error
     }
-    const bytes = Buffer.from(line)
-    if (writeSync(this.#journal, bytes) !== bytes.length) throw new Error(`${this.journalFile}: a short write (the disk is full?)`)
+    if (written !== bytes.length) {
+      this.#undo(journal)
+      throw new Error(`${this.journalFile}: a short write (the disk is full?)`)
+    }
+    journal.length += written
+    journal.torn = false
+  }
+
+  /** Opens the journal for appending; after a line torn in its write (an agent stopped in it), the next one starts on its own. */
+  #openJournal(): OpenJournal {
+    mkdirSync(dirname(this.journalFile), {mode: 0o700, recursive: true})
+    const fd = openSync(this.journalFile, 'a+', 0o600)
+    try {
+      const {size} = fstatSync(fd)
+      const last = Buffer.alloc(1)
+      return {fd, length: size, torn: size > 0 && readSync(fd, last, 0, 1, size - 1) === 1 && last[0] !== 0x0a}
+    } catch (error) {
+      closeSync(fd)
+      throw error
+    }
+  }
+
+  /**
+   * Takes a torn write (a full disk writes part of a line) back off the journal, so that the next line is not
+   * glued onto it: that line's grant is made, and a line that does not parse is left out when read. Should
+   * even that fail, the journal is closed (the caller throws the write's error): opened again, it starts
+   * the next line after the torn one.
+   */
+  #undo(journal: OpenJournal): void {
+    try {
+      ftruncateSync(journal.fd, journal.length)
+    } catch {
+      this.close()
+    }
   }
 
   #write(): void {
@@ -227,7 +296,11 @@ export class GrantRecord {
       // crashed agent. A flush would sit on every hot-plug's path (milliseconds, more while kubelet writes).
       writeFileAtomicSync(this.file, encodeGrants(this.#records), {durable: false, mode: 0o600})
       if (this.#journal === undefined) rmSync(this.journalFile, {force: true})
-      else ftruncateSync(this.#journal, 0)
+      else {
+        ftruncateSync(this.#journal.fd, 0)
+        this.#journal.length = 0
+        this.#journal.torn = false
+      }
     } catch (error) {
       this.#dirty = true
       throw error
@@ -236,7 +309,7 @@ export class GrantRecord {
 
   /** Closes the journal (a later setNow opens it again). */
   close(): void {
-    if (this.#journal !== undefined) closeSync(this.#journal)
+    if (this.#journal !== undefined) closeSync(this.#journal.fd)
     this.#journal = undefined
   }
 

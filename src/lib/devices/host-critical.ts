@@ -5,8 +5,12 @@ import type {Device, DeviceClass} from './types.js'
  * Host-critical devices: whoever holds one has the node. The mem subsystem's /dev/mem, /dev/kmem, /dev/port
  * and /dev/kmsg (character major 1; its other members, null, zero, full, random and urandom, are harmless),
  * and the block devices the node itself uses: those that back a mount or swap, and those below them (the
- * disk of a mounted partition, the members of a mounted dm or md device). A class serves them only with
- * spec.hostCritical: Allow. Pure: the node's part comes in as data (host-mounts.ts reads it).
+ * disk of a mounted partition, the members of a mounted dm or md device), and the members of the storage
+ * the kernel has assembled, mounted or not: of a dm device (an LVM volume group with an active volume,
+ * dm-crypt, multipath), an md array, a bcache device or cache set, a mounted btrfs filesystem (in any mount
+ * namespace) and an imported ZFS pool. Writing to a member under the kernel corrupts what it is part of. A
+ * class serves them only with spec.hostCritical: Allow. Pure: the node's part comes in as data
+ * (host-mounts.ts reads it).
  */
 const criticalMem = new Map<number, string>([
   [1, "/dev/mem is the node's physical memory"],
@@ -86,19 +90,38 @@ export interface BlockDeviceNode {
   readonly name: string
   /** `major:minor`. */
   readonly devNumber: string
-  /** The devices it sits on: a partition's disk, a dm or md device's members (its `slaves`). */
+  /** The devices it sits on: a partition's disk, a dm, md or bcache device's members (its `slaves`). */
   readonly below: readonly string[]
+  /** A partition: `below` is its disk, which it is part of (a device built on its `below` holds them). */
+  readonly partition?: boolean
   /** A dm device's name, as /dev/mapper/<name> shows it. */
   readonly mapperName?: string
+  /** A dm device's UUID: LVM's volumes' start with `LVM-`. */
+  readonly dmUuid?: string
+  /** Registered with bcache (its `bcache` directory): as a backing device (of bcache<N> once running) or as a cache set's cache device. */
+  readonly bcache?: {readonly role: 'backing'; readonly device?: string} | {readonly role: 'cache'; readonly set?: string}
 }
 
 /**
- * The block devices that back the node's mounts and swap, and everything below them, by device id, each
- * with the mount (or swap) that makes it critical. A mount is found by its device number and by its source
- * (/dev/<kernel name> or /dev/mapper/<dm name>; btrfs reports an anonymous number): the reader resolves
- * links such as /dev/disk/by-uuid/… first.
+ * Storage the kernel has in use whose members no device holds in sysfs: a mounted btrfs filesystem
+ * (/sys/fs/btrfs/<uuid>/devices), an imported ZFS pool (its members found by their udev label).
  */
-export function nodeBlockUse(mounts: readonly MountEntry[], swaps: readonly string[], devices: readonly BlockDeviceNode[]): NodeBlockUse {
+export interface StoragePool {
+  readonly kind: 'btrfs' | 'zfs'
+  /** btrfs: the filesystem's UUID; ZFS: the pool's name. */
+  readonly name: string
+  /** Kernel names. */
+  readonly members: readonly string[]
+}
+
+/**
+ * The block devices the node uses, by device id, each with why: those that back the node's mounts and swap,
+ * and everything below them, named after the mount (or swap); then the members of the storage the kernel
+ * has assembled (`pools`, and every device built on others), named after it. A mount is found by its device
+ * number and by its source (/dev/<kernel name> or /dev/mapper/<dm name>; btrfs reports an anonymous
+ * number): the reader resolves links such as /dev/disk/by-uuid/… first.
+ */
+export function nodeBlockUse(mounts: readonly MountEntry[], swaps: readonly string[], devices: readonly BlockDeviceNode[], pools: readonly StoragePool[] = []): NodeBlockUse {
   const byName = new Map(devices.map((d) => [d.name, d]))
   const byNumber = new Map(devices.map((d) => [d.devNumber, d]))
   const byMapper = new Map(devices.filter((d) => d.mapperName !== undefined).map((d) => [d.mapperName as string, d]))
@@ -121,7 +144,41 @@ export function nodeBlockUse(mounts: readonly MountEntry[], swaps: readonly stri
     mark(fromPath(mount.source), use)
   }
   for (const swap of swaps) mark(fromPath(swap), "is the node's swap")
+  for (const pool of pools) {
+    const use = pool.kind === 'zfs' ? `is a member of the imported ZFS pool ${pool.name}` : btrfsUse(pool, ordered, fromPath)
+    for (const member of pool.members) mark(byName.get(member), use)
+  }
+  for (const device of devices) if (device.bcache !== undefined) mark(device, bcacheUse(device.bcache))
+  for (const device of devices) {
+    const use = device.partition ? undefined : holderUse(device)
+    if (use !== undefined) for (const name of device.below) mark(byName.get(name), use)
+  }
   return {block}
 }
 
 const depth = (path: string): number => (path === '/' ? 0 : path.split('/').length)
+
+/** Named after the node's shallowest mount of it, if the node's tables show one: a btrfs mounted in another mount namespace only is in /sys/fs/btrfs all the same. */
+function btrfsUse(pool: StoragePool, mounts: readonly MountEntry[], fromPath: (path: string) => BlockDeviceNode | undefined): string {
+  const mount = mounts.find((m) => pool.members.includes(fromPath(m.source)?.name ?? ''))
+  return mount === undefined ? `is a member of the btrfs filesystem ${pool.name}, mounted outside the node's mount table` : `is a member of the btrfs filesystem mounted at ${mount.mountPoint}`
+}
+
+function bcacheUse(registered: NonNullable<BlockDeviceNode['bcache']>): string {
+  if (registered.role === 'cache') return `is a cache device of the bcache cache set ${registered.set ?? '(unnamed)'}`
+  return registered.device === undefined ? 'is a bcache backing device' : `is the backing device of /dev/${registered.device}`
+}
+
+/** What a device built on others makes of its members (`below`), or undefined for one built on nothing. */
+function holderUse(device: BlockDeviceNode): string | undefined {
+  if (device.below.length === 0) return undefined
+  if (device.mapperName !== undefined) {
+    if (device.dmUuid?.startsWith('LVM-')) return `is a physical volume of the LVM volume group ${volumeGroup(device.mapperName)}, whose volume /dev/mapper/${device.mapperName} is active`
+    return `is below the active device-mapper device /dev/mapper/${device.mapperName}`
+  }
+  if (/^md\d/.test(device.name) || device.name.startsWith('md_')) return `is a member of the md array /dev/${device.name}`
+  return `is held by /dev/${device.name}, which the kernel has built on it`
+}
+
+/** The volume group of an LVM dm name (`vg-lv`, each with its own dashes doubled). */
+const volumeGroup = (mapperName: string): string => (/^((?:[^-]|--)+)-(?!-)/.exec(mapperName)?.[1] ?? mapperName).replaceAll('--', '-')

@@ -1,8 +1,9 @@
-import {existsSync, readdirSync, readFileSync, realpathSync} from 'node:fs'
+import {existsSync, lstatSync, readdirSync, readFileSync, realpathSync, statSync} from 'node:fs'
 import path from 'node:path'
 
-import {type BlockDeviceNode, hostCriticalReason, type MountEntry, type NodeBlockUse, nodeBlockUse, parseMountInfo, parseSwaps} from './host-critical.js'
+import {type BlockDeviceNode, hostCriticalReason, type MountEntry, type NodeBlockUse, nodeBlockUse, parseMountInfo, parseSwaps, type StoragePool} from './host-critical.js'
 import type {Device} from './types.js'
+import {parseUdevDb} from './udev-db.js'
 
 export interface HostMountsOptions {
   /** Default `/proc`. */
@@ -11,6 +12,8 @@ export interface HostMountsOptions {
   readonly sysRoot?: string
   /** Default `/dev`: where mount sources such as /dev/disk/by-uuid/… links are resolved. */
   readonly devRoot?: string
+  /** Default `/run/udev/data`: udev's database, whose labels name the members of an imported ZFS pool. */
+  readonly udevDataDir?: string
   /** How long one reading of the mount table is used; default 1 s (a class change judges every device at once). */
   readonly maxAgeMs?: number
   readonly now?: () => number
@@ -60,7 +63,45 @@ export class HostMounts {
       if (text !== undefined) mounts.push(...parseMountInfo(text).map((m) => ({...m, source: this.#resolve(m.source)})))
     }
     const swaps = parseSwaps(this.#readText(path.join(this.#proc, 'swaps')) ?? '').map((s) => this.#resolve(s))
-    return nodeBlockUse(mounts, swaps, this.#blockDevices())
+    const devices = this.#blockDevices()
+    return nodeBlockUse(mounts, swaps, devices, [...this.#btrfsFilesystems(), ...this.#zfsPools(devices)])
+  }
+
+  /** Mounted btrfs filesystems: the kernel lists each, with its member devices, while it is mounted in any mount namespace. */
+  #btrfsFilesystems(): StoragePool[] {
+    const dir = path.join(this.#sys, 'fs', 'btrfs')
+    return this.#list(dir)
+      .filter((name) => uuidPattern.test(name)) // beside `features`
+      .map((uuid) => ({kind: 'btrfs', members: this.#list(path.join(dir, uuid, 'devices')), name: uuid}))
+  }
+
+  /**
+   * Imported ZFS pools (a directory each under /proc/spl/kstat/zfs) and their members: ZFS claims its vdevs
+   * without holder links, so they are found by what udev's blkid read on them (ID_FS_TYPE zfs_member, the
+   * pool's name as ID_FS_LABEL).
+   */
+  #zfsPools(devices: readonly BlockDeviceNode[]): StoragePool[] {
+    const dir = path.join(this.#proc, 'spl', 'kstat', 'zfs')
+    const imported = this.#list(dir).filter((name) => isDirectory(path.join(dir, name)))
+    if (imported.length === 0) return []
+    const members = new Map(imported.map((pool) => [pool, [] as string[]]))
+    const udev = this.options.udevDataDir ?? '/run/udev/data'
+    for (const device of devices) {
+      const text = this.#readText(path.join(udev, `b${device.devNumber}`), ['ENOENT'])
+      const properties = text === undefined ? {} : parseUdevDb(text).properties
+      if (properties.ID_FS_TYPE === 'zfs_member') members.get(properties.ID_FS_LABEL ?? '')?.push(device.name)
+    }
+    return [...members].map(([name, names]) => ({kind: 'zfs', members: names, name}))
+  }
+
+  /** A directory's entries; none where it does not exist (the filesystem or module is not in this kernel). */
+  #list(dir: string): string[] {
+    try {
+      return readdirSync(dir)
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') this.#tell(dir, error)
+      return []
+    }
   }
 
   #blockDevices(): BlockDeviceNode[] {
@@ -79,10 +120,13 @@ export class HostMounts {
       if (devNumber === undefined) continue
       const below = listOrEmpty(path.join(dir, 'slaves'))
       // A partition's sysfs directory is inside its disk's.
-      const disk = existsSync(path.join(dir, 'partition')) ? parentName(dir) : undefined
+      const partition = existsSync(path.join(dir, 'partition'))
+      const disk = partition ? parentName(dir) : undefined
       if (disk !== undefined) below.push(disk)
-      const mapperName = existsSync(path.join(dir, 'dm', 'name')) ? this.#readText(path.join(dir, 'dm', 'name'))?.trim() : undefined
-      devices.push({below, devNumber, mapperName, name})
+      const dm = existsSync(path.join(dir, 'dm', 'name'))
+      const mapperName = dm ? this.#readText(path.join(dir, 'dm', 'name'))?.trim() : undefined
+      const dmUuid = dm ? this.#readText(path.join(dir, 'dm', 'uuid'))?.trim() : undefined
+      devices.push({bcache: bcacheRegistration(dir), below, devNumber, dmUuid, mapperName, name, partition})
     }
     return devices
   }
@@ -113,6 +157,35 @@ export class HostMounts {
     if (this.#told.has(what)) return
     this.#told.add(what)
     this.options.onReadError?.(what, error)
+  }
+}
+
+const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
+
+/**
+ * bcache's `bcache` directory in a registered device's: a cache device's links to its cache set (`set`), a
+ * backing device's to its bcache<N> once that runs (`dev`). bcache<N>'s own `bcache` is a link back to its
+ * backing device's.
+ */
+function bcacheRegistration(dir: string): BlockDeviceNode['bcache'] {
+  const registered = path.join(dir, 'bcache')
+  if (!isDirectory(registered, lstatSync)) return undefined
+  const target = (link: string): string | undefined => {
+    try {
+      return path.basename(realpathSync(path.join(registered, link)))
+    } catch {
+      return undefined // not there (a backing device without its cache yet), or gone meanwhile
+    }
+  }
+  if (existsSync(path.join(registered, 'set'))) return {role: 'cache', set: target('set')}
+  return {device: target('dev'), role: 'backing'}
+}
+
+function isDirectory(file: string, stat: typeof statSync = statSync): boolean {
+  try {
+    return stat(file).isDirectory()
+  } catch {
+    return false // not there, or gone meanwhile
   }
 }
 

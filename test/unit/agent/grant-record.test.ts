@@ -161,7 +161,38 @@ describe('grant record: what the agent granted each container', function () {
       expect(show(record.grants('old'))).to.deep.equal(['b 7:5 r /dev/loop5'])
       expect(record.grants('ghi')).to.deep.equal([])
       await writeFile(join(dir, 'grants.journal'), `not json\n${encodeJournalLine('abc', [])}`)
-      expect(await new GrantRecord({stateDir: dir}).load()).to.match(/grants\.journal: line 1: not JSON \(/)
+      expect(await new GrantRecord({stateDir: dir}).load(), 'a line no write of the journal starts so').to.match(/grants\.journal: line 1: not JSON \(/)
+    })
+
+    it('decodeJournal leaves out a line torn anywhere (it starts as every line does), and reads a whole line glued onto a torn one', function () {
+      const line = encodeJournalLine('abc', [grant('b 7:1 rw /dev/loop1')])
+      const next = encodeJournalLine('def', [grant('b 7:2 r /dev/loop2')])
+      for (const torn of [line.slice(0, 1), line.slice(0, 5), line.slice(0, 30), line.slice(0, -3)]) {
+        const read = (text: string) => decodeJournal(text).map(([id, grants]) => [id, show(grants)])
+        expect(read(`${encodeJournalLine('abc', [])}${torn}\n${next}${torn}`), JSON.stringify(torn)).to.deep.equal([
+          ['abc', []],
+          ['def', ['b 7:2 r /dev/loop2']],
+        ])
+        expect(read(`${torn}${next}${torn}`), `glued onto ${JSON.stringify(torn)}`).to.deep.equal([['def', ['b 7:2 r /dev/loop2']]])
+      }
+      expect(() => decodeJournal(`${encodeJournalLine('abc', [])}{"grants": [\n`)).to.throw(/^line 2: not JSON/)
+      expect(() => decodeJournal(`garbage${next}`)).to.throw(/^line 1: not JSON/)
+    })
+
+    it('after a line torn in its write (an agent stopped in it), the next line starts on its own, and both lines around it are read', async function () {
+      const journal = join(dir, 'grants.journal')
+      const line = encodeJournalLine('abc', [grant('b 7:1 rw /dev/loop1'), grant('b 7:2 r /dev/loop2')])
+      await writeFile(journal, `${encodeJournalLine('abc', [grant('b 7:1 rw /dev/loop1')])}${line.slice(0, 40)}`)
+      const record = new GrantRecord({stateDir: dir})
+      expect(await record.load()).to.equal(undefined)
+      expect(show(record.grants('abc'))).to.deep.equal(['b 7:1 rw /dev/loop1'])
+      record.setNow('def', [grant('b 7:3 rw /dev/loop3')])
+      record.setNow('ghi', [grant('b 7:4 rw /dev/loop4')])
+      record.close()
+      expect(readFileSync(journal, 'utf8').split('\n')[1]).to.equal(line.slice(0, 40))
+      const again = new GrantRecord({stateDir: dir})
+      expect(await again.load()).to.equal(undefined)
+      expect([...['abc', 'def', 'ghi'].map((id) => show(again.grants(id)))]).to.deep.equal([['b 7:1 rw /dev/loop1'], ['b 7:3 rw /dev/loop3'], ['b 7:4 rw /dev/loop4']])
     })
 
     it('stop() has the change made soon on disk before it closes the journal', async function () {

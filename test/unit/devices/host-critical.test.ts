@@ -29,15 +29,15 @@ const nothingMounted = {block: new Map<string, string>()}
 // partition, a RAID1 of two SATA disks mounted at /srv, swap on a zram device, and a USB stick nobody mounted.
 const disks: BlockDeviceNode[] = [
   {below: [], devNumber: '259:0', name: 'nvme0n1'},
-  {below: ['nvme0n1'], devNumber: '259:1', name: 'nvme0n1p1'},
-  {below: ['nvme0n1'], devNumber: '259:2', name: 'nvme0n1p2'},
-  {below: ['nvme0n1p2'], devNumber: '253:0', mapperName: 'vg-root', name: 'dm-0'},
-  {below: ['nvme0n1p2'], devNumber: '253:1', mapperName: 'vg-data', name: 'dm-1'},
+  {below: ['nvme0n1'], devNumber: '259:1', name: 'nvme0n1p1', partition: true},
+  {below: ['nvme0n1'], devNumber: '259:2', name: 'nvme0n1p2', partition: true},
+  {below: ['nvme0n1p2'], devNumber: '253:0', dmUuid: 'LVM-r00t', mapperName: 'vg-root', name: 'dm-0'},
+  {below: ['nvme0n1p2'], devNumber: '253:1', dmUuid: 'LVM-d4t4', mapperName: 'vg-data', name: 'dm-1'},
   {below: [], devNumber: '8:0', name: 'sda'},
   {below: [], devNumber: '8:16', name: 'sdb'},
   {below: ['sda', 'sdb'], devNumber: '9:0', name: 'md0'},
   {below: [], devNumber: '8:32', name: 'sdc'},
-  {below: ['sdc'], devNumber: '8:33', name: 'sdc1'},
+  {below: ['sdc'], devNumber: '8:33', name: 'sdc1', partition: true},
   {below: [], devNumber: '252:0', name: 'zram0'},
 ]
 
@@ -108,7 +108,83 @@ describe('host-critical devices', () => {
     })
 
     it('ignores filesystems without a block device, and sources it does not know', () => {
-      expect(nodeBlockUse(parseMountInfo('1 1 0:21 / /proc rw - proc proc rw\n2 1 0:5 / /x rw - ext4 /dev/disk/by-uuid/abc rw'), [], disks).block.size).to.equal(0)
+      const unassembled = disks.filter((d) => d.partition || d.below.length === 0)
+      expect(nodeBlockUse(parseMountInfo('1 1 0:21 / /proc rw - proc proc rw\n2 1 0:5 / /x rw - ext4 /dev/disk/by-uuid/abc rw'), [], unassembled).block.size).to.equal(0)
+    })
+  })
+
+  describe('nodeBlockUse: the members of storage the kernel has assembled, mounted or not', () => {
+    // Nothing here is mounted but /: an LVM group with an active volume on a partition, an md array, a
+    // dm-crypt mapping, a bcache device with its cache, two btrfs filesystems and a ZFS pool.
+    const storage: BlockDeviceNode[] = [
+      {below: [], devNumber: '8:64', name: 'sde'},
+      {below: ['sde'], devNumber: '8:65', name: 'sde1', partition: true},
+      {below: ['sde1'], devNumber: '253:2', dmUuid: 'LVM-abcdef', mapperName: 'my--vg-scratch', name: 'dm-2'},
+      {below: [], devNumber: '8:80', name: 'sdf'},
+      {below: [], devNumber: '8:96', name: 'sdg'},
+      {below: ['sdf', 'sdg'], devNumber: '9:1', name: 'md1'},
+      {below: ['md1'], devNumber: '259:9', name: 'md1p1', partition: true},
+      {below: [], devNumber: '8:112', name: 'sdh'},
+      {below: ['sdh'], devNumber: '253:3', dmUuid: 'CRYPT-LUKS2-0123', mapperName: 'secret', name: 'dm-3'},
+      {bcache: {device: 'bcache0', role: 'backing'}, below: [], devNumber: '8:128', name: 'sdi'},
+      {bcache: {role: 'cache', set: '5b0c0d9e-1b2e-4d47-9d1e-26c2a8c3f001'}, below: [], devNumber: '8:144', name: 'sdj'},
+      {bcache: {role: 'backing'}, below: [], devNumber: '8:240', name: 'sdp'},
+      {below: ['sdi', 'sdj'], devNumber: '251:0', name: 'bcache0'},
+      {below: [], devNumber: '8:160', name: 'sdk'},
+      {below: [], devNumber: '8:176', name: 'sdl'},
+      {below: [], devNumber: '8:192', name: 'sdm'},
+      {below: [], devNumber: '8:208', name: 'sdn'},
+      {below: ['sdn'], devNumber: '8:209', name: 'sdn1', partition: true},
+      {below: [], devNumber: '8:224', name: 'sdo'},
+      {below: ['sdo'], devNumber: '8:225', name: 'sdo1', partition: true},
+      {below: [], devNumber: '7:5', name: 'loop5'},
+      {below: ['loop5'], devNumber: '252:0', name: 'drbd0'},
+    ]
+    const pools = [
+      {kind: 'btrfs', members: ['sdk', 'sdl'], name: '56bac79a-3a9e-4447-93c7-8201a09e511f'},
+      {kind: 'btrfs', members: ['sdm'], name: '0d1c8a52-93e4-4b5e-a4c0-7f4f1c1d2e3f'},
+      {kind: 'zfs', members: ['sdn1'], name: 'tank'},
+    ] as const
+    const mounts = parseMountInfo(['27 1 8:225 / / rw - ext4 /dev/sdo1 rw', '60 27 0:52 / /data rw - btrfs /dev/sdk rw', '61 60 0:53 /snapshots /data/snapshots rw - btrfs /dev/sdk rw'].join('\n'))
+    const use = nodeBlockUse(mounts, [], storage, pools).block
+
+    it('an LVM volume group with an active volume: its physical volumes (and their disks), not the volume', () => {
+      expect(use.get('b8:65')).to.equal('/dev/sde1 is a physical volume of the LVM volume group my-vg, whose volume /dev/mapper/my--vg-scratch is active')
+      expect(use.get('b8:64')).to.equal('/dev/sde is below /dev/sde1, which is a physical volume of the LVM volume group my-vg, whose volume /dev/mapper/my--vg-scratch is active')
+      expect(use.has('b253:2'), 'the volume itself').to.equal(false)
+    })
+
+    it('an md array, dm-crypt and any other device built on others: their members, not the device or its partitions', () => {
+      expect(use.get('b8:80')).to.equal('/dev/sdf is a member of the md array /dev/md1')
+      expect(use.get('b8:96')).to.equal('/dev/sdg is a member of the md array /dev/md1')
+      expect(use.get('b8:112')).to.equal('/dev/sdh is below the active device-mapper device /dev/mapper/secret')
+      expect(use.get('b7:5')).to.equal('/dev/loop5 is held by /dev/drbd0, which the kernel has built on it')
+      for (const id of ['b9:1', 'b259:9', 'b253:3', 'b252:0']) expect(use.has(id), id).to.equal(false)
+    })
+
+    it("bcache: a backing device (running or not) and a cache set's cache device, not bcache<N>", () => {
+      expect(use.get('b8:128')).to.equal('/dev/sdi is the backing device of /dev/bcache0')
+      expect(use.get('b8:144')).to.equal('/dev/sdj is a cache device of the bcache cache set 5b0c0d9e-1b2e-4d47-9d1e-26c2a8c3f001')
+      expect(use.get('b8:240')).to.equal('/dev/sdp is a bcache backing device')
+      expect(use.has('b251:0')).to.equal(false)
+    })
+
+    it("btrfs: every member of a mounted filesystem, named by the node's shallowest mount of it, or said to be mounted elsewhere", () => {
+      expect(use.get('b8:160')).to.equal("/dev/sdk backs the node's mount /data")
+      expect(use.get('b8:176')).to.equal('/dev/sdl is a member of the btrfs filesystem mounted at /data')
+      expect(use.get('b8:192')).to.equal("/dev/sdm is a member of the btrfs filesystem 0d1c8a52-93e4-4b5e-a4c0-7f4f1c1d2e3f, mounted outside the node's mount table")
+    })
+
+    it('ZFS: the members of an imported pool, and their disks', () => {
+      expect(use.get('b8:209')).to.equal('/dev/sdn1 is a member of the imported ZFS pool tank')
+      expect(use.get('b8:208')).to.equal('/dev/sdn is below /dev/sdn1, which is a member of the imported ZFS pool tank')
+    })
+
+    it("a mount names a device before the storage it is in; without assembled storage, only the node's mounts count", () => {
+      expect(use.get('b8:225')).to.equal("/dev/sdo1 backs the node's mount /")
+      expect(use.get('b8:224')).to.equal("/dev/sdo is below /dev/sdo1, which backs the node's mount /")
+      const plain = storage.map((d) => ({...d, bcache: undefined, below: d.partition ? d.below : []}))
+      expect([...nodeBlockUse(mounts, [], plain).block.keys()].sort()).to.deep.equal(['b8:160', 'b8:224', 'b8:225'])
     })
   })
 
@@ -181,7 +257,7 @@ describe('HostMounts: reading the mount table, swaps and sysfs', () => {
   })
 
   /** A block device in the fake sysfs: its directory below devices/, and its class/block link. */
-  function blockDevice(sys: string, devicePath: string, devNumber: string, extra: {partition?: boolean; slaves?: string[]; mapperName?: string} = {}): void {
+  function blockDevice(sys: string, devicePath: string, devNumber: string, extra: {partition?: boolean; slaves?: string[]; mapperName?: string; dmUuid?: string} = {}): string {
     const dir = path.join(sys, 'devices', devicePath)
     mkdirSync(dir, {recursive: true})
     writeFileSync(path.join(dir, 'dev'), `${devNumber}\n`)
@@ -193,9 +269,16 @@ describe('HostMounts: reading the mount table, swaps and sysfs', () => {
     if (extra.mapperName !== undefined) {
       mkdirSync(path.join(dir, 'dm'))
       writeFileSync(path.join(dir, 'dm', 'name'), `${extra.mapperName}\n`)
+      if (extra.dmUuid !== undefined) writeFileSync(path.join(dir, 'dm', 'uuid'), `${extra.dmUuid}\n`)
     }
     mkdirSync(path.join(sys, 'class', 'block'), {recursive: true})
     symlinkSync(path.relative(path.join(sys, 'class', 'block'), dir), path.join(sys, 'class', 'block', path.basename(devicePath)))
+    return dir
+  }
+
+  const link = (target: string, at: string): void => {
+    mkdirSync(path.dirname(at), {recursive: true})
+    symlinkSync(path.relative(path.dirname(at), target), at)
   }
 
   it("reads PID 1's and its own mount table, swaps, partitions, dm names and slaves, resolving /dev links", () => {
@@ -224,6 +307,57 @@ describe('HostMounts: reading the mount table, swaps and sysfs', () => {
       'b259:1': "/dev/nvme0n1p1 backs the node's mount /etc/hosts",
       'b259:2': "/dev/nvme0n1p2 is below /dev/dm-0, which backs the node's mount /",
     })
+  })
+
+  it("reads the storage the kernel has assembled: holders and dm UUIDs, bcache's registrations, /sys/fs/btrfs, and imported ZFS pools' members by udev label", () => {
+    const [proc, sys, udev] = ['proc', 'sys', 'udev'].map((d) => path.join(tmp, d))
+    blockDevice(sys, 'pci/sde', '8:64')
+    blockDevice(sys, 'pci/sde/sde1', '8:65', {partition: true})
+    blockDevice(sys, 'virtual/block/dm-2', '253:2', {dmUuid: 'LVM-abcdef', mapperName: 'vg-scratch', slaves: ['sde1']})
+    blockDevice(sys, 'pci/sdf', '8:80')
+    blockDevice(sys, 'virtual/block/md1', '9:1', {slaves: ['sdf']})
+    // bcache: the backing device's and the cache device's own `bcache` directories; bcache0's `bcache` links back.
+    const sdi = blockDevice(sys, 'pci/sdi', '8:128')
+    const sdj = blockDevice(sys, 'pci/sdj', '8:144')
+    const bcache0 = blockDevice(sys, 'virtual/block/bcache0', '251:0', {slaves: ['sdi', 'sdj']})
+    mkdirSync(path.join(sdi, 'bcache'))
+    link(bcache0, path.join(sdi, 'bcache', 'dev'))
+    link(path.join(sdi, 'bcache'), path.join(bcache0, 'bcache'))
+    mkdirSync(path.join(sys, 'fs', 'bcache', '5b0c0d9e-1b2e-4d47-9d1e-26c2a8c3f001'), {recursive: true})
+    mkdirSync(path.join(sdj, 'bcache'))
+    link(path.join(sys, 'fs', 'bcache', '5b0c0d9e-1b2e-4d47-9d1e-26c2a8c3f001'), path.join(sdj, 'bcache', 'set'))
+    const sdk = blockDevice(sys, 'pci/sdk', '8:160')
+    const sdl = blockDevice(sys, 'pci/sdl', '8:176')
+    const btrfs = path.join(sys, 'fs', 'btrfs', '56bac79a-3a9e-4447-93c7-8201a09e511f')
+    link(sdk, path.join(btrfs, 'devices', 'sdk'))
+    link(sdl, path.join(btrfs, 'devices', 'sdl'))
+    mkdirSync(path.join(sys, 'fs', 'btrfs', 'features'))
+    blockDevice(sys, 'pci/sdn', '8:208')
+    blockDevice(sys, 'pci/sdn/sdn1', '8:209', {partition: true})
+    blockDevice(sys, 'pci/sdq', '8:256')
+    mkdirSync(path.join(proc, 'spl', 'kstat', 'zfs', 'tank'), {recursive: true})
+    writeFileSync(path.join(proc, 'spl', 'kstat', 'zfs', 'arcstats'), '')
+    mkdirSync(udev)
+    writeFileSync(path.join(udev, 'b8:209'), 'S:disk/by-label/tank\nE:ID_FS_TYPE=zfs_member\nE:ID_FS_LABEL=tank\n')
+    // A member of a pool that is not imported.
+    writeFileSync(path.join(udev, 'b8:256'), 'E:ID_FS_TYPE=zfs_member\nE:ID_FS_LABEL=backup\n')
+    mkdirSync(path.join(proc, 'self'), {recursive: true})
+    writeFileSync(path.join(proc, 'self', 'mountinfo'), '60 1 0:52 / /data rw - btrfs /dev/sdk rw\n')
+
+    const told: string[] = []
+    const mounts = new HostMounts({devRoot: path.join(tmp, 'dev'), onReadError: (what) => told.push(what), procRoot: proc, sysRoot: sys, udevDataDir: udev})
+    expect(Object.fromEntries(mounts.blockUse().block)).to.deep.equal({
+      'b8:128': '/dev/sdi is the backing device of /dev/bcache0',
+      'b8:144': '/dev/sdj is a cache device of the bcache cache set 5b0c0d9e-1b2e-4d47-9d1e-26c2a8c3f001',
+      'b8:160': "/dev/sdk backs the node's mount /data",
+      'b8:176': '/dev/sdl is a member of the btrfs filesystem mounted at /data',
+      'b8:208': '/dev/sdn is below /dev/sdn1, which is a member of the imported ZFS pool tank',
+      'b8:209': '/dev/sdn1 is a member of the imported ZFS pool tank',
+      'b8:64': '/dev/sde is below /dev/sde1, which is a physical volume of the LVM volume group vg, whose volume /dev/mapper/vg-scratch is active',
+      'b8:65': '/dev/sde1 is a physical volume of the LVM volume group vg, whose volume /dev/mapper/vg-scratch is active',
+      'b8:80': '/dev/sdf is a member of the md array /dev/md1',
+    })
+    expect(told.map((what) => path.relative(tmp, what)).sort(), 'only what a node always has').to.deep.equal(['proc/1/mountinfo', 'proc/swaps'])
   })
 
   it('reads again only when the last reading is older than maxAgeMs, and tells each unreadable source once', () => {
