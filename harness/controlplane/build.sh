@@ -32,6 +32,10 @@ if ! command -v go >/dev/null; then
 fi
 
 mkdir -p "$BIN"
+# One build per version at a time: two builds of the same binary (a test's prepare beside `npm run demo`) would
+# move each other's .tmp output away. The second waits, then finds the binaries cached.
+exec {lock}>"$BIN/.build.lock"
+flock "$lock"
 
 build_etcd() {
   [[ -x "$BIN/etcd" ]] && return 0
