@@ -51,7 +51,8 @@ export function servedMembers(
       inClasses.set(id, device)
     }
   }
-  const relatives = relativesOf(inClasses.values())
+  // Parts clash only where some class hands out one holder at a time.
+  const relatives = classes.some((c) => c.spec.allocation !== 'Class') ? relativesOf(inClasses.values()) : new Map<string, Relative[]>()
   const refusals: MemberRefusal[] = []
   const served = new Map<string, Device[]>()
   for (const [name, devices] of matched) {
