@@ -17,7 +17,7 @@ import {missingPrerequisite} from '../support/prerequisites.js'
 import {testNode} from '../support/test-node.js'
 
 // Loop devices 840-849 belong to these tests: the partitioned disk 840 (its partitions loop840p1, loop840p2),
-// the boards 841-843.
+// the boards 841-843 (identity SerialAndPort) and 844-845 (identity Serial).
 const classesPath = '/apis/devices.nfdctl.io/v1alpha1/deviceclasses'
 const run = promisify(execFile)
 
@@ -48,6 +48,12 @@ function partitionedImage(): Buffer {
   }
   image.writeUInt16LE(0xaa_55, 510)
   return image
+}
+
+/** Writes what udev records for a board at loop<index>: the serial number it says, and where it is plugged in. */
+async function boardRecords(udevDir: string): Promise<(index: number, port: string) => Promise<void>> {
+  await mkdir(udevDir, {recursive: true})
+  return (index, port) => writeFile(join(udevDir, `b7:${index}`), `E:ID_VENDOR_ID=2e8a\nE:ID_MODEL_ID=000a\nE:ID_SERIAL=Lab_Board_E6614C30\nE:ID_SERIAL_SHORT=E6614C30\nE:ID_PATH=${port}\n`)
 }
 
 describe('devices agent on a real node: one holder per physical device, and an identity another device cannot take', function () {
@@ -139,10 +145,7 @@ describe('devices agent on a real node: one holder per physical device, and an i
   it("identity SerialAndPort: a board that says another's serial at another port is served apart, never reaches the other's container after it is unplugged, and the original back at its port does", async function () {
     this.timeout(120_000)
     const udevDir = join(dir, 'udev-boards')
-    await mkdir(udevDir, {recursive: true})
-    // What udev records for a board: the serial number it says, and where it is plugged in.
-    const record = (index: number, port: string): Promise<void> =>
-      writeFile(join(udevDir, `b7:${index}`), `E:ID_VENDOR_ID=2e8a\nE:ID_MODEL_ID=000a\nE:ID_SERIAL=Lab_Board_E6614C30\nE:ID_SERIAL_SHORT=E6614C30\nE:ID_PATH=${port}\n`)
+    const record = await boardRecords(udevDir)
     await createClass('boards', {allocation: 'Device', identity: 'SerialAndPort', match: [{devName: 'loop84[1-3]', subsystem: 'block'}]})
     await record(841, 'platform-hub-port-1')
     await loops.add(841)
@@ -170,6 +173,35 @@ describe('devices agent on a real node: one holder per physical device, and an i
     await loops.add(843)
     await waitFor('the board back in the victim', async () => (await readLoop(env.node, victim.containerId, 843)) === loopData(843), {timeoutMs: 10_000})
     expect(await cannotRead(victim.containerId, 842)).to.equal(true)
+  })
+
+  it("identity Serial (the default), for contrast: the clone at another port refuses the victim's board while both are present, and takes its place in the victim's running container once it is unplugged", async function () {
+    this.timeout(120_000)
+    const udevDir = join(dir, 'udev-serial')
+    const record = await boardRecords(udevDir)
+    await createClass('sboards', {allocation: 'Device', match: [{devName: 'loop84[45]', subsystem: 'block'}]})
+    await record(844, 'platform-hub-port-1')
+    await loops.add(844)
+    agent = await startAgent(udevDir, ['sboards'])
+    await waitFor('allocatable sboards=1', async () => (await allocatable(env, 'devices.nfdctl.io/sboards')) === 1, {timeoutMs: 15_000})
+    pods.push('serial-victim')
+    const victim = await runPod(env, {command: ['sleep', '3600'], limits: {'devices.nfdctl.io/sboards': '1'}, name: 'serial-victim'})
+    expect(await readLoop(env.node, victim.containerId, 844)).to.equal(loopData(844))
+
+    await record(845, 'platform-hub-port-2')
+    await loops.add(845)
+    const refused = await waitFor('both boards refused', async () => {
+      const now = await refusedIn('sboards')
+      return now.length === 2 ? now : undefined
+    })
+    expect(refused.map((r) => [r.devName, r.reason])).to.deep.equal([
+      ['loop844', 'DuplicateIdentity'],
+      ['loop845', 'DuplicateIdentity'],
+    ])
+    await waitFor('the victim lost its board while the clone is present', () => cannotRead(victim.containerId, 844), {timeoutMs: 10_000})
+
+    await loops.drop(844)
+    await waitFor("the clone in the victim's container", async () => (await readLoop(env.node, victim.containerId, 845)) === loopData(845), {timeoutMs: 10_000})
   })
 
   const metadataOf = async (name: string): Promise<{name: string; resourceVersion: string}> => {
