@@ -7,9 +7,10 @@ import {join} from 'node:path'
 import {setTimeout as sleep} from 'node:timers/promises'
 import {promisify} from 'node:util'
 
+import type {IdentitySource} from '../../src/lib/devices/device-identity.js'
 import {nodeAgentArgs} from '../../harness/devices/dra-agent.js'
 import {addLoopDevice, BackedLoops, canUseLoopControl, loopData, readLoop, removeLoopDevice} from '../../harness/devices/loop-devices.js'
-import {allocatable, deletePods, runPod, type NodeEnv} from '../../harness/node/pods.js'
+import {allocatable, deletePods, runPod, type NodeEnv, type RunningPod} from '../../harness/node/pods.js'
 import {CliProcess} from '../../harness/process/cli-process.js'
 import {waitFor} from '../../harness/process/wait.js'
 import {deviceClassManifest} from '../support/device-class.js'
@@ -51,7 +52,9 @@ function partitionedImage(): Buffer {
 }
 
 /** Writes what udev records for a board at loop<index>: the serial number it says, and where it is plugged in. */
-async function boardRecords(udevDir: string): Promise<(index: number, port: string) => Promise<void>> {
+type BoardRecord = (index: number, port: string) => Promise<void>
+
+async function boardRecords(udevDir: string): Promise<BoardRecord> {
   await mkdir(udevDir, {recursive: true})
   return (index, port) => writeFile(join(udevDir, `b7:${index}`), `E:ID_VENDOR_ID=2e8a\nE:ID_MODEL_ID=000a\nE:ID_SERIAL=Lab_Board_E6614C30\nE:ID_SERIAL_SHORT=E6614C30\nE:ID_PATH=${port}\n`)
 }
@@ -144,16 +147,7 @@ describe('devices agent on a real node: one holder per physical device, and an i
 
   it("identity SerialAndPort: a board that says another's serial at another port is served apart, never reaches the other's container after it is unplugged, and the original back at its port does", async function () {
     this.timeout(120_000)
-    const udevDir = join(dir, 'udev-boards')
-    const record = await boardRecords(udevDir)
-    await createClass('boards', {allocation: 'Device', identity: 'SerialAndPort', match: [{devName: 'loop84[1-3]', subsystem: 'block'}]})
-    await record(841, 'platform-hub-port-1')
-    await loops.add(841)
-    agent = await startAgent(udevDir, ['boards'])
-    await waitFor('allocatable boards=1', async () => (await allocatable(env, 'devices.nfdctl.io/boards')) === 1, {timeoutMs: 15_000})
-    pods.push('victim')
-    const victim = await runPod(env, {command: ['sleep', '3600'], limits: {'devices.nfdctl.io/boards': '1'}, name: 'victim'})
-    expect(await readLoop(env.node, victim.containerId, 841)).to.equal(loopData(841))
+    const {record, victim} = await victimHolding('boards', 'SerialAndPort', 'loop84[1-3]', 841)
 
     // The clone, at its own port: another device to the class, so both are served and neither is refused.
     await record(842, 'platform-hub-port-2')
@@ -177,16 +171,7 @@ describe('devices agent on a real node: one holder per physical device, and an i
 
   it("identity Serial (the default), for contrast: the clone at another port refuses the victim's board while both are present, and takes its place in the victim's running container once it is unplugged", async function () {
     this.timeout(120_000)
-    const udevDir = join(dir, 'udev-serial')
-    const record = await boardRecords(udevDir)
-    await createClass('sboards', {allocation: 'Device', match: [{devName: 'loop84[45]', subsystem: 'block'}]})
-    await record(844, 'platform-hub-port-1')
-    await loops.add(844)
-    agent = await startAgent(udevDir, ['sboards'])
-    await waitFor('allocatable sboards=1', async () => (await allocatable(env, 'devices.nfdctl.io/sboards')) === 1, {timeoutMs: 15_000})
-    pods.push('serial-victim')
-    const victim = await runPod(env, {command: ['sleep', '3600'], limits: {'devices.nfdctl.io/sboards': '1'}, name: 'serial-victim'})
-    expect(await readLoop(env.node, victim.containerId, 844)).to.equal(loopData(844))
+    const {record, victim} = await victimHolding('sboards', 'Serial', 'loop84[45]', 844)
 
     await record(845, 'platform-hub-port-2')
     await loops.add(845)
@@ -203,6 +188,24 @@ describe('devices agent on a real node: one holder per physical device, and an i
     await loops.drop(844)
     await waitFor("the clone in the victim's container", async () => (await readLoop(env.node, victim.containerId, 845)) === loopData(845), {timeoutMs: 10_000})
   })
+
+  /**
+   * A Device class of boards followed by `identity`, the victim's board at port 1 as loop<index>, the agent,
+   * and the victim's pod holding the board by limit; `record` writes udev's record of another board.
+   */
+  const victimHolding = async (name: string, identity: IdentitySource, devName: string, index: number): Promise<{record: BoardRecord; victim: RunningPod}> => {
+    const udevDir = join(dir, `udev-${name}`)
+    const record = await boardRecords(udevDir)
+    await createClass(name, {allocation: 'Device', identity, match: [{devName, subsystem: 'block'}]})
+    await record(index, 'platform-hub-port-1')
+    await loops.add(index)
+    agent = await startAgent(udevDir, [name])
+    await waitFor(`allocatable ${name}=1`, async () => (await allocatable(env, `devices.nfdctl.io/${name}`)) === 1, {timeoutMs: 15_000})
+    pods.push(`${name}-victim`)
+    const victim = await runPod(env, {command: ['sleep', '3600'], limits: {[`devices.nfdctl.io/${name}`]: '1'}, name: `${name}-victim`})
+    expect(await readLoop(env.node, victim.containerId, index)).to.equal(loopData(index))
+    return {record, victim}
+  }
 
   const metadataOf = async (name: string): Promise<{name: string; resourceVersion: string}> => {
     const {metadata} = await env.client.request<{metadata: {name: string; resourceVersion: string}}>('GET', `${classesPath}/${name}`)
