@@ -8,6 +8,7 @@
  * - `check` on each CEL rule: the same rule in TypeScript (CEL cannot run here), kept next to it;
  * - `x-nfdctl-checks`: rules the CRD cannot state, checked only by nfdctl (glob syntax).
  */
+import {identitySources} from './device-identity.js'
 import {globProblem} from './glob.js'
 import {labelKeyProblem} from './label-selector.js'
 
@@ -458,10 +459,10 @@ const spec: SchemaNode = {
     },
     identity: {
       description:
-        'What the class follows a device by, so that a device plugged in again is the same device (its claims and allocations come back to it). Serial: its serial number (udev ID_SERIAL_SHORT) when it has one, on any port; without one, its port (ID_PATH). Port: the port, whatever is plugged into it. Absent means Serial. Two present devices of the class with one identity are served to nobody.',
+        'What the class follows a device by, so that a device plugged in again is the same device (its claims and allocations come back to it). Serial: its serial number (udev ID_SERIAL_SHORT) when it has one, on any port; without one, its port (ID_PATH). Port: the port, whatever is plugged into it. SerialAndPort: its serial number at its port (at its sysfs path where udev names no port), so that a device that copies the serial number of another is another device unless it is in that port: for classes shared by tenants; without a serial number, its port. Absent means Serial. Two present devices of the class with one identity are served to nobody.',
       type: 'string',
-      enum: ['Serial', 'Port'],
-      'x-nfdctl-text': {is: 'Serial or Port'},
+      enum: identitySources,
+      'x-nfdctl-text': {is: 'Serial, Port or SerialAndPort'},
     },
     // No server-side default on purpose: capacity applies only to allocation Class, and a default would be
     // written into allocation Device objects too, which the CEL rule on spec rejects.

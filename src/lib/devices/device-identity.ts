@@ -5,12 +5,18 @@ import type {Device} from './types.js'
 /**
  * What a class follows a device by (DeviceClass spec.identity). Serial: the device's own serial number when
  * it has one, so that it is the same device on any port; without one, its port. Port: the port, whatever is
- * plugged into it.
+ * plugged into it. SerialAndPort: the serial number at its port, so that a device which says another's
+ * serial (a board reflashed through its own tty can say anything) is another device unless it sits in the
+ * other's port; without a serial number, its port.
  */
-export type IdentitySource = 'Serial' | 'Port'
+export const identitySources = ['Serial', 'Port', 'SerialAndPort'] as const
+export type IdentitySource = (typeof identitySources)[number]
 
-/** Where an identity came from, strongest first: a serial number, a port (udev's ID_PATH), the sysfs path. */
-export type IdentityKind = 'serial' | 'port' | 'sysfs'
+/**
+ * Where an identity came from: a serial number, a serial number at a place (its port, or its sysfs path
+ * where udev names no port), a port (udev's ID_PATH), the sysfs path.
+ */
+export type IdentityKind = 'serial' | 'serial and port' | 'port' | 'sysfs'
 
 export interface DeviceIdentity {
   readonly kind: IdentityKind
@@ -31,10 +37,15 @@ export function deviceIdentity(device: Device, follows: IdentitySource = 'Serial
   const p = device.properties
   const within = [device.type, device.subsystem, device.devType ?? '', kindOfNode(device.kernelName), p.ID_USB_INTERFACE_NUM ?? '', p.PARTN ?? ''].join(':')
   const serial = p.ID_SERIAL_SHORT
-  if (follows === 'Serial' && serial !== undefined && serial !== '') {
-    return {key: `serial:${p.ID_VENDOR_ID ?? ''}:${p.ID_MODEL_ID ?? ''}:${p.ID_SERIAL ?? ''}:${serial}:${within}`, kind: 'serial', word: p.ID_SERIAL ?? serial}
+  const port = p.ID_PATH !== undefined && p.ID_PATH !== '' ? p.ID_PATH : undefined
+  if (follows !== 'Port' && serial !== undefined && serial !== '') {
+    const says = `${p.ID_VENDOR_ID ?? ''}:${p.ID_MODEL_ID ?? ''}:${p.ID_SERIAL ?? ''}:${serial}:${within}`
+    if (follows === 'Serial') return {key: `serial:${says}`, kind: 'serial', word: p.ID_SERIAL ?? serial}
+    // Where udev names no port (no udev rules for the bus, a virtual device), the place is the sysfs path.
+    const where = port === undefined ? `sysfs:${device.devPath}` : `port:${port}`
+    return {key: `serial-at:${where}:${says}`, kind: 'serial and port', word: p.ID_SERIAL ?? serial}
   }
-  if (p.ID_PATH !== undefined && p.ID_PATH !== '') return {key: `port:${p.ID_PATH}:${within}`, kind: 'port', word: p.ID_PATH}
+  if (port !== undefined) return {key: `port:${port}:${within}`, kind: 'port', word: port}
   const name = device.devPath.split('/').at(-1) || device.kernelName
   return {key: `sysfs:${device.devPath}:${device.type}`, kind: 'sysfs', word: name}
 }

@@ -1,4 +1,4 @@
-import {stableDeviceId} from '../devices/device-identity.js'
+import {identitySources, stableDeviceId} from '../devices/device-identity.js'
 import type {Device} from '../devices/types.js'
 import type {PreparedClaim} from './prepared-claims.js'
 import {draDriver} from './resource-slices.js'
@@ -16,12 +16,12 @@ export interface DeviceHealth {
  * was prepared from no longer serves them (a class edit, its deletion, or the device refused, as another
  * class now matches it too). What the classes serve is what the node hands out, so the claim's containers
  * lose them as well; this tells that apart from an unplug, for the claim's status and kubelet. `onNode` is every device present, in a class or not; a stable ID is matched whichever
- * identity (serial or port) the class followed.
+ * identity the class followed.
  */
 export function claimedOutsideClass(claims: readonly PreparedClaim[], pool: ReadonlyMap<string, Device>, onNode: readonly Device[]): Set<string> {
   const missing = claims.flatMap((c) => c.devices).filter((d) => !pool.has(d.device))
   if (missing.length === 0) return new Set()
-  const ids = new Set(onNode.flatMap((device) => [stableDeviceId(device, 'Serial'), stableDeviceId(device, 'Port')]))
+  const ids = new Set(onNode.flatMap((device) => identitySources.map((follows) => stableDeviceId(device, follows))))
   return new Set(missing.filter((d) => ids.has(d.stableId)).map((d) => d.device))
 }
 

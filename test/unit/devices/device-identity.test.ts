@@ -51,6 +51,44 @@ describe('deviceIdentity', function () {
     expect(deviceIdentity(here, 'Port').kind).to.equal('port')
   })
 
+  describe('identity SerialAndPort', function () {
+    // A board reflashed through its own tty re-enumerates saying any vendor, model and serial: here another tenant's.
+    const victim = adapter('ttyUSB0', 0, '1-1', 'A10KXYZ')
+    const clone = adapter('ttyUSB1', 1, '1-2', 'A10KXYZ')
+
+    it("a device that copies another's serial at another port is another device; under Serial it is the same", function () {
+      expect(stableDeviceId(clone)).to.equal(stableDeviceId(victim))
+      expect(stableDeviceId(clone, 'SerialAndPort')).to.not.equal(stableDeviceId(victim, 'SerialAndPort'))
+      expect(deviceIdentity(victim, 'SerialAndPort')).to.deep.include({kind: 'serial and port', word: '1a86_USB_Serial_A10KXYZ'})
+    })
+
+    it('the same device plugged in again at its port under another kernel name is the same; another device at that port is not (unlike Port)', function () {
+      expect(stableDeviceId(adapter('ttyUSB5', 5, '1-1', 'A10KXYZ'), 'SerialAndPort')).to.equal(stableDeviceId(victim, 'SerialAndPort'))
+      const other = adapter('ttyUSB5', 5, '1-1', 'B20QQQ')
+      expect(stableDeviceId(other, 'Port')).to.equal(stableDeviceId(victim, 'Port'))
+      expect(stableDeviceId(other, 'SerialAndPort')).to.not.equal(stableDeviceId(victim, 'SerialAndPort'))
+    })
+
+    it('differs from Serial and Port for one device, so that the three never name each other', function () {
+      const ids = new Set((['Serial', 'Port', 'SerialAndPort'] as const).map((follows) => stableDeviceId(victim, follows)))
+      expect(ids.size).to.equal(3)
+    })
+
+    it('a device without a serial number is followed by its port, as under Serial and Port', function () {
+      const serialless = adapter('ttyUSB0', 0, '1-1')
+      expect(deviceIdentity(serialless, 'SerialAndPort').kind).to.equal('port')
+      expect(stableDeviceId(serialless, 'SerialAndPort')).to.equal(stableDeviceId(serialless, 'Port'))
+    })
+
+    it('a device with a serial number and no port (no udev ID_PATH) is bound to its sysfs path', function () {
+      const at = (minor: number): Device => loop(minor, {ID_SERIAL: 'Lab_Disk_S1', ID_SERIAL_SHORT: 'S1'})
+      expect(deviceIdentity(at(1), 'SerialAndPort').kind).to.equal('serial and port')
+      expect(stableDeviceId(at(1), 'SerialAndPort')).to.equal(stableDeviceId(at(1), 'SerialAndPort'))
+      expect(stableDeviceId(at(2), 'SerialAndPort')).to.not.equal(stableDeviceId(at(1), 'SerialAndPort'))
+      expect(stableDeviceId(at(2))).to.equal(stableDeviceId(at(1)))
+    })
+  })
+
   it('tells apart the nodes of one physical device: interfaces, a disk and its partitions, event and mouse nodes', function () {
     expect(stableDeviceId(adapter('ttyUSB0', 0, '1-1', 'Q', '00'))).to.not.equal(stableDeviceId(adapter('ttyUSB1', 1, '1-1', 'Q', '01')))
     const disk = {...loop(0, {ID_PATH: 'pci-0000:00:1f.2-ata-1', ID_SERIAL: 'SSD_S3Z9', ID_SERIAL_SHORT: 'S3Z9'}), devType: 'disk'}
