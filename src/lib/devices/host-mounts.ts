@@ -38,7 +38,8 @@ export class HostMounts {
   readonly #dev: string
   readonly #told = new Set<string>()
   #read: {at: number; use: NodeBlockUse} | undefined
-  #watch: {poll: ProcChangePoll; timer: NodeJS.Timeout} | undefined
+  /** The watch, with what it last told (a judgement in between may have read the tables already). */
+  #watch: {poll: ProcChangePoll; timer: NodeJS.Timeout; told: NodeBlockUse} | undefined
 
   constructor(readonly options: HostMountsOptions = {}) {
     this.#proc = options.procRoot ?? '/proc'
@@ -69,9 +70,8 @@ export class HostMounts {
     for (const {error, path: file} of poll.unopened) this.#tell(file, error)
     const timer = setInterval(() => this.#check(), this.options.watchIntervalMs ?? 100)
     timer.unref()
-    this.#watch = {poll, timer}
     this.#read = undefined
-    this.blockUse()
+    this.#watch = {poll, timer, told: this.blockUse()}
     signal?.addEventListener('abort', () => this.stop(), {once: true})
   }
 
@@ -84,18 +84,21 @@ export class HostMounts {
   }
 
   #check(): void {
+    const watch = this.#watch
+    if (watch === undefined) return
     let changed: string[]
     try {
-      changed = this.#watch?.poll.changed() ?? []
+      changed = watch.poll.changed()
     } catch (error) {
       this.#tell('the mount tables (poll)', error)
       this.stop()
       return
     }
     if (changed.length === 0) return
-    const before = this.#read?.use
     this.#read = {at: (this.options.now ?? Date.now)(), use: this.#readNow()}
-    if (before === undefined || !sameBlockUse(before, this.#read.use)) this.options.onChange?.()
+    if (sameBlockUse(watch.told, this.#read.use)) return
+    watch.told = this.#read.use
+    this.options.onChange?.()
   }
 
   #mountTables(): string[] {
