@@ -1,11 +1,12 @@
 import {expect} from 'chai'
-import {spawnSync} from 'node:child_process'
-import {mkdir, mkdtemp, rm, truncate} from 'node:fs/promises'
+import {execFile} from 'node:child_process'
+import {mkdir, mkdtemp, rm} from 'node:fs/promises'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
+import {promisify} from 'node:util'
 
 import {nodeAgentArgs} from '../../harness/devices/dra-agent.js'
-import {BackedLoops, canUseLoopControl} from '../../harness/devices/loop-devices.js'
+import {BackedLoops, canUseLoopControl, missingMountTool} from '../../harness/devices/loop-devices.js'
 import {deletePods, runPod, type NodeEnv} from '../../harness/node/pods.js'
 import {CliProcess} from '../../harness/process/cli-process.js'
 import {waitFor} from '../../harness/process/wait.js'
@@ -16,6 +17,7 @@ import {testNode} from '../support/test-node.js'
 // Loop devices 801-804 belong to these tests (host-mounts.test.ts takes 800, plugins-host-mounts.test.ts 805-809).
 const index = 801
 const classesPath = '/apis/devices.nfdctl.io/v1alpha1/deviceclasses'
+const run = promisify(execFile)
 
 interface LogLine {
   msg: string
@@ -33,17 +35,12 @@ describe('devices agent on a real node: a disk the node mounts while a container
   let agent: CliProcess | undefined
   let mountPoint: string | undefined
   const pods: string[] = []
-  const run = (command: string, ...args: string[]): void => {
-    const result = spawnSync(command, args, {encoding: 'utf8'})
-    if (result.status !== 0) expect.fail(`${command} ${args.join(' ')}: ${result.stderr}`)
-  }
 
   before(async function () {
     env = await testNode(this)
     if (!canUseLoopControl()) missingPrerequisite(this, '/dev/loop-control is not usable (needs root and the loop driver)')
-    for (const tool of ['losetup', 'mkfs.ext4', 'mount', 'umount']) {
-      if (spawnSync('sh', ['-c', `command -v ${tool}`]).status !== 0) missingPrerequisite(this, `${tool} is not installed (util-linux, e2fsprogs)`)
-    }
+    const missing = missingMountTool()
+    if (missing !== undefined) missingPrerequisite(this, missing)
     dir = await mkdtemp(join(tmpdir(), 'nfdctl-agent-mounts-'))
     loops = new BackedLoops(dir)
   })
@@ -52,7 +49,7 @@ describe('devices agent on a real node: a disk the node mounts while a container
     this.timeout(60_000)
     await agent?.stop('SIGTERM')
     await deletePods(env, pods.splice(0))
-    if (mountPoint !== undefined) spawnSync('umount', [mountPoint])
+    if (mountPoint !== undefined) await run('umount', [mountPoint])
     for (const i of loops?.plugged ?? []) await loops.drop(i)
     await env?.client.request('DELETE', `${classesPath}/hostm`).catch(() => {})
     if (dir) await rm(dir, {force: true, recursive: true})
@@ -63,10 +60,7 @@ describe('devices agent on a real node: a disk the node mounts while a container
     await env.client.request('POST', classesPath, {
       body: deviceClassManifest('hostm', {annotationAccess: {namespaceSelector: {}}, capacity: 1, match: [{devName: 'loop80[1-4]', subsystem: 'block'}]}),
     })
-    await loops.add(index)
-    await truncate(join(dir, `backing-${index}`), 8 * 2 ** 20)
-    run('losetup', '-c', `/dev/loop${index}`)
-    run('mkfs.ext4', '-q', '-F', `/dev/loop${index}`)
+    await loops.addWithFileSystem(index)
     agent = new CliProcess(nodeAgentArgs(env.node, {kubeconfig: env.plane.kubeconfig, stateDir: join(dir, 'state')}, ['--metrics-port', '0', '--batch-quiet', '100ms']))
     await agent.waitForLine<LogLine>('hostm registered', (l) => l.class === 'hostm' && l.state === 'registered', 20_000)
     pods.push('holds-loop')
@@ -78,7 +72,7 @@ describe('devices agent on a real node: a disk the node mounts while a container
     await mkdir(mountPoint)
     const mountedAt = Date.now()
     const started = performance.now()
-    run('mount', `/dev/loop${index}`, mountPoint)
+    await run('mount', [`/dev/loop${index}`, mountPoint])
     await waitFor(`loop${index} gone from the container`, async () => !(await present()), {intervalMs: 20, timeoutMs: 10_000})
     const takenMs = performance.now() - started
     const refused = await agent.waitForLine<LogLine>(
@@ -97,7 +91,7 @@ describe('devices agent on a real node: a disk the node mounts while a container
       {timeoutMs: 10_000},
     )
 
-    run('umount', mountPoint)
+    await run('umount', [mountPoint])
     mountPoint = undefined
     await waitFor(`loop${index} back in the container`, present, {intervalMs: 20, timeoutMs: 10_000})
   })

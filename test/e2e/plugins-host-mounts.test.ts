@@ -1,10 +1,11 @@
 import {expect} from 'chai'
-import {spawnSync} from 'node:child_process'
-import {mkdir, mkdtemp, rm, truncate} from 'node:fs/promises'
+import {execFile} from 'node:child_process'
+import {mkdir, mkdtemp, rm} from 'node:fs/promises'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
+import {promisify} from 'node:util'
 
-import {BackedLoops, canUseLoopControl, loopData, readLoop} from '../../harness/devices/loop-devices.js'
+import {BackedLoops, canUseLoopControl, missingMountTool, loopData, readLoop} from '../../harness/devices/loop-devices.js'
 import {allocatable, createPod, deletePods, podStatus, runPod, type NodeEnv} from '../../harness/node/pods.js'
 import {kubectl, livePods, loadImage, nodeLayoutPatch, waitForReadyPods, writeOverlay, type NodeImage} from '../../harness/node/workloads.js'
 import {waitFor} from '../../harness/process/wait.js'
@@ -18,6 +19,7 @@ const system = 'nfdctl-system'
 const classesPath = '/apis/devices.nfdctl.io/v1alpha1/deviceclasses'
 const resource = 'devices.nfdctl.io/wl-mounted'
 const selector = 'app.kubernetes.io/name=nfdctl-plugins'
+const run = promisify(execFile)
 // Loop devices 805-809 belong to these tests (host-mounts.test.ts takes 800-804): the class takes loop805-809.
 
 interface LogLine {
@@ -36,15 +38,11 @@ describe('deploy/plugins on the real node: a disk the node mounts is refused and
   const mounted: string[] = []
   const pods: string[] = []
   const overlays: string[] = []
-  const run = (command: string, ...args: string[]): void => {
-    const result = spawnSync(command, args, {encoding: 'utf8'})
-    if (result.status !== 0) expect.fail(`${command} ${args.join(' ')}: ${result.stderr}`)
-  }
   /** A loop device with a file system, mounted on the node (this process's mount namespace is the node's). */
   const mountOnNode = async (index: number): Promise<string> => {
     const point = join(dir, `mnt-${index}`)
     await mkdir(point, {recursive: true})
-    run('mount', `/dev/loop${index}`, point)
+    await run('mount', [`/dev/loop${index}`, point])
     mounted.push(point)
     return point
   }
@@ -67,9 +65,8 @@ describe('deploy/plugins on the real node: a disk the node mounts is refused and
     this.timeout(15 * 60_000)
     env = await testNode(this)
     if (!canUseLoopControl()) missingPrerequisite(this, '/dev/loop-control is not usable (needs root and the loop driver)')
-    for (const tool of ['losetup', 'mkfs.ext4', 'mount', 'umount']) {
-      if (spawnSync('sh', ['-c', `command -v ${tool}`]).status !== 0) missingPrerequisite(this, `${tool} is not installed (util-linux, e2fsprogs)`)
-    }
+    const missing = missingMountTool()
+    if (missing !== undefined) missingPrerequisite(this, missing)
     dir = await mkdtemp(join(tmpdir(), 'nfdctl-plugins-mounts-'))
     await mkdir(join(dir, 'udev'), {recursive: true})
     loops = new BackedLoops(dir)
@@ -90,7 +87,7 @@ describe('deploy/plugins on the real node: a disk the node mounts is refused and
         }),
       () => waitFor('no plugins pods', async () => (await livePods(env, system, selector)).length === 0, {timeoutMs: 90_000}),
       () => env.client.request('DELETE', `${classesPath}/wl-mounted`).catch(() => {}),
-      ...mounted.splice(0).map((point) => async () => run('umount', point)),
+      ...mounted.splice(0).map((point) => () => run('umount', [point])),
       ...loops.plugged.map((index) => () => loops.drop(index)),
     ])
   })
@@ -111,13 +108,8 @@ describe('deploy/plugins on the real node: a disk the node mounts is refused and
   it('mounted before it starts and mounted while it serves: left out of the class, logged with the mount, counted; a pod asking for every device is refused by kubelet and one asking for one gets the free disk', async function () {
     this.timeout(6 * 60_000)
     await env.client.request('POST', classesPath, {body: deviceClassManifest('wl-mounted', {allocation: 'Device', match: [{devName: 'loop80[5-9]', subsystem: 'block'}]})})
-    for (const index of [805, 806, 807]) await loops.add(index)
-    for (const index of [805, 807]) {
-      // Room for a file system: the backing file grown, and the loop device told its new size.
-      await truncate(join(dir, `backing-${index}`), 8 * 2 ** 20)
-      run('losetup', '-c', `/dev/loop${index}`)
-      run('mkfs.ext4', '-q', '-F', `/dev/loop${index}`)
-    }
+    await loops.add(806)
+    for (const index of [805, 807]) await loops.addWithFileSystem(index)
     const bootLike = await mountOnNode(807)
 
     await apply()
