@@ -55,7 +55,7 @@ export interface MountTableCheckOptions {
 /** The kernel's initial PID namespace has this inode number (PROC_PID_INIT_INO, include/linux/proc_ns.h). */
 const initialPidNamespace = 'pid:[4026531836]'
 
-export async function readMountTableFacts(options: MountTableCheckOptions): Promise<MountTableFacts> {
+async function readMountTableFacts(options: MountTableCheckOptions): Promise<MountTableFacts> {
   const proc = options.procRoot ?? '/proc'
   const path = join(proc, '1/mountinfo')
   const mountTable = await readFile(path, 'utf8').then(
