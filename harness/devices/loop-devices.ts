@@ -1,6 +1,6 @@
-import {execFile} from 'node:child_process'
+import {execFile, spawnSync} from 'node:child_process'
 import {closeSync, openSync} from 'node:fs'
-import {writeFile} from 'node:fs/promises'
+import {truncate, writeFile} from 'node:fs/promises'
 import {join} from 'node:path'
 import {promisify} from 'node:util'
 
@@ -64,6 +64,12 @@ export async function loopControlAsync(action: 'add' | 'remove', index: number):
   }
 }
 
+/** Why a loop device cannot be given a file system and mounted here (a tool missing), or undefined. */
+export function missingMountTool(): string | undefined {
+  const missing = ['losetup', 'mkfs.ext4', 'mount', 'umount'].find((tool) => spawnSync('sh', ['-c', `command -v ${tool}`]).status !== 0)
+  return missing === undefined ? undefined : `${missing} is not installed (util-linux, e2fsprogs)`
+}
+
 /** What the first 13 bytes of a BackedLoops device say: `loop-<index>-data`. */
 export const loopData = (index: number): string => `loop-${index}-data`
 
@@ -87,6 +93,14 @@ export class BackedLoops {
     const backing = join(this.dir, `backing-${index}`)
     await writeFile(backing, loopData(index).padEnd(4096, '.'))
     await promisify(execFile)('losetup', [`/dev/loop${index}`, backing])
+  }
+
+  /** Plugged in as add() does, then grown to 8 MiB and given an ext4 file system (its first bytes are then no longer loopData). */
+  async addWithFileSystem(index: number): Promise<void> {
+    await this.add(index)
+    await truncate(join(this.dir, `backing-${index}`), 8 * 2 ** 20)
+    await promisify(execFile)('losetup', ['-c', `/dev/loop${index}`])
+    await promisify(execFile)('mkfs.ext4', ['-q', '-F', `/dev/loop${index}`])
   }
 
   async drop(index: number): Promise<void> {

@@ -92,7 +92,7 @@ export function buildNodeAgent({client, fileClasses, flags, logger, options, reg
     persisted: new ClassStateFile({logger, nodeName, onWriteError: stateError, stateDir}),
   })
   const owned = new OwnedDevices({stateDir})
-  const {members, plugins, scanner} = classPlugins(flags, {logger, onOwnedError: stateError, owned, registry})
+  const {hostChanged, members, mounts, plugins, scanner} = classPlugins(flags, {logger, onOwnedError: stateError, owned, registry})
   const dra = flags.dra
     ? new DraDriver({
         cdiDir: flags['cdi-dir'],
@@ -125,7 +125,7 @@ export function buildNodeAgent({client, fileClasses, flags, logger, options, reg
     (relay) => new MetadataInformer({client, logger, onConnection: reportTo(supervisor.followed('API server (namespaces)')), pageSize: 500, resource: namespacesResource, ...relay}),
   )
   const follower = new ContainerdFollower({connection: supervisor.followed('containerd'), containerd, logger, metrics, onChange: (what) => containerChanges.emit(what)})
-  const sources = new ChangeSources({changes, containerd: follower, deviceChanges, devices, dra, members, namespaces, plugins, pods, uevents})
+  const sources = new ChangeSources({changes, containerd: follower, deviceChanges, devices, dra, hostChanged, members, mounts, namespaces, plugins, pods, uevents})
   const grantHealth = new GrantReadiness(logger)
   const grants = new GrantRecord({stateDir})
   const podEvents = new PodEvents({client, logger, nodeName, onError: () => metrics.errors.inc({kind: 'events'})})

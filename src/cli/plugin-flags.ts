@@ -11,6 +11,7 @@ import type {Logger} from '../lib/observe/logger.js'
 import type {Registry} from '../lib/observe/prometheus.js'
 import {createPluginMetrics} from '../lib/plugins/plugin-metrics.js'
 import {PluginSet} from '../lib/plugins/plugin-set.js'
+import {Signal} from '../lib/signal.js'
 import {SourceSupervisor} from '../lib/source-supervisor.js'
 
 /** The kubelet device plugins of the classes: plugins serve runs them, devices agent beside its own work. */
@@ -37,8 +38,13 @@ export interface ClassPlugins {
   /** Which of them are in which class; the caller keeps them in step with uevents and tells the plugins. */
   readonly members: ClassMembers
   readonly plugins: PluginSet
-  /** Logs each device the classes match and do not serve, once while it lasts (plugins serve; the agent has its notices). */
-  readonly logRefusals: () => void
+  /** The node's mounts and swaps, followed once started (its owner starts and stops it). */
+  readonly mounts: HostMounts
+  /**
+   * The node's mounts changed what the classes serve: the members are judged again and the plugins told;
+   * the classes whose served devices changed (none when only a refusal's wording did).
+   */
+  readonly hostChanged: Signal<ReadonlySet<string>>
 }
 
 /**
@@ -51,8 +57,14 @@ export function classPlugins(
 ): ClassPlugins {
   const {logger, owned} = options
   const scanner = new SysfsScanner({udevDataDir: flags['udev-data-dir']})
+  const hostChanged = new Signal<ReadonlySet<string>>()
   const mounts = new HostMounts({
     udevDataDir: flags['udev-data-dir'],
+    onChange: () => {
+      const touched = members.hostChanged()
+      plugins.publish(touched)
+      hostChanged.emit(touched)
+    },
     onReadError: (what, error) => logger.warn({err: errorMessage(error)}, `cannot read ${what}; the devices it would show as the node's own are not refused`),
   })
   const members = new ClassMembers(scanner.readAttribute, options.classes, {
@@ -76,15 +88,5 @@ export function classPlugins(
     // The plugins' own: a plugin without kubelet is retried for as long as it takes, and is no reason to be unready or to exit.
     supervisor: new SourceSupervisor(),
   })
-  let told = new Set<string>()
-  const logRefusals = (): void => {
-    const now = new Set<string>()
-    for (const r of members.refusals()) {
-      const key = `${r.className}/${r.device.id}/${r.reason}/${r.message}`
-      now.add(key)
-      if (!told.has(key)) logger.warn({class: r.className, device: r.device.devNode, reason: r.reason}, `device refused: ${r.message}`)
-    }
-    told = now
-  }
-  return {logRefusals, members, plugins, scanner}
+  return {hostChanged, members, mounts, plugins, scanner}
 }

@@ -8,6 +8,8 @@ import {classPlugins, pluginFlags} from '../../cli/plugin-flags.js'
 import {untilAborted} from '../../lib/abort.js'
 import {UsageError} from '../../lib/errors.js'
 import {HealthServer} from '../../lib/observe/health-server.js'
+import {DeviceRefusals} from '../../lib/plugins/device-refusals.js'
+import {checkMountTable} from '../../lib/plugins/mount-table-check.js'
 import {createLogger} from '../../lib/observe/logger.js'
 import {observeOptionsFrom} from '../../lib/observe/observe-options.js'
 import {Registry} from '../../lib/observe/prometheus.js'
@@ -15,7 +17,7 @@ import {Registry} from '../../lib/observe/prometheus.js'
 export default class PluginsServe extends NfdctlCommand {
   static override description = `Run one kubelet device plugin per DeviceClass (devices.nfdctl.io): pods request a class with the resource limit devices.nfdctl.io/<class>: N.
 
-Each class is served on <plugin-dir>/nfdctl-<class>.sock and registered with kubelet. Class allocation advertises "capacity" slots, and a container gets every device of the class present when it starts; Device allocation advertises one ID per device (Unhealthy once it is gone). Device lists follow kernel uevents at once. When kubelet restarts, every plugin serves again and re-registers. Classes come from the cluster (--kubeconfig, --context, $KUBECONFIG, in-cluster) and/or --class-file; with only --class-file, no cluster is needed. SIGTERM stops the servers and removes their sockets.`
+Each class is served on <plugin-dir>/nfdctl-<class>.sock and registered with kubelet. Devices the node itself uses (what backs its mounts and swap, as PID 1's mount table shows them, followed as they change) are served only by a class with hostCritical: Allow: plugins serve exits 1 where it cannot see the node's mount table (run it in the host's PID namespace: hostPID: true). Class allocation advertises "capacity" slots, and a container gets every device of the class present when it starts; Device allocation advertises one ID per device (Unhealthy once it is gone). Device lists follow kernel uevents at once. When kubelet restarts, every plugin serves again and re-registers. Classes come from the cluster (--kubeconfig, --context, $KUBECONFIG, in-cluster) and/or --class-file; with only --class-file, no cluster is needed. SIGTERM stops the servers and removes their sockets.`
   static override examples = [
     '<%= config.bin %> <%= command.id %>',
     '<%= config.bin %> <%= command.id %> --class-file classes.yaml --class loop',
@@ -52,8 +54,13 @@ Each class is served on <plugin-dir>/nfdctl-<class>.sock and registered with kub
       throw new UsageError(`no DeviceClass applies to node ${nodeName}${onlyDra}: create one (kubectl apply) or give --class-file`)
     }
 
+    // Exit 1 before serving a disk the node mounts: without the node's mount table it would not be refused.
+    await checkMountTable({pluginDir: flags['plugin-dir']})
     const registry = new Registry()
-    const {logRefusals, members, plugins, scanner} = classPlugins(flags, {classes, logger: log, registry})
+    const {hostChanged, members, mounts, plugins, scanner} = classPlugins(flags, {classes, logger: log, registry})
+    const refusals = new DeviceRefusals(log, registry)
+    const logRefusals = (): void => refusals.tell(members.refusals())
+    hostChanged.listen(logRefusals)
     const health = new HealthServer({host: observe.metricsHost, port: observe.metricsPort, readiness: () => plugins.status(), registry})
     const watch = new DeviceWatch(this.signal, {
       coalesceChanges: true,
@@ -64,6 +71,7 @@ Each class is served on <plugin-dir>/nfdctl-<class>.sock and registered with kub
       },
       source: scanner,
     })
+    mounts.start(watch.signal)
     await watch.start((devices) => {
       for (const device of devices) members.deviceEvent('add', device)
       logRefusals()
@@ -75,6 +83,7 @@ Each class is served on <plugin-dir>/nfdctl-<class>.sock and registered with kub
     const {reason} = watch.signal
     log.info({reason: reason instanceof Error ? reason.message : String(reason)}, 'shutting down')
     await watch.stop()
+    mounts.stop()
     await plugins.stop()
     await health.stop()
     log.info({}, 'stopped')

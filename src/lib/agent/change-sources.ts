@@ -1,5 +1,6 @@
 import type {ClassMembers} from '../devices/class-members.js'
 import type {DeviceEvent, DeviceWatcher, DeviceWatcherOptions} from '../devices/device-watcher.js'
+import type {HostMounts} from '../devices/host-mounts.js'
 import type {Followed} from '../kube/informer-events.js'
 import type {ObjectMeta} from '../kube/resource.js'
 import type {RuntimeContainer} from '../runtime/containerd-client.js'
@@ -32,6 +33,10 @@ export interface DeviceChange {
 
 export interface ChangeSourcesOptions {
   readonly devices: DeviceFeed
+  /** The node's mounts and swaps, followed from start: a device the node mounts is one it may no longer hold. */
+  readonly mounts: Pick<HostMounts, 'start' | 'stop'>
+  /** The node's mounts changed what the classes serve (the members judged again and the plugins told already): those classes. */
+  readonly hostChanged: Signal<ReadonlySet<string>>
   /** The uevent socket's report: restarted by the supervisor (reopen) when it fails. */
   readonly uevents: SourceReport
   /** The node's pods (spec.nodeName) and the namespaces (metadata: their labels). */
@@ -59,14 +64,20 @@ export interface ListedContainers {
 }
 
 /**
- * What can change a container's access, followed live: kernel uevents of class devices, containerd's event
- * stream (re-listed on every reconnect: it has no replay), the node's pods (only when what they ask for
- * changes: kubelet's status updates change nothing here) and the namespaces' labels (annotationAccess
- * selects by them). A pod or namespace change is one event on `changes`, a class device's on `deviceChanges`.
+ * What can change a container's access, followed live: kernel uevents of class devices, the node's mounts,
+ * containerd's event stream (re-listed on every reconnect: it has no replay), the node's pods (only when what
+ * they ask for changes: kubelet's status updates change nothing here) and the namespaces' labels
+ * (annotationAccess selects by them). A pod or namespace change is one event on `changes`, a class device's
+ * or a mount's on `deviceChanges`.
  */
 export class ChangeSources {
   constructor(readonly options: ChangeSourcesOptions) {
-    const {changes, deviceChanges, devices, members, namespaces, plugins, pods, uevents} = options
+    const {changes, deviceChanges, devices, hostChanged, members, namespaces, plugins, pods, uevents} = options
+    hostChanged.listen((touched) => {
+      if (touched.size === 0) return
+      deviceChanges.emit({classes: touched, what: "the node's mounts changed"})
+      options.dra?.devicesChanged(touched)
+    })
     devices.failures.listen((error) => uevents.failed(error))
     devices.events.listen(({action, device}) => {
       const touched = members.deviceEvent(action, device)
@@ -121,6 +132,8 @@ export class ChangeSources {
 
   /** Devices first (the initial scan places every device), then the pods, namespaces and containerd, which may come later. */
   async start(signal: AbortSignal): Promise<void> {
+    // Before the scan: a mount made meanwhile is not missed.
+    this.options.mounts.start(signal)
     await this.options.devices.watcher.start(signal, (devices) => {
       for (const device of devices) this.options.members.deviceEvent('add', device)
     })
@@ -137,6 +150,7 @@ export class ChangeSources {
   async stop(): Promise<void> {
     await this.options.containerd.stop()
     await this.options.devices.watcher.stop()
+    this.options.mounts.stop()
     await this.options.pods.objects.stop()
     await this.options.namespaces.objects.stop()
   }

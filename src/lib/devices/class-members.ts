@@ -76,6 +76,19 @@ export class ClassMembers {
     return this.#place(action, device)
   }
 
+  /**
+   * What makes a device the node's own changed (a mount, a swap: HostMounts' onChange): what each class serves
+   * is worked out again. Returns the classes whose served devices changed.
+   */
+  hostChanged(): ReadonlySet<string> {
+    const before = this.#servedNow()
+    this.#served = undefined
+    const after = this.#servedNow()
+    const touched = new Set([...after.served].filter(([name, devices]) => !sameIds(devices, before.served.get(name) ?? [])).map(([name]) => name))
+    if (touched.size > 0) this.#generation++
+    return touched
+  }
+
   /** The devices of one class present now, that it serves. */
   of(name: string): Device[] {
     return [...(this.#servedNow().served.get(name) ?? [])]

@@ -24,6 +24,11 @@ export interface NodeBlockUse {
   readonly block: ReadonlyMap<string, string>
 }
 
+/** Whether two readings say the same of every block device. */
+export function sameBlockUse(a: NodeBlockUse, b: NodeBlockUse): boolean {
+  return a.block.size === b.block.size && [...a.block].every(([id, why]) => b.block.get(id) === why)
+}
+
 /** Why the device is host-critical on this node, or undefined when it is not. */
 export function hostCriticalReason(device: Device, node: NodeBlockUse): string | undefined {
   if (device.type === 'char') return device.major === 1 ? criticalMem.get(device.minor) : undefined

@@ -1,7 +1,8 @@
 import {existsSync, lstatSync, readdirSync, readFileSync, realpathSync, statSync} from 'node:fs'
 import path from 'node:path'
 
-import {type BlockDeviceNode, hostCriticalReason, type MountEntry, type NodeBlockUse, nodeBlockUse, parseMountInfo, parseSwaps, type StoragePool} from './host-critical.js'
+import {ProcChangePoll} from '../sys/proc-change-poll.js'
+import {type BlockDeviceNode, hostCriticalReason, type MountEntry, type NodeBlockUse, nodeBlockUse, parseMountInfo, parseSwaps, sameBlockUse, type StoragePool} from './host-critical.js'
 import type {Device} from './types.js'
 import {parseUdevDb} from './udev-db.js'
 
@@ -19,15 +20,20 @@ export interface HostMountsOptions {
   readonly now?: () => number
   /** A source that could not be read (told once per source). */
   readonly onReadError?: (what: string, error: unknown) => void
+  /** After start(): a mount, unmount, swapon or swapoff changed which block devices the node uses. */
+  readonly onChange?: () => void
+  /** How often start()'s watch asks the kernel whether the mount tables changed; default 100 ms. */
+  readonly watchIntervalMs?: number
 }
 
 /**
  * Reads what makes a device host-critical on this machine: the mount table of PID 1 (with hostPID, the
- * node's own; the agent DaemonSet runs so) and of this process (a container sees the node's disks under its
- * bind mounts too), /proc/swaps, and sysfs's block devices with what each sits on. There is no event for
- * a mount, so the table is read again when a block device is judged and the last reading is older than
- * `maxAgeMs`: a device mounted on the node while a container holds it is taken back the next time the
- * classes' devices are worked out (a device event that changes a class, or a class change).
+ * node's own; both DaemonSets run so, and check it at start), and of this process (a container sees the
+ * node's disks under its bind mounts too), /proc/swaps, and sysfs's block devices with what each sits on.
+ * The table is read again when a block device is judged and the last reading is older than `maxAgeMs`, and
+ * after start() whenever the kernel marks one of those files changed (ProcChangePoll, asked every
+ * `watchIntervalMs`): `onChange` then tells the owner to judge the classes' devices again, so a device the
+ * node mounts while it is served is withdrawn (and taken back from a container that holds it) at once.
  */
 export class HostMounts {
   readonly #proc: string
@@ -35,6 +41,8 @@ export class HostMounts {
   readonly #dev: string
   readonly #told = new Set<string>()
   #read: {at: number; use: NodeBlockUse} | undefined
+  /** The watch, with what it last told (a judgement in between may have read the tables already). */
+  #watch: {poll: ProcChangePoll; timer: NodeJS.Timeout; told: NodeBlockUse} | undefined
 
   constructor(readonly options: HostMountsOptions = {}) {
     this.#proc = options.procRoot ?? '/proc'
@@ -55,11 +63,56 @@ export class HostMounts {
     return this.#read.use
   }
 
+  /**
+   * Follows the node's mounts and swaps from now on (onChange). A table that cannot be opened is told through
+   * `onReadError` and not followed. Idempotent.
+   */
+  start(signal?: AbortSignal): void {
+    if (this.#watch !== undefined) return
+    const poll = new ProcChangePoll([...this.#mountTables(), path.join(this.#proc, 'swaps')])
+    for (const {error, path: file} of poll.unopened) this.#tell(file, error)
+    const timer = setInterval(() => this.#check(), this.options.watchIntervalMs ?? 100)
+    timer.unref()
+    this.#read = undefined
+    this.#watch = {poll, timer, told: this.blockUse()}
+    signal?.addEventListener('abort', () => this.stop(), {once: true})
+  }
+
+  /** Idempotent; safe before start(). */
+  stop(): void {
+    if (this.#watch === undefined) return
+    clearInterval(this.#watch.timer)
+    this.#watch.poll.close()
+    this.#watch = undefined
+  }
+
+  #check(): void {
+    const watch = this.#watch
+    if (watch === undefined) return
+    let changed: string[]
+    try {
+      changed = watch.poll.changed()
+    } catch (error) {
+      this.#tell('the mount tables (poll)', error)
+      this.stop()
+      return
+    }
+    if (changed.length === 0) return
+    this.#read = {at: (this.options.now ?? Date.now)(), use: this.#readNow()}
+    if (sameBlockUse(watch.told, this.#read.use)) return
+    watch.told = this.#read.use
+    this.options.onChange?.()
+  }
+
+  #mountTables(): string[] {
+    return ['1', 'self'].map((pid) => path.join(this.#proc, pid, 'mountinfo'))
+  }
+
   #readNow(): NodeBlockUse {
     const mounts: MountEntry[] = []
-    for (const pid of ['1', 'self']) {
-      // Without root, PID 1's table is closed (ptrace rules); outside a container this process's is the same.
-      const text = this.#readText(path.join(this.#proc, pid, 'mountinfo'), pid === '1' ? ['EACCES', 'EPERM'] : [])
+    for (const [i, file] of this.#mountTables().entries()) {
+      // Where /proc hides other users' processes (hidepid), PID 1's table is closed; outside a container this process's is the same.
+      const text = this.#readText(file, i === 0 ? ['EACCES', 'EPERM'] : [])
       if (text !== undefined) mounts.push(...parseMountInfo(text).map((m) => ({...m, source: this.#resolve(m.source)})))
     }
     const swaps = parseSwaps(this.#readText(path.join(this.#proc, 'swaps')) ?? '').map((s) => this.#resolve(s))

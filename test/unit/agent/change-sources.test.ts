@@ -33,8 +33,10 @@ function sources(calls: Calls = []) {
   const plugins = new FakePlugins(calls)
   const dra = new FakeClaimDriver(calls)
   const uevents = new FakeReport()
-  const built = new ChangeSources({changes, containerd, deviceChanges, devices, dra, members, namespaces, plugins, pods, uevents})
-  return {built, changed, containerd, devices, devicesChanged, dra, members, namespaces, plugins, pods, uevents, watcher}
+  const hostChanged = new Signal<ReadonlySet<string>>()
+  const mounts = {start: () => calls.push('mounts.start'), stop: () => calls.push('mounts.stop')}
+  const built = new ChangeSources({changes, containerd, deviceChanges, devices, dra, hostChanged, members, mounts, namespaces, plugins, pods, uevents})
+  return {built, changed, containerd, devices, devicesChanged, dra, hostChanged, members, namespaces, plugins, pods, uevents, watcher}
 }
 
 describe('ChangeSources: what can change a container’s access, routed', function () {
@@ -53,6 +55,19 @@ describe('ChangeSources: what can change a container’s access, routed', functi
     expect(s.plugins.published).to.deep.equal([['low'], []])
     expect(s.dra.devicesChangedWith).to.deep.equal([['low'], []])
     expect(s.members.of('low').map((d) => d.id)).to.deep.equal(['b7:1', 'b7:2'])
+  })
+
+  it("the node's mounts: followed from start, before the scan, until stop; a change of what a class serves goes to the device changes and the DRA driver", async function () {
+    const calls: Calls = []
+    const s = sources(calls)
+    await s.built.start(new AbortController().signal)
+    expect(calls.slice(0, 2)).to.deep.equal(['mounts.start', 'devices.start'])
+    s.hostChanged.emit(new Set())
+    s.hostChanged.emit(new Set(['low']))
+    expect(s.devicesChanged, 'none when no class serves otherwise').to.deep.equal([["the node's mounts changed", ['low']]])
+    expect(s.dra.devicesChangedWith).to.deep.equal([['low']])
+    await s.built.stop()
+    expect(calls).to.include('mounts.stop')
   })
 
   it('a failure of the uevent socket is told to its report (the supervisor reopens it)', function () {
@@ -112,12 +127,12 @@ describe('ChangeSources: what can change a container’s access, routed', functi
     const s = sources(calls)
     const controller = new AbortController()
     await s.built.start(controller.signal)
-    expect(s.pods.started + s.namespaces.started + s.containerd.started, 'nothing but devices in start()').to.equal(0)
+    expect(s.pods.started + s.namespaces.started + s.containerd.started, 'nothing but mounts and devices in start()').to.equal(0)
     s.built.follow(controller.signal)
     expect([s.pods.started, s.namespaces.started, s.containerd.started]).to.deep.equal([1, 1, 1])
     controller.abort()
     await s.built.stop()
     expect([s.pods.stopped, s.namespaces.stopped, s.containerd.stopped]).to.deep.equal([1, 1, 1])
-    expect(calls).to.deep.equal(['devices.start', 'devices.stop'])
+    expect(calls).to.deep.equal(['mounts.start', 'devices.start', 'devices.stop', 'mounts.stop'])
   })
 })

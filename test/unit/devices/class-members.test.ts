@@ -77,6 +77,30 @@ describe('ClassMembers refusals', function () {
   })
 })
 
+describe("ClassMembers and the node's mounts", function () {
+  it('hostChanged judges every class again: a device the node mounts leaves the classes it was served by, and comes back when unmounted', function () {
+    const mounted = new Map<string, string>()
+    const members = new ClassMembers(noAttributes, [classOf('low', 'loop[0-4]'), classOf('high', 'loop[5-9]')], {
+      refuse: (device) => (mounted.has(device.id) ? {message: mounted.get(device.id)!, reason: 'HostCritical'} : undefined),
+    })
+    members.deviceEvent('add', loop(1))
+    members.deviceEvent('add', loop(2))
+    members.deviceEvent('add', loop(7))
+    const generation = members.generation
+    expect([...members.hostChanged()], 'nothing mounted yet').to.deep.equal([])
+    expect(members.generation).to.equal(generation)
+    mounted.set('b7:2', "/dev/loop2 backs the node's mount /data")
+    expect([...members.hostChanged()]).to.deep.equal(['low'])
+    expect(members.generation).to.be.greaterThan(generation)
+    expect(members.of('low').map((d) => d.id)).to.deep.equal(['b7:1'])
+    expect(members.refusals().map((r) => `${r.className} ${r.device.id} ${r.reason}: ${r.message}`)).to.deep.equal(["low b7:2 HostCritical: /dev/loop2 backs the node's mount /data"])
+    mounted.clear()
+    expect([...members.hostChanged()]).to.deep.equal(['low'])
+    expect(members.of('low').map((d) => d.id)).to.deep.equal(['b7:1', 'b7:2'])
+    expect(members.refusals()).to.deep.equal([])
+  })
+})
+
 describe('ClassMembers known numbers', function () {
   it('remembers numbers from before (known, in no class), tells each device that joins a class, and counts the known numbers', function () {
     const told: string[] = []
