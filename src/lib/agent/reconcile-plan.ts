@@ -127,13 +127,19 @@ export function specDevices(ociDevices: readonly OciDeviceCgroup[] = [], ociNode
 }
 
 /**
- * Pure: the devices of a spec that the runtime allows by itself, whatever else gave them too: an allow rule
- * that no device node accounts for (kubelet's DeviceSpecs and CDI's device nodes each add a node and its
- * rule; the runtime's standard devices, null, zero, tty and the like, are rules only, and runc makes their
- * nodes).
+ * The devices the OCI runtime spec has every Linux container's runtime supply: null, zero, full, random,
+ * urandom, tty, console, ptmx.
+ */
+const ociStandardDevices: ReadonlySet<string> = new Set(['c1:3', 'c1:5', 'c1:7', 'c1:8', 'c1:9', 'c5:0', 'c5:1', 'c5:2'])
+
+/**
+ * Pure: the devices of a spec that the runtime gives by itself, whatever else gave them too: the OCI
+ * standard devices, and an allow rule at a number no device node of the spec has (kubelet's DeviceSpecs and
+ * CDI's device nodes each bring a node; the runtime's own devices, /dev/net/tun say, are rules only, and
+ * runc makes their nodes).
  */
 export function runtimeDefaults(spec: SpecDevices): Set<string> {
-  return new Set([...spec.allows].filter(([id, count]) => count > (spec.nodes.get(id)?.length ?? 0)).map(([id]) => id))
+  return new Set([...ociStandardDevices, ...[...spec.allows.keys()].filter((id) => !spec.nodes.has(id))])
 }
 
 /** Where the DRA claim markers are (/dev/nfdctl/claims/...): a device's own node is elsewhere. */
@@ -160,7 +166,7 @@ export function planContainer(input: ContainerPlanInput): ContainerPlan {
     if (defaults.has(id) || owned === undefined || !ownedBy(owned, given)) continue
     ours.set(id, {...(input.known(id) ?? deviceOfNumber(owned)), devNode: paths.find((p) => !p.startsWith(markerPrefix)) ?? paths[0]})
   }
-  const base = new Set([...spec.allows.keys(), ...spec.nodes.keys()].filter((id) => !ours.has(id)))
+  const base = new Set([...spec.allows.keys(), ...spec.nodes.keys(), ...defaults].filter((id) => !ours.has(id)))
   const askedFor = new Set(input.asked ? (input.askedFor ?? input.request.classes.keys()) : [])
   const askedClassDevice = (id: string): Device | undefined => {
     const owned = input.owned(id)
