@@ -13,8 +13,8 @@ export interface ContainerWork {
   readonly pid: number
   readonly request: ContainerRequest
   /**
-   * It asks for a class, admitted or not: the class devices in its cgroup are then the agent's to manage (a
-   * grant made before the policy, or lost from the record, is taken back too).
+   * It asks for a class, admitted or not: a device of those classes in its cgroup that its spec does not name
+   * is then the agent's to manage (a grant made before the policy, or lost from the record, is taken back too).
    */
   readonly asked: boolean
   /** The classes its pod asks for it (by limit, annotation or claim), admitted or not. */
@@ -105,18 +105,19 @@ export interface ContainerPlan {
   readonly managed: (id: string) => Device | undefined
 }
 
-/** What a container's OCI spec gives it, by device id: specific allow rules counted, device nodes with their paths. */
+/** What a container's OCI spec gives it, by device id: the specific allow rules, the device nodes with their paths. */
 export interface SpecDevices {
-  readonly allows: ReadonlyMap<string, number>
+  readonly allows: ReadonlySet<string>
   readonly nodes: ReadonlyMap<string, readonly string[]>
 }
 
 /** Pure: the devices an OCI spec names (wildcard rules name none). */
 export function specDevices(ociDevices: readonly OciDeviceCgroup[] = [], ociNodes: OciDeviceNodes = []): SpecDevices {
-  const allows = new Map<string, number>()
-  for (const r of ociDeviceRules(ociDevices)) {
-    if (r.allow && r.type !== 'a' && r.major !== '*' && r.minor !== '*') allows.set(ruleDeviceId(r), (allows.get(ruleDeviceId(r)) ?? 0) + 1)
-  }
+  const allows = new Set(
+    ociDeviceRules(ociDevices)
+      .filter((r) => r.allow && r.type !== 'a' && r.major !== '*' && r.minor !== '*')
+      .map(ruleDeviceId),
+  )
   const nodes = new Map<string, string[]>()
   for (const n of ociNodes) {
     if ((n.type !== 'b' && n.type !== 'c') || n.major === undefined || n.minor === undefined) continue
@@ -134,12 +135,12 @@ const ociStandardDevices: ReadonlySet<string> = new Set(['c1:3', 'c1:5', 'c1:7',
 
 /**
  * Pure: the devices of a spec that the runtime gives by itself, whatever else gave them too: the OCI
- * standard devices, and an allow rule at a number no device node of the spec has (kubelet's DeviceSpecs and
- * CDI's device nodes each bring a node; the runtime's own devices, /dev/net/tun say, are rules only, and
- * runc makes their nodes).
+ * standard devices (runc allows and makes them whether the spec lists them or not), and an allow rule at a
+ * number no device node of the spec has (kubelet's DeviceSpecs and CDI's device nodes each bring a node with
+ * their rule).
  */
 export function runtimeDefaults(spec: SpecDevices): Set<string> {
-  return new Set([...ociStandardDevices, ...[...spec.allows.keys()].filter((id) => !spec.nodes.has(id))])
+  return new Set([...ociStandardDevices, ...[...spec.allows].filter((id) => !spec.nodes.has(id))])
 }
 
 /** Where the DRA claim markers are (/dev/nfdctl/claims/...): a device's own node is elsewhere. */
@@ -166,7 +167,7 @@ export function planContainer(input: ContainerPlanInput): ContainerPlan {
     if (defaults.has(id) || owned === undefined || !ownedBy(owned, given)) continue
     ours.set(id, {...(input.known(id) ?? deviceOfNumber(owned)), devNode: paths.find((p) => !p.startsWith(markerPrefix)) ?? paths[0]})
   }
-  const base = new Set([...spec.allows.keys(), ...spec.nodes.keys(), ...defaults].filter((id) => !ours.has(id)))
+  const base = new Set([...spec.allows, ...spec.nodes.keys(), ...defaults].filter((id) => !ours.has(id)))
   const askedFor = new Set(input.asked ? (input.askedFor ?? input.request.classes.keys()) : [])
   const askedClassDevice = (id: string): Device | undefined => {
     const owned = input.owned(id)
