@@ -104,11 +104,6 @@ export class ClassMembers {
     return this.#known.get(id)
   }
 
-  /** How many device numbers are known: it grows when a number becomes a class device's for the first time. */
-  get knownCount(): number {
-    return this.#known.size
-  }
-
   /** Devices that were class devices before this process (the owned numbers on disk): known, in no class. */
   remember(devices: Iterable<Device>): void {
     for (const device of devices) if (!this.#known.has(device.id)) this.#known.set(device.id, device)
