@@ -14,7 +14,8 @@ import type {TestNode} from '../node/node.js'
 import {runDeviceProgram} from './bpf-interpreter.js'
 
 // The invariant the agent promises after any fault: every container's device rules and /dev hold exactly what
-// its classes and claims allow. Read from the kernel's side (devices.list, the attached programs run through
+// its classes, claims and runtime allow (the runtime's own devices, as its OCI spec lists them, still open and
+// still in its /dev). Read from the kernel's side (devices.list, the attached programs run through
 // an interpreter, the nodes under /proc/<pid>/root/dev) and from the sources of entitlement (the pods, the
 // DeviceClasses, kubelet's PodResources, the ResourceClaims), never from the agent's own record or status.
 
@@ -62,7 +63,10 @@ export interface InvariantReport {
   readonly containers: number
   /** A device a container may open (r or w) or has an allow rule for, beyond what it is entitled to. */
   readonly stray: Finding[]
-  /** A device a container is entitled to that it may not open, or whose node is not in its /dev. */
+  /**
+   * A device a container is entitled to that it may not open, or whose node is not in its /dev: by its
+   * classes and claims, or by its runtime (its spec's rules no device node accounts for: /dev/null, zero, tty...).
+   */
   readonly missing: Finding[]
   /** A device node in a container's /dev for a watched number it is not entitled to (harmless when denied). */
   readonly staleNodes: Finding[]
@@ -169,7 +173,9 @@ export async function checkDeviceInvariant(input: InvariantInput): Promise<Invar
       })
       if (seen === undefined) continue
       report.containers++
-      judge(report, name, entitlementOf(pod, l['io.kubernetes.container.name'] ?? ''), seen, input.watched, presentAt)
+      const runtime = runtimeDevices(container.spec)
+      judge(report, name, entitlementOf(pod, l['io.kubernetes.container.name'] ?? ''), seen, input.watched, presentAt, runtime)
+      judgeRuntime(report, name, seen, runtime)
     }
   } finally {
     containerd.close()
@@ -310,7 +316,71 @@ function decodeRdev(rdev: number): {major: number; minor: number} {
   return {major: ((low >>> 8) & 0xfff) | ((high & 0xfffff000) >>> 0), minor: (low & 0xff) | ((low >>> 12) & 0xfff00)}
 }
 
-function judge(report: InvariantReport, name: string, entitled: ReadonlyMap<string, Entitlement>, seen: Seen, watched: readonly DeviceNumber[], presentAt: ReadonlyMap<string, PresentDevice>): void {
+type Spec = Awaited<ReturnType<ContainerdClient['listContainers']>>[number]['spec']
+
+/**
+ * The devices a container's runtime gives by itself, by number, with the access they give: the devices the
+ * OCI runtime spec has every runtime supply (runc allows them whatever the spec says; /dev/console only to a
+ * container with a terminal, so not here), and an allow rule of `linux.resources.devices` at a number no node of
+ * `linux.devices` has (kubelet's DeviceSpecs and CDI's device nodes each bring a node with their rule).
+ */
+function runtimeDevices(spec: Spec): Map<string, {n: DeviceNumber; access: string}> {
+  const devices = new Map<string, {n: DeviceNumber; access: string}>(
+    [
+      [1, 3],
+      [1, 5],
+      [1, 7],
+      [1, 8],
+      [1, 9],
+      [5, 0],
+      [5, 2],
+    ].map(([major, minor]) => {
+      const n: DeviceNumber = {major, minor, type: 'c'}
+      return [numberKey(n), {access: 'rw', n}]
+    }),
+  )
+  const nodes = new Set((spec?.linux?.devices ?? []).map((d) => `${d.type} ${d.major}:${d.minor}`))
+  for (const r of spec?.linux?.resources?.devices ?? []) {
+    if (!r.allow || (r.type !== 'b' && r.type !== 'c') || r.major === undefined || r.major < 0 || r.minor === undefined || r.minor < 0) continue
+    const n: DeviceNumber = {major: r.major, minor: r.minor, type: r.type as 'b' | 'c'}
+    if (!nodes.has(numberKey(n))) devices.set(numberKey(n), {access: openAccess((devices.get(numberKey(n))?.access ?? '') + (r.access ?? 'rwm')), n})
+  }
+  return devices
+}
+
+/** The nodes runc makes in every container's /dev itself. */
+const runcNodes: ReadonlyMap<string, string> = new Map([
+  ['c 1:3', '/dev/null'],
+  ['c 1:5', '/dev/zero'],
+  ['c 1:7', '/dev/full'],
+  ['c 1:8', '/dev/random'],
+  ['c 1:9', '/dev/urandom'],
+  ['c 5:0', '/dev/tty'],
+])
+
+/** The runtime's devices still open as its spec allows them, and runc's nodes of them still in /dev. */
+function judgeRuntime(report: InvariantReport, name: string, seen: Seen, runtime: ReadonlyMap<string, {n: DeviceNumber; access: string}>): void {
+  for (const [key, {access, n}] of runtime) {
+    const effective = ['r', 'w'].filter((c) => seen.layers.every((layer) => layer.access(n).includes(c))).join('')
+    const path = runcNodes.get(key)
+    const node = path === undefined ? undefined : seen.nodes.get(path)
+    const problems = [
+      ...(beyond(access, effective) === '' ? [] : [`${beyond(access, effective)} not allowed (${seen.layers.map((l) => l.explain(n)).join('; ')})`]),
+      ...(path === undefined || (node !== undefined && numberKey(node) === key) ? [] : [node === undefined ? `no ${path} in its /dev` : `its ${path} is ${numberText(node)}`]),
+    ]
+    if (problems.length > 0) report.missing.push({container: name, device: key, text: `${name}: ${key} is its runtime's but ${problems.join(', ')}`})
+  }
+}
+
+function judge(
+  report: InvariantReport,
+  name: string,
+  entitled: ReadonlyMap<string, Entitlement>,
+  seen: Seen,
+  watched: readonly DeviceNumber[],
+  presentAt: ReadonlyMap<string, PresentDevice>,
+  runtime: ReadonlyMap<string, {access: string}>,
+): void {
   const describe = (n: DeviceNumber): string => {
     const d = presentAt.get(numberKey(n))
     return d === undefined ? `nothing of a class is plugged in at ${numberText(n)}` : `${numberText(n)} is ${d.label} (${d.devNode}) of ${d.classes.join(', ')}`
@@ -318,6 +388,8 @@ function judge(report: InvariantReport, name: string, entitled: ReadonlyMap<stri
   for (const n of uniqueNumbers(watched)) {
     const key = numberKey(n)
     const want = entitled.get(key)
+    // The runtime's own: judged by judgeRuntime.
+    if (want === undefined && runtime.has(key)) continue
     const effective = ['r', 'w'].filter((c) => seen.layers.every((layer) => layer.access(n).includes(c))).join('')
     const extra = seen.layers.flatMap((layer) => {
       const more = beyond(layer.access(n), want?.access ?? '')
@@ -344,7 +416,7 @@ function judge(report: InvariantReport, name: string, entitled: ReadonlyMap<stri
   }
   const watchedKeys = new Set(watched.map(numberKey))
   for (const [path, n] of seen.nodes) {
-    if (watchedKeys.has(numberKey(n)) && !entitled.has(numberKey(n))) {
+    if (watchedKeys.has(numberKey(n)) && !entitled.has(numberKey(n)) && !runtime.has(numberKey(n))) {
       report.staleNodes.push({container: name, device: numberKey(n), text: `${name}: ${path} (${numberText(n)}) in its /dev, not its own: ${describe(n)}`})
     }
   }

@@ -95,6 +95,9 @@ export class FaultStorm {
   readonly #started = performance.now()
   #agent: CliProcess | undefined
   #agentUp = false
+  get #nullClass(): string {
+    return `${this.#o.prefix}-null`
+  }
 
   constructor(options: FaultStormOptions) {
     this.#o = options
@@ -139,6 +142,10 @@ export class FaultStorm {
         body: {apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', metadata: {name: this.#classes[kind as ClassKind]}, spec},
       })
     }
+    // A class nobody asks for, of a device every container has from its runtime: /dev/null must stay theirs.
+    await env.client.request('POST', '/apis/devices.nfdctl.io/v1alpha1/deviceclasses', {
+      body: {apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', metadata: {name: this.#nullClass}, spec: {match: [{devName: 'null', subsystem: 'mem'}]}},
+    })
     await env.client.request('POST', `/apis/resource.k8s.io/v1/namespaces/${this.#namespace}/resourceclaimtemplates`, {
       body: claimTemplateManifest('disk', `${this.#classes.dra}.devices.nfdctl.io`),
     })
@@ -275,7 +282,7 @@ export class FaultStorm {
       env,
       this.#pods.map((p) => `${this.#namespace}/${p}`),
     ).catch((error: Error) => this.#o.log(`deleting the storm's pods: ${error.message}`))
-    for (const name of Object.values(this.#classes)) await env.client.request('DELETE', `/apis/devices.nfdctl.io/v1alpha1/deviceclasses/${name}`).catch(() => {})
+    for (const name of [...Object.values(this.#classes), this.#nullClass]) await env.client.request('DELETE', `/apis/devices.nfdctl.io/v1alpha1/deviceclasses/${name}`).catch(() => {})
     await env.client.request('DELETE', `/api/v1/namespaces/${this.#namespace}`).catch(() => {})
     await this.#cleanLoops()
   }

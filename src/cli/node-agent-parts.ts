@@ -139,6 +139,7 @@ export function buildNodeAgent({client, fileClasses, flags, logger, options, reg
     members,
     metrics,
     namespaceLabels: (name) => sources.namespaceLabels(name),
+    owned,
     nodeName,
     notices: new RefusalNotices({events: podEvents, logger, metrics}),
     outcome: (outcome) => grantHealth.batchDone(outcome),

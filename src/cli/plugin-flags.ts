@@ -71,8 +71,8 @@ export function classPlugins(
     onKnown:
       owned === undefined
         ? undefined
-        : (device) =>
-            void owned.add([device]).catch((error: unknown) => {
+        : (device, classes) =>
+            void owned.add(device, classes).catch((error: unknown) => {
               options.onOwnedError?.(error)
               options.logger.error({err: errorMessage(error), file: owned.file}, "cannot record the node's class device numbers; kubelet's Allocate and DRA's prepare are refused until it can")
             }),

@@ -1,4 +1,5 @@
 import {expect} from 'chai'
+import {execFileSync} from 'node:child_process'
 import {existsSync} from 'node:fs'
 import {mkdtemp, rm} from 'node:fs/promises'
 import {tmpdir} from 'node:os'
@@ -47,7 +48,7 @@ describe('devices agent --dra under faults on a real node: SIGKILLs amid plugs, 
 
   const check = (): Promise<InvariantReport> => checkDeviceInvariant({client: env.client, node: env.node, present: storm!.present(), watched: storm!.watched()})
 
-  it('the invariant checker can fail: a rule planted by hand is stray, one taken away is missing, a program that allows all is stray', async function () {
+  it("the invariant checker can fail: a rule planted by hand is stray, one taken away is missing, the runtime's /dev/null taken away is missing, a program that allows all is stray", async function () {
     const ns = storm!.namespace
     const annotated = await waitForPod(env, `${ns}/annotation-2`)
     const containerd = new ContainerdClient({address: env.node.containerd.socket, namespace: 'k8s.io'})
@@ -87,6 +88,28 @@ describe('devices agent --dra under faults on a real node: SIGKILLs amid plugs, 
       } finally {
         await allowDevice(v1Dir, rule)
       }
+    }
+
+    // The runtime's own: /dev/null (in its OCI spec as a rule, made by runc) taken away, its rule and then its node.
+    if (v1Dir !== undefined) {
+      const devNull = {access: 'rwm', major: 1, minor: 3, type: 'c' as const}
+      await denyDevice(v1Dir, devNull)
+      try {
+        const found = await check()
+        expect(found.missing.map((f) => [f.container, f.device])).to.deep.equal([[main, 'c 1:3']])
+        expect(found.missing[0].text).to.match(/is its runtime's .*rw not allowed/)
+      } finally {
+        await allowDevice(v1Dir, devNull)
+      }
+    }
+    // Its node removed from the host's side (runc's exec needs /dev/null, so the container cannot put it back itself).
+    const devNullPath = `/proc/${pid}/root/dev/null`
+    await rm(devNullPath)
+    try {
+      const found = await check()
+      expect(found.missing.map((f) => [f.container, f.device, f.text.includes('no /dev/null in its /dev')])).to.deep.equal([[main, 'c 1:3', true]])
+    } finally {
+      execFileSync('mknod', ['-m', '666', devNullPath, 'c', '1', '3'])
     }
 
     // A node made inside the container (containers may mknod) for a number it may not open: stale, not stray.

@@ -25,7 +25,7 @@ import {bindClusterRole, type PolicyRule} from '../support/rbac.js'
 import {testNode} from '../support/test-node.js'
 
 // Loop devices 380-399 belong to these tests (hotc takes 390-399, hotl 389, the access-policy test 386-388, the
-// identity test 380-382, Device allocation 383-384, owned numbers 385). A Device class here must match no loop of hotc: a device in two such classes is served by neither.
+// identity test 380-382, Device allocation 383-384, owned numbers 385), and 810 (the runtime's own devices). A Device class here must match no loop of hotc: a device in two such classes is served by neither.
 // hotc admits the annotation from every namespace; the access-policy test has classes of its own.
 const classes = `apiVersion: devices.nfdctl.io/v1alpha1
 kind: DeviceClass
@@ -589,6 +589,65 @@ describe('devices agent on a real node: devices follow containers', function () 
     } finally {
       await env.client.request('DELETE', `${classesPath}/hoto`).catch(() => {})
       await env.client.request('DELETE', `${classesPath}/hotc`).catch(() => {})
+    }
+  })
+
+  it("never takes the runtime's own devices: with a class that matched /dev/null, then deleted, and the agent restarted, containers asking for another class (by limit, by annotation) keep a working /dev/null", async function () {
+    this.timeout(90_000)
+    const stateDir = join(dir, 'state-runtime')
+    const ownedNumbers = async (): Promise<string[]> =>
+      ((JSON.parse(await readFile(join(stateDir, 'owned-devices.json'), 'utf8').catch(() => '{"devices":[]}')) as {devices: Array<{type: string; major: number; minor: number}>}).devices ?? []).map(
+        (d) => `${d.type}${d.major}:${d.minor}`,
+      )
+    // /dev/null works, is 1:3, and the container's devices cgroup allows it as runc did.
+    const nullWorks = async (containerId: string, when: string): Promise<void> => {
+      const out = await env.node.exec(containerId, ['sh', '-c', 'echo data > /dev/null && ls -l /dev/null && head -c 3 /dev/zero | wc -c'])
+      expect(out, `${when}: /dev/null in ${containerId.slice(0, 12)}`).to.match(/^crw-rw-rw- .* 1, +3 .*\/dev\/null\n\s*3\s*$/)
+      const {control} = await cgroupOf(containerId, 'v1')
+      expect((await readDeviceRules(control.dir)).map(formatRule), when).to.include.members(['c 1:3 rwm', 'c 1:5 rwm'])
+    }
+    const revokedNull = (cli: CliProcess): boolean => cli.json<LogLine>().some((l) => l.msg === 'devices updated' && (l.revoked ?? []).some((n) => !n.startsWith('/dev/loop')))
+    await env.client.request('POST', classesPath, {body: deviceClassManifest('hotn', {annotationAccess: {namespaceSelector: {}}, match: [{devName: 'null', subsystem: 'mem'}]})})
+    await env.client.request('POST', classesPath, {body: deviceClassManifest('hotr', {annotationAccess: {namespaceSelector: {}}, capacity: 2, match: [{devName: 'loop810', subsystem: 'block'}]})})
+    await createClass()
+    await loops.add(810)
+    const agents: CliProcess[] = []
+    try {
+      agent = await startAgent({stateDir})
+      agents.push(agent)
+      await agent.waitForLine<LogLine>('hotr registered', (l) => l.class === 'hotr' && l.state === 'registered', 20_000)
+      await waitFor('/dev/null owned, as a device of class hotn', async () => (await ownedNumbers()).includes('c1:3'), {timeoutMs: 10_000})
+      pods.push('agent-runtime-limit', 'agent-runtime-annotation')
+      const byLimit = await runPod(env, {command: ['sleep', '3600'], limits: {'devices.nfdctl.io/hotr': '1'}, name: 'agent-runtime-limit'})
+      const byAnnotation = await runPod(env, {annotations: {'devices.nfdctl.io/main': 'hotr'}, command: ['sleep', '3600'], name: 'agent-runtime-annotation'})
+      const containers = [byLimit.containerId, byAnnotation.containerId]
+      // The agent has looked at both containers once the annotation's grant is made.
+      for (const id of containers) await waitFor('loop810 allowed in the container', async () => (await loopRules(id, 810)).length > 0, {timeoutMs: 10_000})
+      for (const id of containers) await nullWorks(id, 'with the class of /dev/null')
+      for (const id of containers) expect(await readLoop(env.node, id, 810)).to.equal('loop-810-data')
+
+      // A hot-plug makes the agent look at both containers again.
+      await loops.drop(810)
+      for (const id of containers) await waitFor('loop810 taken back', async () => (await loopRules(id, 810)).length === 0, {timeoutMs: 10_000})
+      await loops.add(810)
+      for (const id of containers) await waitFor('loop810 given back', async () => (await loopRules(id, 810)).length > 0, {timeoutMs: 10_000})
+      for (const id of containers) await nullWorks(id, 'after a hot-plug')
+      for (const id of containers) expect(await readLoop(env.node, id, 810)).to.equal('loop-810-data')
+
+      await env.client.request('DELETE', `${classesPath}/hotn`)
+      await waitFor('/dev/null forgotten once no class has it and no container holds it as given for a class', async () => !(await ownedNumbers()).includes('c1:3'), {timeoutMs: 10_000})
+      for (const id of containers) await nullWorks(id, 'after the class was deleted')
+
+      await agent.stop('SIGKILL')
+      agent = await startAgent({stateDir})
+      agents.push(agent)
+      await loops.drop(810)
+      for (const id of containers) await waitFor('loop810 taken back by the restarted agent', async () => (await loopRules(id, 810)).length === 0, {timeoutMs: 10_000})
+      for (const id of containers) await nullWorks(id, 'after a restart and an unplug')
+      expect((await ownedNumbers()).includes('c1:3')).to.equal(false)
+      expect(agents.map(revokedNull), 'no agent revoked anything but a loop device').to.deep.equal([false, false])
+    } finally {
+      for (const name of ['hotn', 'hotr', 'hotc']) await env.client.request('DELETE', `${classesPath}/${name}`).catch(() => {})
     }
   })
 

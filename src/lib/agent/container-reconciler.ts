@@ -22,14 +22,14 @@ export interface ContainerReconcilerOptions {
 }
 
 /** What a batch knows of the node's classes and devices, the same for every container. */
-export type NodeView = Pick<ContainerPlanInput, 'classes' | 'members' | 'known'> & {
+export type NodeView = Pick<ContainerPlanInput, 'classes' | 'members' | 'known' | 'owned'> & {
   /** When containerd last said something of a container: a new answer, something may have changed it. */
   readonly touchedAt: (containerId: string) => number
   /**
-   * How many device numbers are the agent's (ClassMembers.knownCount): a number that becomes the agent's
-   * may already be in a container found as planned before, which must then be looked at again.
+   * OwnedDevices.generation: a number that becomes the agent's (or a class's) may already be in a container
+   * found as planned before, which must then be looked at again.
    */
-  readonly knownCount: number
+  readonly ownedGeneration: number
   /**
    * ClassMembers.generation when `members` was read: a container given a newer reading (by the device lane)
    * is not taken back to an older one by a batch that read the members before it.
@@ -82,7 +82,9 @@ export class ContainerReconciler {
       ...node,
       allocated,
       asked: work.asked,
+      askedFor: work.askedFor,
       ociDevices: container.spec?.linux?.resources?.devices,
+      ociNodes: container.spec?.linux?.devices,
       recorded: this.options.grants.grants(container.id),
       request,
     })
@@ -234,7 +236,7 @@ interface Seen {
 /** What a container's plan is made of: the same again, with no containerd event between, needs no look. */
 function settledKey(work: ContainerWork, node: NodeView, wanted: ContainerPlan['wanted'], recorded: readonly RecordedGrant[]): string {
   const touchedAt = node.touchedAt(work.container.id)
-  return JSON.stringify([work.pid, work.asked, touchedAt, node.knownCount, [...wanted].map(([id, a]) => [id, a.access, a.device.devNode]), recorded])
+  return JSON.stringify([work.pid, work.asked, touchedAt, node.ownedGeneration, [...wanted].map(([id, a]) => [id, a.access, a.device.devNode]), recorded])
 }
 
 /** For --cgroup-mode auto; a host where bpf(2) is refused has no program the agent could replace anyway. */

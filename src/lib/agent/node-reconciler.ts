@@ -2,6 +2,7 @@ import pLimit from 'p-limit'
 
 import type {ClassMembers} from '../devices/class-members.js'
 import type {ClassView} from '../devices/class-view.js'
+import {ownedId, type OwnedDevices} from '../devices/owned-devices.js'
 import {errorMessage} from '../errors.js'
 import type {Logger} from '../observe/logger.js'
 import type {PodResources} from '../kubelet/device-plugin-api.js'
@@ -9,10 +10,10 @@ import {podAllocations, type KnownPod, type PodAllocations} from '../kubelet/pod
 import type {AgentMetrics} from './agent-metrics.js'
 import {batchWork, needsAllocations, planBatch, podAsks, type BatchPlan, type PodAsks} from './batch-plan.js'
 import type {ListedContainers} from './change-sources.js'
-import {criLabels, type NodePod} from './container-access.js'
+import {criLabels, requestKey, requestOfContainer, type ContainerRequest, type NodePod} from './container-access.js'
 import type {BatchOutcome} from './grant-health.js'
 import type {ContainerReconciler, NodeView} from './container-reconciler.js'
-import type {ClaimedDevices, ContainerWork} from './reconcile-plan.js'
+import {ownedToKeep, specDevices, type ClaimedDevices, type ContainerWork, type OwnedNumberHolder} from './reconcile-plan.js'
 import type {RefusalNotices} from './refusal-notices.js'
 import type {StatusReporter} from './status-reporter.js'
 
@@ -26,7 +27,9 @@ export interface NodeReconcilerOptions {
   readonly workers: number
   /** The node's classes now, valid and invalid. */
   readonly classes: () => ClassView
-  readonly members: Pick<ClassMembers, 'all' | 'generation' | 'known' | 'knownCount' | 'refusals'>
+  readonly members: Pick<ClassMembers, 'all' | 'generation' | 'known' | 'refusals'>
+  /** The node's owned device numbers: looked up for each container, forgotten once nothing holds them. */
+  readonly owned: Pick<OwnedDevices, 'all' | 'forget' | 'generation' | 'get'>
   /** The node's pods now (the informer's cache). */
   readonly pods: () => Iterable<NodePod>
   /** A namespace's labels; undefined when it is not known (yet). */
@@ -123,6 +126,7 @@ export class NodeReconciler {
     const node = this.#nodeView(classes, listed)
     const outcome = await this.#apply(plan.containers, node, mayHold)
     this.options.outcome?.(outcome)
+    this.#forgetOwned(gathered, node.members)
     this.#report(gathered, plan, node.members)
     // Where a batch's time goes, for an operator who finds hot-plugs slow.
     const ms = (from: number, to: number): number => Math.round((to - from) * 10) / 10
@@ -154,7 +158,41 @@ export class NodeReconciler {
   /** The classes and members as a batch (or the lane) gives them to each container: the members read now. */
   #nodeView(classes: Gathered['classes'], listed: ListedContainers): NodeView {
     const {members} = this.options
-    return {classes, generation: members.generation, known: (id) => members.known(id), knownCount: members.knownCount, members: members.all(), touchedAt: listed.touchedAt}
+    const {owned} = this.options
+    return {
+      classes,
+      generation: members.generation,
+      known: (id) => members.known(id),
+      members: members.all(),
+      owned: (id) => owned.get(id),
+      ownedGeneration: owned.generation,
+      touchedAt: listed.touchedAt,
+    }
+  }
+
+  /** Owned numbers no class has a device at and no listed container holds as the agent's are forgotten (ownedToKeep). */
+  #forgetOwned({listed, pods}: Gathered, members: NodeView['members']): void {
+    const {claimed, logger, owned} = this.options
+    const requests = new Map<string, ContainerRequest>(pods.flatMap((pod) => pod.requests.map((r) => [requestKey(r), r] as const)))
+    const claimPods = new Set(pods.filter((p) => p.hasClaims).map((p) => p.uid))
+    const holders = (): OwnedNumberHolder[] =>
+      listed.containers
+        .filter((c) => c.labels[criLabels.kind] !== 'sandbox')
+        .map((c): OwnedNumberHolder => {
+          const given = new Set([...(requestOfContainer(c.labels, requests)?.classes ?? [])].filter(([, via]) => via === 'limit').map(([name]) => name))
+          if (claimPods.has(c.labels[criLabels.podUid])) for (const name of claimed?.(c)?.keys() ?? []) given.add(name)
+          return {given, nodes: () => specDevices(undefined, c.spec?.linux?.devices).nodes.keys()}
+        })
+    const keep = ownedToKeep(owned.all(), members, holders)
+    const forgotten = owned.all().filter((o) => !keep.has(ownedId(o)))
+    if (forgotten.length === 0) return
+    logger.info({devices: forgotten.map((o) => `${o.devNode} (${ownedId(o)})`)}, 'device numbers forgotten: no class has a device there and no container holds them')
+    void owned
+      .forget((o) => keep.has(ownedId(o)))
+      .catch((error: unknown) => {
+        this.options.metrics.errors.inc({kind: 'state'})
+        logger.warn({err: errorMessage(error)}, "cannot write the record of the node's class device numbers; it is written again with the next change")
+      })
   }
 
   /** The batch's input: undefined while containerd is away. */

@@ -5,8 +5,11 @@ import type {AttributeReader, Device, DeviceClass} from './types.js'
 export interface ClassMembersOptions {
   /** Refuses a device by what it is, whatever class matches it (the node's own devices). */
   readonly refuse?: Parameters<typeof servedMembers>[2]
-  /** Told of each device that joins a class (its number is the agent's from then on: OwnedDevices keeps it). */
-  readonly onKnown?: (device: Device) => void
+  /**
+   * Told of each device that joins, leaves or changes in a class, with the classes that match it now (its
+   * number is the agent's for those classes from then on: OwnedDevices keeps it).
+   */
+  readonly onKnown?: (device: Device, classes: readonly string[]) => void
 }
 
 /**
@@ -114,11 +117,6 @@ export class ClassMembers {
     return this.#known.get(id)
   }
 
-  /** How many device numbers are known: it grows when a number becomes a class device's for the first time. */
-  get knownCount(): number {
-    return this.#known.size
-  }
-
   /** Devices that were class devices before this process (the owned numbers on disk): known, in no class. */
   remember(devices: Iterable<Device>): void {
     for (const device of devices) if (!this.#known.has(device.id)) this.#known.set(device.id, device)
@@ -142,7 +140,7 @@ export class ClassMembers {
     if (touched.size === 0) return touched
     this.#generation++
     this.#known.set(device.id, device)
-    this.options.onKnown?.(device)
+    this.options.onKnown?.(device, action === 'remove' ? [] : [...inClasses])
     // A device joining or leaving a class can refuse or free others: every class whose served devices changed is touched.
     const before = this.#served
     this.#served = undefined

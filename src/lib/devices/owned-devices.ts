@@ -10,6 +10,11 @@ export interface OwnedDevice {
   readonly minor: number
   /** Its node as the kernel named it, e.g. /dev/ttyUSB0: where a container got it. */
   readonly devNode: string
+  /**
+   * The classes it was a device of while owned (only these explain it in a container's spec); undefined in a
+   * record written before classes were kept, which any class explains.
+   */
+  readonly classes?: readonly string[]
 }
 
 const idOf = (d: OwnedDevice): string => `${d.type}${d.major}:${d.minor}`
@@ -34,14 +39,18 @@ export function deviceOfNumber(d: OwnedDevice): Device {
   }
 }
 
-const ownedOf = (d: Device): OwnedDevice => ({devNode: d.devNode, major: d.major, minor: d.minor, type: d.type === 'block' ? 'b' : 'c'})
+/** The number of an owned device, as a Device's id names it (b7:0). */
+export const ownedId = idOf
+
+/** Pure: whether an owned number was a device of one of `classes` (a record without classes: of any). */
+export const ownedBy = (owned: OwnedDevice, classes: ReadonlySet<string>): boolean => classes.size > 0 && (owned.classes === undefined || owned.classes.some((c) => classes.has(c)))
 
 const version = 1
 
 /** The record as its file holds it: one line, in number order. */
 export function encodeOwned(devices: Iterable<OwnedDevice>): string {
   const sorted = [...devices].sort((a, b) => idOf(a).localeCompare(idOf(b), 'en', {numeric: true}))
-  return `${JSON.stringify({devices: sorted.map((d) => ({devNode: d.devNode, major: d.major, minor: d.minor, type: d.type})), version})}\n`
+  return `${JSON.stringify({devices: sorted.map((d) => ({classes: d.classes === undefined ? undefined : [...d.classes].sort(), devNode: d.devNode, major: d.major, minor: d.minor, type: d.type})), version})}\n`
 }
 
 /** Pure: the record from its file's text; throws one line naming what is wrong. */
@@ -55,7 +64,13 @@ export function decodeOwned(text: string): OwnedDevice[] {
   const {devices, version: got} = (state ?? {}) as {devices?: unknown; version?: unknown}
   if (got !== version) throw new Error(`version must be ${version}, got ${JSON.stringify(got)}`)
   if (!Array.isArray(devices)) throw new Error('devices must be a list')
-  return devices.map((raw: unknown, i) => decodeOwnedDevice(raw, `devices[${i}]`))
+  return devices.map((raw: unknown, i) => {
+    const at = `devices[${i}]`
+    const {classes} = (raw ?? {}) as {classes?: unknown}
+    if (classes === undefined) return decodeOwnedDevice(raw, at)
+    if (!Array.isArray(classes) || classes.some((c) => typeof c !== 'string' || c.length === 0 || c.length > 253)) throw new Error(`${at}.classes must be a list of class names`)
+    return {...decodeOwnedDevice(raw, at), classes: classes as string[]}
+  })
 }
 
 /** Pure: one recorded device number (here, or in another record) at `at`; throws one line naming what is wrong. */
@@ -72,18 +87,19 @@ export function decodeOwnedDevice(raw: unknown, at: string): OwnedDevice {
 }
 
 /**
- * Every device number that belonged to a class on this node, kept under --state-dir, so that an agent that
- * restarts still owns a number whose device went while it was away: whoever put that number into a
- * container (kubelet's Allocate, a CDI spec, the agent), the agent takes it back when it is not the
- * container's to have, however the next device to get the number is classed. Numbers are never forgotten:
- * the set is as large as the numbers the node's class devices ever had (one entry per number, the newest
- * node name kept). Written before a number is handed out: kubelet's Allocate and DRA's prepare wait for
- * `saved()`.
+ * The device numbers of the node's classes, kept under --state-dir, so that an agent that restarts still
+ * owns a number whose device went while it was away: a number kubelet's Allocate, a CDI spec or the agent
+ * put into a container for one of the classes it holds stays the agent's to take back, however the next
+ * device to get the number is classed. Each number keeps the classes it was a device of: only a container
+ * that holds one of them by limit or claim has it explained as the agent's (a number the runtime or another
+ * plugin gave stays theirs). A number no class holds now and no container holds as the agent's is forgotten
+ * (forget). Written before a number is handed out: kubelet's Allocate and DRA's prepare wait for `saved()`.
  */
 export class OwnedDevices {
   readonly #devices = new Map<string, OwnedDevice>()
   readonly #file: CoalescedFile
   readonly file: string
+  #generation = 0
 
   constructor(options: {readonly stateDir: string}) {
     this.file = join(options.stateDir, 'owned-devices.json')
@@ -95,6 +111,7 @@ export class OwnedDevices {
   async load(): Promise<string | undefined> {
     const {problem, value = []} = await readStateFile(this.file, decodeOwned)
     for (const d of value) this.#devices.set(idOf(d), d)
+    this.#generation++
     return problem
   }
 
@@ -103,17 +120,43 @@ export class OwnedDevices {
     return [...this.#devices.values()].map(deviceOfNumber)
   }
 
-  /** Owns these numbers; resolves once they are on disk (at once when all were, and nothing is pending). */
-  add(devices: Iterable<Device>): Promise<void> {
-    let changed = false
-    for (const device of devices) {
-      const owned = ownedOf(device)
-      const before = this.#devices.get(device.id)
-      if (before !== undefined && before.devNode === owned.devNode) continue
-      this.#devices.set(device.id, owned)
-      changed = true
-    }
-    return changed ? this.#file.save() : this.#file.flushed()
+  /** An owned number by id (b7:0). */
+  get(id: string): OwnedDevice | undefined {
+    return this.#devices.get(id)
+  }
+
+  /** Grows with every change of the record: a number owned, a class added to one, a number forgotten. */
+  get generation(): number {
+    return this.#generation
+  }
+
+  /**
+   * Owns this number as a device of `classes` (the classes it is in now; none adds nothing but a new node
+   * name); resolves once it is on disk (at once when it was, and nothing is pending).
+   */
+  add(device: Device, classes: readonly string[]): Promise<void> {
+    const before = this.#devices.get(device.id)
+    if (before === undefined && classes.length === 0) return this.#file.flushed()
+    // A number recorded without its classes stays any class's.
+    const after = before !== undefined && before.classes === undefined ? undefined : [...new Set([...(before?.classes ?? []), ...classes])].sort()
+    if (before !== undefined && before.devNode === device.devNode && after?.length === before.classes?.length) return this.#file.flushed()
+    this.#devices.set(device.id, {classes: after, devNode: device.devNode, major: device.major, minor: device.minor, type: device.type === 'block' ? 'b' : 'c'})
+    this.#generation++
+    return this.#file.save()
+  }
+
+  /** Forgets every number `keep` says no; resolves once that is on disk. */
+  forget(keep: (owned: OwnedDevice) => boolean): Promise<void> {
+    const gone = [...this.#devices].filter(([, d]) => !keep(d))
+    if (gone.length === 0) return this.#file.flushed()
+    for (const [id] of gone) this.#devices.delete(id)
+    this.#generation++
+    return this.#file.save()
+  }
+
+  /** Every owned number. */
+  all(): OwnedDevice[] {
+    return [...this.#devices.values()]
   }
 
   /** Resolves once every number added so far is on disk; rejects while the file cannot be written. */

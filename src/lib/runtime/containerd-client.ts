@@ -22,7 +22,8 @@ export interface OciSpec {
   readonly linux?: {
     readonly cgroupsPath?: string
     readonly resources?: {readonly devices?: readonly OciDeviceCgroup[]}
-    readonly devices?: ReadonlyArray<{readonly path: string}>
+    /** Device nodes (kubelet's device plugins, CDI, a privileged container's host devices); runc makes its standard ones unlisted. */
+    readonly devices?: ReadonlyArray<{readonly path: string; readonly type?: string; readonly major?: number; readonly minor?: number}>
   }
 }
 

@@ -26,8 +26,9 @@ const nodeAt = (generation: number): NodeView => ({
   classes: new Map([['low', low]]),
   generation,
   known: () => undefined,
-  knownCount: 1,
   members: new Map([['low', [loopDevice(1)]]]),
+  owned: () => undefined,
+  ownedGeneration: 1,
   touchedAt: () => 0,
 })
 

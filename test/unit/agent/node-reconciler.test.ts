@@ -7,6 +7,7 @@ import {GrantReadiness} from '../../../src/lib/agent/grant-readiness.js'
 import {NodeReconciler} from '../../../src/lib/agent/node-reconciler.js'
 import type {NodeClassesSeen} from '../../../src/lib/agent/status-reporter.js'
 import {ClassMembers} from '../../../src/lib/devices/class-members.js'
+import {ownedId, type OwnedDevice} from '../../../src/lib/devices/owned-devices.js'
 import type {ClassView} from '../../../src/lib/devices/class-view.js'
 import {noopLogger} from '../../../src/lib/observe/logger.js'
 import {Registry} from '../../../src/lib/observe/prometheus.js'
@@ -27,6 +28,21 @@ function podOf(name: string, options: {limits?: Record<string, string>; hasClaim
   }
 }
 const ref = (name: string) => ({name, namespace: 'ns', uid: `uid-${name}`})
+
+/** OwnedDevices in memory. */
+class FakeOwned {
+  readonly devices = new Map<string, OwnedDevice>()
+  generation = 0
+  get = (id: string): OwnedDevice | undefined => this.devices.get(id)
+  all = (): OwnedDevice[] => [...this.devices.values()]
+  set(d: OwnedDevice): void {
+    this.devices.set(ownedId(d), d)
+  }
+  async forget(keep: (d: OwnedDevice) => boolean): Promise<void> {
+    for (const [id, d] of this.devices) if (!keep(d)) this.devices.delete(id)
+    this.generation++
+  }
+}
 
 /** A node of one or two classes, pods, containerd's containers and kubelet's allocations, all set by the test. */
 function node(options: {dra?: FakeClaimDriver} = {}) {
@@ -52,6 +68,7 @@ function node(options: {dra?: FakeClaimDriver} = {}) {
       release()
     }
   }
+  const owned = new FakeOwned()
   const reconciler = new NodeReconciler({
     claimed: dra === undefined ? undefined : (c) => dra.claimed(c),
     classes: () => view,
@@ -64,6 +81,7 @@ function node(options: {dra?: FakeClaimDriver} = {}) {
     metrics: createAgentMetrics(registry),
     namespaceLabels: () => ({}),
     nodeName: 'n1',
+    owned,
     notices: {tell: () => {}, tellDevices: () => {}},
     outcome: (outcome) => {
       outcomes.push(outcome)
@@ -80,7 +98,7 @@ function node(options: {dra?: FakeClaimDriver} = {}) {
     await reconciler.reconcile()
   }
   const addPod = (pod: NodePod): void => void pods.set(pod.metadata.name, pod)
-  return {addPod, applier, batch, containerd, health, holdList, kubelet, members, outcomes, reconciler, registry, reports}
+  return {addPod, applier, batch, containerd, health, holdList, kubelet, members, outcomes, owned, reconciler, registry, reports}
 }
 
 describe('NodeReconciler: one batch, gathered, planned and applied', function () {
@@ -190,6 +208,38 @@ describe('NodeReconciler: one batch, gathered, planned and applied', function ()
     const byId = new Map(n.applier.last.map((a) => [a.container, a]))
     expect(byId.get('c-claims')).to.deep.equal({allocated: {disk: ['id-6']}, classes: ['disk'], container: 'c-claims'})
     expect(byId.get('c-plain')?.classes).to.deep.equal([])
+  })
+
+  it('forgets the owned numbers no class has a device at and no container holds by a class it was given them for', async function () {
+    const n = node()
+    const number = (minor: number, classes: string[], major = 7, type: 'b' | 'c' = 'b'): OwnedDevice => ({classes, devNode: `/dev/x${minor}`, major, minor, type})
+    for (const d of [number(1, ['low']), number(3, ['low']), number(4, ['low']), number(3, ['nulls'], 1, 'c'), number(8, ['disk'])]) n.owned.set(d)
+    n.addPod(podOf('a', {limits: {'devices.nfdctl.io/low': '1'}}))
+    n.addPod(podOf('b'))
+    n.addPod(podOf('c', {hasClaims: true}))
+    const nodes = (...ids: Array<[string, number, number]>) => ({linux: {devices: ids.map(([type, major, minor]) => ({major, minor, path: `/dev/n${minor}`, type}))}})
+    // Held by limit (kubelet put loop3 there), by a pod that asks for nothing (loop4 and /dev/null: another plugin's, the runtime's), by claim.
+    Object.assign(n.containerd.run('c-a', ref('a'), 'app'), {spec: nodes(['b', 7, 3], ['c', 1, 3])})
+    Object.assign(n.containerd.run('c-b', ref('b'), 'app'), {spec: nodes(['b', 7, 4], ['c', 1, 3])})
+    const dra = n.containerd.run('c-c', ref('c'), 'app')
+    Object.assign(dra, {spec: nodes(['b', 7, 8])})
+    n.kubelet.allocate(ref('a'), 'app', 'devices.nfdctl.io/low', ['id-1'])
+    await n.batch()
+    expect([...n.owned.devices.keys()].sort(), 'without a DRA driver the claim explains nothing').to.deep.equal(['b7:1', 'b7:3'])
+  })
+
+  it('keeps the number a container holds by claim', async function () {
+    const driver = new FakeClaimDriver()
+    const n = node({dra: driver})
+    n.owned.set({classes: ['disk'], devNode: '/dev/loop8', major: 7, minor: 8, type: 'b'})
+    n.addPod(podOf('c', {hasClaims: true}))
+    Object.assign(n.containerd.run('c-c', ref('c'), 'app'), {spec: {linux: {devices: [{major: 7, minor: 8, path: '/dev/loop8', type: 'b'}]}}})
+    driver.claims.set('c-c', new Map([['disk', ['id-8']]]))
+    await n.batch()
+    expect([...n.owned.devices.keys()]).to.deep.equal(['b7:8'])
+    driver.claims.delete('c-c')
+    await n.batch()
+    expect([...n.owned.devices.keys()]).to.deep.equal([])
   })
 
   describe('the device lane: a class device event applied ahead of the batch queue', function () {

@@ -102,16 +102,16 @@ describe("ClassMembers and the node's mounts", function () {
 })
 
 describe('ClassMembers known numbers', function () {
-  it('remembers numbers from before (known, in no class), tells each device that joins a class, and counts the known numbers', function () {
+  it('remembers numbers from before (known, in no class), tells each device that joins or leaves a class with the classes it is in', function () {
     const told: string[] = []
-    const members = new ClassMembers(noAttributes, [classOf('low', 'loop[0-4]')], {onKnown: (d) => told.push(d.id)})
+    const members = new ClassMembers(noAttributes, [classOf('low', 'loop[0-4]'), classOf('one', 'loop1')], {onKnown: (d, classes) => told.push(`${d.id} ${classes.join(',')}`)})
     members.remember([{...loop(3), devPath: ''}])
     expect(members.known('b7:3')?.devNode).to.equal('/dev/loop3')
     expect(members.of('low')).to.deep.equal([])
-    expect(members.knownCount).to.equal(1)
     members.deviceEvent('add', loop(1))
     members.deviceEvent('add', loop(9))
-    expect(told).to.deep.equal(['b7:1'])
-    expect(members.knownCount).to.equal(2)
+    members.deviceEvent('remove', loop(1))
+    expect(told).to.deep.equal(['b7:1 low,one', 'b7:1 '])
+    expect(members.known('b7:1')?.devNode).to.equal('/dev/loop1')
   })
 })

@@ -3,7 +3,7 @@ import {mkdtemp, readFile, rm, writeFile} from 'node:fs/promises'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 
-import {decodeOwned, deviceOfNumber, encodeOwned, OwnedDevices} from '../../../src/lib/devices/owned-devices.js'
+import {decodeOwned, deviceOfNumber, encodeOwned, ownedBy, OwnedDevices} from '../../../src/lib/devices/owned-devices.js'
 import {loopDevice as loop} from '../../../harness/devices/loop-device.js'
 
 describe("OwnedDevices: every number that was a class device's on this node", function () {
@@ -36,13 +36,14 @@ describe("OwnedDevices: every number that was a class device's on this node", fu
   it('is on disk when add() resolves, a new record reads it back, and a number already owned changes nothing', async function () {
     const owned = new OwnedDevices({stateDir: join(dir, 'state')})
     expect(await owned.load()).to.equal(undefined)
-    const writes = [owned.add([loop(1)]), owned.add([loop(2), loop(1)])]
+    const writes = [owned.add(loop(1), ['low']), owned.add(loop(2), ['low']), owned.add(loop(1), ['low'])]
     await Promise.all(writes)
     const again = new OwnedDevices({stateDir: join(dir, 'state')})
     expect(await again.load()).to.equal(undefined)
     expect(again.devices().map((d) => d.id)).to.deep.equal(['b7:1', 'b7:2'])
     const before = await readFile(again.file, 'utf8')
-    await again.add([loop(2)])
+    await again.add(loop(2), ['low'])
+    await again.add(loop(2), [])
     await again.saved()
     expect(await readFile(again.file, 'utf8')).to.equal(before)
   })
@@ -50,7 +51,7 @@ describe("OwnedDevices: every number that was a class device's on this node", fu
   it('saved() waits for a write in flight, and rejects while the file cannot be written; the next write has everything', async function () {
     await writeFile(join(dir, 'blocked'), 'a file where the directory should be')
     const owned = new OwnedDevices({stateDir: join(dir, 'blocked')})
-    const first = owned.add([loop(3)])
+    const first = owned.add(loop(3), ['low'])
     let failure: unknown
     await owned.saved().catch((error: unknown) => {
       failure = error
@@ -60,6 +61,36 @@ describe("OwnedDevices: every number that was a class device's on this node", fu
     await rm(join(dir, 'blocked'))
     await owned.saved()
     expect(decodeOwned(await readFile(owned.file, 'utf8')).map((d) => d.minor)).to.deep.equal([3])
+  })
+
+  it("keeps the classes each number was a device of; a record without them is any class's", function () {
+    const text = encodeOwned([{classes: ['b', 'a'], devNode: '/dev/loop1', major: 7, minor: 1, type: 'b'}])
+    expect(JSON.parse(text)).to.deep.equal({devices: [{classes: ['a', 'b'], devNode: '/dev/loop1', major: 7, minor: 1, type: 'b'}], version: 1})
+    const [kept, legacy] = decodeOwned(
+      '{"version": 1, "devices": [{"type": "b", "major": 7, "minor": 1, "devNode": "/dev/loop1", "classes": ["a"]}, {"type": "c", "major": 1, "minor": 3, "devNode": "/dev/null"}]}',
+    )
+    expect(kept.classes).to.deep.equal(['a'])
+    expect(legacy.classes).to.equal(undefined)
+    expect(ownedBy(kept, new Set(['a', 'z']))).to.equal(true)
+    expect(ownedBy(kept, new Set(['z']))).to.equal(false)
+    expect(ownedBy(legacy, new Set(['z']))).to.equal(true)
+    expect(ownedBy(legacy, new Set())).to.equal(false)
+    expect(() => decodeOwned('{"version": 1, "devices": [{"type": "c", "major": 1, "minor": 3, "devNode": "/dev/null", "classes": "a"}]}')).to.throw('devices[0].classes must be a list of class names')
+  })
+
+  it('adds the classes a number joins, forgets what it is told to, and each change moves the generation', async function () {
+    const owned = new OwnedDevices({stateDir: dir})
+    await owned.add(loop(1), ['a'])
+    await owned.add(loop(1), ['b'])
+    await owned.add(loop(2), ['a'])
+    expect(owned.get('b7:1')?.classes).to.deep.equal(['a', 'b'])
+    const before = owned.generation
+    await owned.add(loop(1), ['a'])
+    expect(owned.generation, 'nothing new').to.equal(before)
+    await owned.forget((o) => o.minor !== 1)
+    expect(owned.generation).to.equal(before + 1)
+    expect(owned.all().map((o) => o.minor)).to.deep.equal([2])
+    expect(decodeOwned(await readFile(owned.file, 'utf8')).map((d) => d.minor)).to.deep.equal([2])
   })
 
   it('a file it cannot decode is reported and left out', async function () {
