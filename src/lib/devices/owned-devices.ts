@@ -1,6 +1,8 @@
+import {createHash} from 'node:crypto'
 import {join} from 'node:path'
 
 import {CoalescedFile, readStateFile} from '../sys/coalesced-file.js'
+import {deviceIdentity} from './device-identity.js'
 import type {Device} from './types.js'
 
 /** A device number that belonged to a class on this node, and the node it had. */
@@ -10,6 +12,11 @@ export interface OwnedDevice {
   readonly minor: number
   /** Its node as the kernel named it, e.g. /dev/ttyUSB0: where a container got it. */
   readonly devNode: string
+  /**
+   * Which device had the number when last seen (identityDigest): a restarted agent tells from it that the
+   * number has another device now, or none. Absent in records of earlier builds.
+   */
+  readonly identity?: string
 }
 
 const idOf = (d: OwnedDevice): string => `${d.type}${d.major}:${d.minor}`
@@ -34,14 +41,36 @@ export function deviceOfNumber(d: OwnedDevice): Device {
   }
 }
 
-const ownedOf = (d: Device): OwnedDevice => ({devNode: d.devNode, major: d.major, minor: d.minor, type: d.type === 'block' ? 'b' : 'c'})
+/**
+ * Pure: what a device says it is, by serial and by port (both identity sources, whatever a class follows), as
+ * a short digest: two readings with one digest are the same device to every class.
+ */
+export function identityDigest(device: Device): string {
+  const keys = [deviceIdentity(device, 'Serial').key, deviceIdentity(device, 'Port').key].join('\n')
+  return createHash('sha256').update(keys).digest('hex').slice(0, 16)
+}
+
+const ownedOf = (d: Device): OwnedDevice => ({devNode: d.devNode, identity: identityDigest(d), major: d.major, minor: d.minor, type: d.type === 'block' ? 'b' : 'c'})
+
+/**
+ * Pure: the owned numbers whose device went while nobody watched: the one recorded there is not present
+ * now, or another device has the number. Numbers recorded without an identity (an earlier build) are left out.
+ */
+export function numbersWithAnotherDevice(owned: readonly OwnedDevice[], present: readonly Device[]): OwnedDevice[] {
+  const now = new Map(present.map((d) => [d.id, d]))
+  return owned.filter((d) => {
+    if (d.identity === undefined) return false
+    const device = now.get(idOf(d))
+    return device === undefined || identityDigest(device) !== d.identity
+  })
+}
 
 const version = 1
 
 /** The record as its file holds it: one line, in number order. */
 export function encodeOwned(devices: Iterable<OwnedDevice>): string {
   const sorted = [...devices].sort((a, b) => idOf(a).localeCompare(idOf(b), 'en', {numeric: true}))
-  return `${JSON.stringify({devices: sorted.map((d) => ({devNode: d.devNode, major: d.major, minor: d.minor, type: d.type})), version})}\n`
+  return `${JSON.stringify({devices: sorted.map((d) => ({devNode: d.devNode, identity: d.identity, major: d.major, minor: d.minor, type: d.type})), version})}\n`
 }
 
 /** Pure: the record from its file's text; throws one line naming what is wrong. */
@@ -68,7 +97,9 @@ export function decodeOwnedDevice(raw: unknown, at: string): OwnedDevice {
   if (typeof d.devNode !== 'string' || !/^\/dev\/[^\0]+$/.test(d.devNode) || d.devNode.split('/').some((s) => s === '..' || s === '.')) {
     throw new Error(`${at}.devNode must be a path below /dev/, got ${JSON.stringify(d.devNode)}`)
   }
-  return {devNode: d.devNode, major: d.major as number, minor: d.minor as number, type: d.type}
+  if (d.identity !== undefined && (typeof d.identity !== 'string' || !/^[0-9a-f]{16}$/.test(d.identity))) throw new Error(`${at}.identity must be 16 hex digits, got ${JSON.stringify(d.identity)}`)
+  const device: OwnedDevice = {devNode: d.devNode, major: d.major as number, minor: d.minor as number, type: d.type}
+  return d.identity === undefined ? device : {...device, identity: d.identity}
 }
 
 /**
@@ -98,6 +129,11 @@ export class OwnedDevices {
     return problem
   }
 
+  /** The owned numbers as recorded, with the device each had when last seen. */
+  recorded(): OwnedDevice[] {
+    return [...this.#devices.values()]
+  }
+
   /** The owned numbers as devices (for those not present, all that is known of them). */
   devices(): Device[] {
     return [...this.#devices.values()].map(deviceOfNumber)
@@ -109,7 +145,7 @@ export class OwnedDevices {
     for (const device of devices) {
       const owned = ownedOf(device)
       const before = this.#devices.get(device.id)
-      if (before !== undefined && before.devNode === owned.devNode) continue
+      if (before !== undefined && before.devNode === owned.devNode && before.identity === owned.identity) continue
       this.#devices.set(device.id, owned)
       changed = true
     }
