@@ -98,7 +98,8 @@ try {
   if (result.staleNodes.length > 0) log(`stale device nodes (denied, so not grants):\n${describeFindings(result.staleNodes)}`)
   log(`actions: ${JSON.stringify(result.actions)}; pods not running: ${result.podsNotRunning.join(', ') || 'none'}`)
   const windows = Object.entries(downtime.windows) as Array<[WindowPath, number[]]>
-  const windowsOk = windows.every(([, ms]) => ms.length === windowRounds && Math.max(...ms) <= windowBudgetMs)
+  // Every round's number taken by the start sweep: a window closed by a later batch is one the agent did not shorten.
+  const windowsOk = windows.every(([path, ms]) => ms.length === windowRounds && Math.max(...ms) <= windowBudgetMs && downtime.swept[path] === windowRounds)
   const checks = [result.killsSurvived === result.kills, stray.length === 0, missing.length === 0, p95 <= settleP95BudgetMs, windowsOk]
   failed = checks.includes(false)
   console.log(row(`bench:faults, seed ${result.seed}`, 'measured', 'budget'))
@@ -108,7 +109,7 @@ try {
   console.log(row('time to settle after a restart, p50 / p95', `${Math.round(p50)} / ${Math.round(p95)} ms`, `p95 ≤ ${settleP95BudgetMs} ms ${verdict(checks[3])}`))
   console.log(row('  (restarts that had work / all restarts)', `${result.settleMsWithWork.length} / ${result.settleMs.length}`))
   console.log(row('stale device nodes (denied)', String(result.staleNodes.length), '(reported)'))
-  console.log(row(`downtime window from the agent's spawn, p50 / max (${windowRounds} rounds each):`, '', `max ≤ ${windowBudgetMs} ms ${verdict(checks[4])}`))
+  console.log(row(`downtime window from the spawn, p50 / max (${windowRounds} each)`, '', `max ≤ ${windowBudgetMs} ms, all by the start sweep ${verdict(checks[4])}`))
   for (const [path, ms] of windows) {
     console.log(row(`  ${windowLabels[path]}`, `${Math.round(percentile(ms, 50))} / ${Math.round(Math.max(...ms))} ms`, `taken by the start sweep ${downtime.swept[path]} of ${ms.length}`))
   }

@@ -153,7 +153,8 @@ export class NodeAgent {
     }
     // Before the first scan: a number whose device went while the agent was away is still the agent's.
     this.options.members.remember(this.options.owned.devices())
-    // The devices before the classes (setClasses places every device present): the start sweep needs only them.
+    // The devices before the classes, and the start sweep between: it compares each owned number's recorded
+    // device with the one there now, and a device placed in a class is recorded as its number's.
     await this.options.sources.start(signal)
     await this.options.startSweep?.()
     await classStore.start(signal)
