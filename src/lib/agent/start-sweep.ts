@@ -29,8 +29,7 @@ export interface SweepPlanInput {
 /** The marks nfdctl leaves in a container's spec: a claim's marker node (CDI), a class's variable (kubelet's Allocate). */
 function givenByNfdctl(container: RuntimeContainer): boolean {
   const spec = container.spec
-  const envPrefix = `${envNameOf('')}`
-  return (spec?.linux?.devices ?? []).some((d) => d.path.startsWith(`${claimMarkerDir}/`)) || (spec?.process?.env ?? []).some((e) => e.startsWith(envPrefix))
+  return (spec?.linux?.devices ?? []).some((d) => d.path.startsWith(`${claimMarkerDir}/`)) || (spec?.process?.env ?? []).some((e) => e.startsWith(envNameOf('')))
 }
 
 /**
