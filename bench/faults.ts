@@ -59,8 +59,12 @@ log(
 
 /** The budget of the settle time's 95th percentile, from the restarted agent's spawn (its start-up included). */
 const settleP95BudgetMs = 3000
-/** The budget of every downtime window, from the restarted agent's spawn (Node's start-up included). */
-const windowBudgetMs = 1000
+/**
+ * The budget of every downtime window, from the restarted agent's spawn (Node's start-up included): a start on
+ * two shared cores. That the agent shortened the window is the other half of the check: the start sweep took
+ * every round's number (without it, the first batch does, 750-850 ms from the spawn on this machine).
+ */
+const windowBudgetMs = 1500
 const windowLabels: Record<WindowPath, string> = {
   annotation: 'annotation (Class class)',
   claim: 'ResourceClaim (DRA class)',
