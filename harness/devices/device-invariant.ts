@@ -236,6 +236,18 @@ interface Layer {
   explain(n: DeviceNumber): string
 }
 
+/**
+ * What a container's init process may open of a device (r, w), read again on each call: every layer must
+ * allow. For timing how long a container keeps a number, without the pods and claims a full check reads.
+ */
+export async function openAccessReader(pid: number): Promise<(n: DeviceNumber) => Promise<string>> {
+  const control = await deviceControlOf(pid, {mode: 'v2'}).catch(() => deviceControlOf(pid, {mode: 'v1'}))
+  return async (n) => {
+    const layers = [...(await v1Layer(control)), ...v2Layers(control)]
+    return ['r', 'w'].filter((c) => layers.every((layer) => layer.access(n).includes(c))).join('')
+  }
+}
+
 async function seenBy(pid: number): Promise<Seen> {
   const control = await deviceControlOf(pid, {mode: 'v2'}).catch(() => deviceControlOf(pid, {mode: 'v1'}))
   const layers = [...(await v1Layer(control)), ...v2Layers(control)]
@@ -383,7 +395,9 @@ function judge(
 ): void {
   const describe = (n: DeviceNumber): string => {
     const d = presentAt.get(numberKey(n))
-    return d === undefined ? `nothing of a class is plugged in at ${numberText(n)}` : `${numberText(n)} is ${d.label} (${d.devNode}) of ${d.classes.join(', ')}`
+    return d === undefined
+      ? `nothing of a class is plugged in at ${numberText(n)}`
+      : `${numberText(n)} is ${d.label} (${d.devNode}) ${d.classes.length === 0 ? 'in no class' : `of ${d.classes.join(', ')}`}`
   }
   for (const n of uniqueNumbers(watched)) {
     const key = numberKey(n)

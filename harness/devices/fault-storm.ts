@@ -10,7 +10,7 @@ import {allocatable, createNamespace, deletePods, waitForPod, type NodeEnv} from
 import {CliProcess} from '../process/cli-process.js'
 import {waitFor} from '../process/wait.js'
 import type {SeededRandom} from '../seeded-random.js'
-import {checkDeviceInvariant, type DeviceNumber, type Finding, type InvariantReport, type PresentDevice} from './device-invariant.js'
+import {checkDeviceInvariant, openAccessReader, type DeviceNumber, type Finding, type InvariantReport, type PresentDevice} from './device-invariant.js'
 import {attachRuntimeProgram, runcDeviceRules} from './device-programs.js'
 import {claimPodManifest, claimTemplateManifest, draAgentArgs, SerialDisks} from './dra-agent.js'
 import {BackedLoops} from './loop-devices.js'
@@ -70,13 +70,38 @@ export interface FaultStormResult {
 }
 
 type ClassKind = 'class' | 'device' | 'dra'
-/** Disk names per class (c1, d1, r1): every disk has a serial of its own. */
-const diskLetter: Record<ClassKind, string> = {class: 'c', device: 'd', dra: 'r'}
+/** A disk of a class's, or one in none (x1, x2: what takes a number while the agent is down, in the downtime windows). */
+type DiskKind = ClassKind | 'none'
+/** Disk names per class (c1, d1, r1): every disk has a serial of its own, and the classes match their own letter's serials. */
+const diskLetter: Record<DiskKind, string> = {class: 'c', device: 'd', dra: 'r', none: 'x'}
+
+/** How a pod holds the number whose window is measured: by limit (of the Class class, or a Device class's device), by annotation, by claim. */
+export type WindowPath = 'limit' | 'device' | 'annotation' | 'claim'
+/** The pod of set-up that holds a disk by each path, and the kind of disk. */
+const windowHolders: Record<WindowPath, {readonly pod: string; readonly kind: ClassKind}> = {
+  annotation: {kind: 'class', pod: 'annotation-2'},
+  claim: {kind: 'dra', pod: 'claim-5'},
+  device: {kind: 'device', pod: 'device-3'},
+  limit: {kind: 'class', pod: 'limit-1'},
+}
+
+export interface DowntimeWindows {
+  /**
+   * Per path: ms from the restarted agent's spawn until the pod that held disk D could no longer open D's
+   * number, which disk G (in no class) took while the agent was down.
+   */
+  readonly windows: Readonly<Record<WindowPath, readonly number[]>>
+  /** Per path: the rounds in which the agent's start sweep took the number (its log says so), not a later batch. */
+  readonly swept: Readonly<Record<WindowPath, number>>
+  /** Findings left after a round settled (none expected). */
+  readonly stray: readonly StormFinding[]
+  readonly missing: readonly StormFinding[]
+}
 type PodKind = 'limit' | 'annotation' | 'device' | 'claim'
 
 interface Plugged {
   readonly disk: string
-  readonly kind: ClassKind
+  readonly kind: DiskKind
 }
 
 export class FaultStorm {
@@ -88,7 +113,7 @@ export class FaultStorm {
   readonly #classes: Record<ClassKind, string>
   readonly #ranges: Record<ClassKind, number[]>
   readonly #plugged = new Map<number, Plugged>()
-  readonly #diskCount: Record<ClassKind, number> = {class: 0, device: 0, dra: 0}
+  readonly #diskCount: Record<DiskKind, number> = {class: 0, device: 0, dra: 0, none: 0}
   readonly #history: string[] = []
   readonly #actions: Record<string, number> = {}
   readonly #pods: string[] = []
@@ -131,7 +156,9 @@ export class FaultStorm {
     await this.#cleanLoops()
     await mkdir(this.#udevDir, {recursive: true})
     await createNamespace(env, this.#namespace)
-    const loopMatch = (kind: ClassKind): object[] => this.#ranges[kind].map((n) => ({devName: `loop${n}`, subsystem: 'block'}))
+    // A class's own disks only: a disk in no class (x) at one of its numbers is in none.
+    const loopMatch = (kind: ClassKind): object[] =>
+      this.#ranges[kind].map((n) => ({devName: `loop${n}`, properties: {ID_SERIAL_SHORT: `${this.#disks.serialOf(diskLetter[kind])}*`}, subsystem: 'block'}))
     const classSpecs: Record<ClassKind, object> = {
       class: {allocation: 'Class', annotationAccess: {namespaceSelector: {}}, capacity: this.#o.maxPods, match: loopMatch('class')},
       device: {allocation: 'Device', match: loopMatch('device')},
@@ -274,6 +301,80 @@ export class FaultStorm {
     }
   }
 
+  /**
+   * The downtime window of each path, `rounds` times: with the node settled, the agent is SIGKILLed, the
+   * holder's disk D is unplugged and disk G (in no class) plugged in at D's number, and the agent started
+   * again; the holder's device rules are read every few milliseconds until it may no longer open the
+   * number. Then the node must settle (G is nobody's), and D goes back to its number (the holder gets it
+   * again). Run on the node as set-up left it (the holders are set-up's pods).
+   */
+  async measureWindows(rounds: number): Promise<DowntimeWindows> {
+    const windows: Record<WindowPath, number[]> = {annotation: [], claim: [], device: [], limit: []}
+    const swept: Record<WindowPath, number> = {annotation: 0, claim: 0, device: 0, limit: 0}
+    const found = new Map<string, StormFinding>()
+    const containerd = new ContainerdClient({address: this.#o.env.node.containerd.socket, namespace: 'k8s.io'})
+    let kills = 0
+    try {
+      for (let round = 1; round <= rounds; round++) {
+        for (const path of Object.keys(windowHolders) as WindowPath[]) {
+          const {kind, pod} = windowHolders[path]
+          const running = await waitForPod(this.#o.env, `${this.#namespace}/${pod}`)
+          const pid = (await containerd.getTask(running.containerId))?.pid
+          if (pid === undefined) throw new Error(`${pod} has no running task`)
+          const access = await openAccessReader(pid)
+          const held: number[] = []
+          for (const [n, p] of this.#plugged) if (p.kind === kind && (await access({major: 7, minor: n, type: 'b'})) !== '') held.push(n)
+          if (held.length === 0) throw new Error(`${pod} holds no disk of ${this.#classes[kind]} to measure the ${path} window with`)
+          const n = this.#o.random.pick(held)
+          const number = {major: 7, minor: n, type: 'b'} as const
+          const {disk} = this.#plugged.get(n)!
+          await this.#kill(++kills)
+          await this.#unplug(n)
+          await this.#plug('none', n, this.#newDisk('none'))
+          if ((await access(number)) === '') throw new Error(`${pod} lost 7:${n} while the agent was down: nothing to measure`)
+          const spawned = this.#restart()
+          const closed = await waitFor(`${pod} no longer opens 7:${n}`, async () => ((await access(number)) === '' ? performance.now() : undefined), {
+            intervalMs: 5,
+            timeoutMs: this.#o.settleTimeoutMs,
+          })
+          windows[path].push(closed - spawned)
+          const bySweep = await this.#agent!.waitForLine<{msg: string; revoked?: string[]}>(
+            'the start sweep',
+            (l) => l.msg.includes('taken back at start') && (l.revoked ?? []).includes(`/dev/loop${n}`),
+            2000,
+          ).then(
+            () => true,
+            () => false,
+          )
+          if (bySweep) swept[path]++
+          this.#note(`${path} window: ${pod} could open 7:${n} (another disk's now) for ${Math.round(closed - spawned)} ms after the agent's spawn`)
+          await this.#settleKeeping(`after the ${path} window, round ${round}`, found)
+          await this.#unplug(n)
+          await this.#plug(kind, n, disk)
+          await this.#settleKeeping(`with disk ${disk} back, round ${round}`, found)
+        }
+      }
+    } finally {
+      containerd.close()
+    }
+    const findings = [...found.values()]
+    return {missing: findings.filter((f) => f.kind === 'missing'), stray: findings.filter((f) => f.kind === 'stray'), swept, windows}
+  }
+
+  /** Waits for the node to settle; what is left at the deadline goes into `found`. */
+  async #settleKeeping(check: string, found: Map<string, StormFinding>): Promise<void> {
+    const {report} = await this.#settle(check, performance.now(), new Set(found.keys()))
+    for (const [kind, list] of [
+      ['stray', report.stray],
+      ['missing', report.missing],
+    ] as const) {
+      for (const f of list) {
+        const key = `${kind} ${f.container} ${f.device}`
+        if (!found.has(key)) found.set(key, {...f, check, kind, scenario: this.#scenarioOf(f)})
+      }
+    }
+  }
+
   /** The agent stopped, the pods, classes, template, namespace and disks removed. */
   async tearDown(): Promise<void> {
     const {env} = this.#o
@@ -354,7 +455,7 @@ export class FaultStorm {
   present(): PresentDevice[] {
     return [...this.#plugged].map(([n, p]) => {
       const stableId = this.#disks.stableIdOf(p.disk)
-      return {classes: [this.#classes[p.kind]], devNode: `/dev/loop${n}`, draName: draDeviceName(stableId), label: `disk ${p.disk}`, major: 7, minor: n, stableId, type: 'b'}
+      return {classes: p.kind === 'none' ? [] : [this.#classes[p.kind]], devNode: `/dev/loop${n}`, draName: draDeviceName(stableId), label: `disk ${p.disk}`, major: 7, minor: n, stableId, type: 'b'}
     })
   }
 
@@ -386,6 +487,7 @@ export class FaultStorm {
         const n = random.pick(pluggedNumbers)
         const {kind, disk} = this.#plugged.get(n)!
         await this.#unplug(n)
+        if (kind === 'none') return
         // Another disk at the same number (what a tenant's adapter does), or the same disk at another number.
         if (random.chance(0.5)) await this.#plug(kind, n, this.#diskFor(kind, disk))
         else await this.#plug(kind, this.#freeNumber(kind) ?? n, disk)
@@ -401,7 +503,7 @@ export class FaultStorm {
     return free.length === 0 ? undefined : this.#o.random.pick(free)
   }
 
-  #newDisk(kind: ClassKind): string {
+  #newDisk(kind: DiskKind): string {
     return `${diskLetter[kind]}${++this.#diskCount[kind]}`
   }
 
@@ -412,11 +514,11 @@ export class FaultStorm {
     return known.length > 0 && this.#o.random.chance(0.5) ? this.#o.random.pick(known) : this.#newDisk(kind)
   }
 
-  async #plug(kind: ClassKind, n: number, disk: string): Promise<void> {
+  async #plug(kind: DiskKind, n: number, disk: string): Promise<void> {
     await this.#disks.record(n, disk)
     await this.#loops.add(n)
     this.#plugged.set(n, {disk, kind})
-    this.#note(`disk ${disk} (${this.#classes[kind]}) plugged in at 7:${n}`)
+    this.#note(`disk ${disk} (${this.#kindName(kind)}) plugged in at 7:${n}`)
   }
 
   async #unplug(n: number): Promise<void> {
@@ -424,7 +526,11 @@ export class FaultStorm {
     await this.#loops.drop(n)
     await rm(join(this.#udevDir, `b7:${n}`), {force: true})
     this.#plugged.delete(n)
-    this.#note(`disk ${disk} (${this.#classes[kind]}) unplugged from 7:${n}`)
+    this.#note(`disk ${disk} (${this.#kindName(kind)}) unplugged from 7:${n}`)
+  }
+
+  #kindName(kind: DiskKind): string {
+    return kind === 'none' ? 'in no class' : this.#classes[kind]
   }
 
   async #startPod(kind: PodKind, sidecar: boolean): Promise<void> {

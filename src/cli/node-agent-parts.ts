@@ -10,6 +10,7 @@ import {batchProcess, NodeAgent} from '../lib/agent/node-agent.js'
 import {NodeReconciler} from '../lib/agent/node-reconciler.js'
 import {PodEvents} from '../lib/agent/pod-events.js'
 import {RefusalNotices} from '../lib/agent/refusal-notices.js'
+import {sweepAtStart} from '../lib/agent/start-sweep.js'
 import {StatusReporter} from '../lib/agent/status-reporter.js'
 import {followClusterClasses} from '../lib/devices/class-informers.js'
 import {ClassStateFile} from '../lib/devices/class-state-file.js'
@@ -131,6 +132,7 @@ export function buildNodeAgent({client, fileClasses, flags, logger, options, reg
   const podEvents = new PodEvents({client, logger, nodeName, onError: () => metrics.errors.inc({kind: 'events'})})
   const status = new StatusReporter({client, logger, metrics, nodeName, retry: () => changes.emit('status retry')})
   const trim = new NativeMemoryTrim(logger)
+  const containers = new ContainerReconciler({cgroupMode: options.cgroupMode, grants, logger, metrics, onSkipped: (error) => grantHealth.skipped(error)})
   const reconciler = new NodeReconciler({
     claimed: dra === undefined ? undefined : (container) => dra.claimed(container),
     classes: () => classStore.view,
@@ -145,7 +147,7 @@ export function buildNodeAgent({client, fileClasses, flags, logger, options, reg
     outcome: (outcome) => grantHealth.batchDone(outcome),
     podResources: () => listPodResources(flags['pod-resources-socket']),
     pods: () => sources.pods(),
-    reconciler: new ContainerReconciler({cgroupMode: options.cgroupMode, grants, logger, metrics, onSkipped: (error) => grantHealth.skipped(error)}),
+    reconciler: containers,
     status,
     workers: options.workers,
   })
@@ -173,6 +175,7 @@ export function buildNodeAgent({client, fileClasses, flags, logger, options, reg
     owned,
     plugins,
     sources,
+    startSweep: () => sweepAtStart({containerd, grants: (id) => grants.grants(id), logger, owned: () => owned.all(), present: () => members.present(), reconciler: containers}),
     supervisor,
   })
   return {agent, containerd, supervisor}

@@ -1,6 +1,8 @@
+import type {Device} from '../devices/types.js'
 import {errorMessage} from '../errors.js'
 import type {Logger} from '../observe/logger.js'
 import {ContainerGoneError, ContainerHandle, type CheckedProcess, type ContainerHandleOptions} from '../runtime/container-handle.js'
+import type {RuntimeContainer} from '../runtime/containerd-client.js'
 import {hasDevicePrograms} from '../runtime/device-bpf.js'
 import type {CgroupMode} from '../runtime/device-cgroup.js'
 import {applyAccess, currentAccess, UnsupportedProgramError, type HeldAccess} from './access-applier.js'
@@ -70,6 +72,41 @@ export class ContainerReconciler {
    */
   reconcile(work: ContainerWork, node: NodeView, allocated: ContainerPlanInput['allocated']): Promise<boolean> {
     return this.#busy.run(work.container.id, () => this.#reconcile(work, node, allocated))
+  }
+
+  /**
+   * Takes these devices' rules (and nodes) from the container, whatever they are now, and nothing else: what
+   * the agent does at start for numbers whose device went while it was away, before it knows who asks for
+   * what. Resolves with the devices taken; a container whose process is gone is left to the batches.
+   */
+  revoke(container: RuntimeContainer, pid: number, devices: readonly Device[]): Promise<Device[]> {
+    return this.#busy.run(container.id, async () => {
+      const byId = new Map(devices.map((d) => [d.id, d]))
+      const seen = this.#seen.get(container.id)
+      if (seen !== undefined) seen.settled = undefined
+      let handle: ContainerHandle
+      try {
+        handle = await ContainerHandle.open(container, pid, {hasDeviceProgram, mode: this.options.cgroupMode})
+      } catch (error) {
+        if (error instanceof ContainerGoneError) return []
+        throw error
+      }
+      try {
+        const held = await currentAccess(handle.control, (id) => byId.get(id))
+        const change = {grant: [], revoke: [...held.devices.values()]}
+        if (change.revoke.length === 0) return []
+        const recorded = this.options.grants.grants(container.id)
+        try {
+          await applyAccess(handle, change, programAfter(held, new Map(), new Set()))
+        } finally {
+          this.options.metrics.ruleChanges.inc({action: 'revoke'}, change.revoke.length)
+        }
+        await this.#record(() => this.options.grants.set(container.id, grantsAfter(recorded, held.devices, change)))
+        return change.revoke.map((a) => a.device)
+      } finally {
+        handle.close()
+      }
+    })
   }
 
   async #reconcile(work: ContainerWork, node: NodeView, allocated: ContainerPlanInput['allocated']): Promise<boolean> {

@@ -37,6 +37,11 @@ export interface NodeAgentOptions {
   readonly plugins: DevicePlugins
   /** The DRA driver of the classes with allocation DRA (started by start()); undefined leaves them unserved. */
   readonly dra?: ClaimDriver
+  /**
+   * Run once the records are loaded and the devices scanned, before anything slow (the API server, kubelet):
+   * numbers whose device went while the agent was away taken from containers (start-sweep.ts).
+   */
+  readonly startSweep?: () => Promise<unknown>
   /** What the agent granted each container (under --state-dir; loaded by start()). */
   readonly grants: Pick<GrantRecord, 'load'>
   /** Every device number that was a class device on this node (under --state-dir; loaded by start()). */
@@ -111,7 +116,11 @@ export class NodeAgent {
     return {ready: true, reason: parts.map((p) => p.reason).join('; ')}
   }
 
-  /** Classes first (from the cluster, or persisted when it does not answer), then devices, the plugins, pods and containerd. */
+  /**
+   * The records and the devices first, and the start sweep (a number whose device went while the agent was
+   * away must not stay open until the API server answers), then the classes (from the cluster, or persisted
+   * when it does not answer), the plugins, DRA, pods and containerd.
+   */
   async start(signal: AbortSignal): Promise<void> {
     const {batcher, classStore, grants, lane, metrics, plugins} = this.options
     this.#unlisten = [
@@ -132,7 +141,6 @@ export class NodeAgent {
       this.#setClasses(view)
       batcher.add('classes changed')
     })
-    await classStore.start(signal)
     const problem = await grants.load()
     if (problem !== undefined) {
       metrics.errors.inc({kind: 'state'})
@@ -145,8 +153,12 @@ export class NodeAgent {
     }
     // Before the first scan: a number whose device went while the agent was away is still the agent's.
     this.options.members.remember(this.options.owned.devices())
-    this.#setClasses(classStore.view)
+    // The devices before the classes, and the start sweep between: it compares each owned number's recorded
+    // device with the one there now, and a device placed in a class is recorded as its number's.
     await this.options.sources.start(signal)
+    await this.options.startSweep?.()
+    await classStore.start(signal)
+    this.#setClasses(classStore.view)
     await plugins.start()
     await this.options.dra?.start(signal)
     this.options.sources.follow(signal)

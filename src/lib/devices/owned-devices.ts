@@ -1,6 +1,8 @@
+import {createHash} from 'node:crypto'
 import {join} from 'node:path'
 
 import {CoalescedFile, readStateFile} from '../sys/coalesced-file.js'
+import {deviceIdentity} from './device-identity.js'
 import type {Device} from './types.js'
 
 /** A device number that belonged to a class on this node, and the node it had. */
@@ -15,6 +17,11 @@ export interface OwnedDevice {
    * record written before classes were kept, which any class explains.
    */
   readonly classes?: readonly string[]
+  /**
+   * Which device had the number when last seen (identityDigest): a restarted agent tells from it that the
+   * number has another device now, or none. Absent in records of earlier builds.
+   */
+  readonly identity?: string
 }
 
 const idOf = (d: OwnedDevice): string => `${d.type}${d.major}:${d.minor}`
@@ -45,12 +52,34 @@ export const ownedId = idOf
 /** Pure: whether an owned number was a device of one of `classes` (a record without classes: of any). */
 export const ownedBy = (owned: OwnedDevice, classes: ReadonlySet<string>): boolean => classes.size > 0 && (owned.classes === undefined || owned.classes.some((c) => classes.has(c)))
 
+/**
+ * Pure: what a device says it is, by serial and by port (both identity sources, whatever a class follows), as
+ * a short digest: two readings with one digest are the same device to every class.
+ */
+export function identityDigest(device: Device): string {
+  const keys = [deviceIdentity(device, 'Serial').key, deviceIdentity(device, 'Port').key].join('\n')
+  return createHash('sha256').update(keys).digest('hex').slice(0, 16)
+}
+
+/**
+ * Pure: the owned numbers whose device went while nobody watched: the one recorded there is not present
+ * now, or another device has the number. Numbers recorded without an identity (an earlier build) are left out.
+ */
+export function numbersWithAnotherDevice(owned: readonly OwnedDevice[], present: readonly Device[]): OwnedDevice[] {
+  const now = new Map(present.map((d) => [d.id, d]))
+  return owned.filter((d) => {
+    if (d.identity === undefined) return false
+    const device = now.get(idOf(d))
+    return device === undefined || identityDigest(device) !== d.identity
+  })
+}
+
 const version = 1
 
 /** The record as its file holds it: one line, in number order. */
 export function encodeOwned(devices: Iterable<OwnedDevice>): string {
   const sorted = [...devices].sort((a, b) => idOf(a).localeCompare(idOf(b), 'en', {numeric: true}))
-  return `${JSON.stringify({devices: sorted.map((d) => ({classes: d.classes === undefined ? undefined : [...d.classes].sort(), devNode: d.devNode, major: d.major, minor: d.minor, type: d.type})), version})}\n`
+  return `${JSON.stringify({devices: sorted.map((d) => ({classes: d.classes === undefined ? undefined : [...d.classes].sort(), devNode: d.devNode, identity: d.identity, major: d.major, minor: d.minor, type: d.type})), version})}\n`
 }
 
 /** Pure: the record from its file's text; throws one line naming what is wrong. */
@@ -83,7 +112,9 @@ export function decodeOwnedDevice(raw: unknown, at: string): OwnedDevice {
   if (typeof d.devNode !== 'string' || !/^\/dev\/[^\0]+$/.test(d.devNode) || d.devNode.split('/').some((s) => s === '..' || s === '.')) {
     throw new Error(`${at}.devNode must be a path below /dev/, got ${JSON.stringify(d.devNode)}`)
   }
-  return {devNode: d.devNode, major: d.major as number, minor: d.minor as number, type: d.type}
+  if (d.identity !== undefined && (typeof d.identity !== 'string' || !/^[0-9a-f]{16}$/.test(d.identity))) throw new Error(`${at}.identity must be 16 hex digits, got ${JSON.stringify(d.identity)}`)
+  const device: OwnedDevice = {devNode: d.devNode, major: d.major as number, minor: d.minor as number, type: d.type}
+  return d.identity === undefined ? device : {...device, identity: d.identity}
 }
 
 /**
@@ -139,8 +170,9 @@ export class OwnedDevices {
     if (before === undefined && classes.length === 0) return this.#file.flushed()
     // A number recorded without its classes stays any class's.
     const after = before !== undefined && before.classes === undefined ? undefined : [...new Set([...(before?.classes ?? []), ...classes])].sort()
-    if (before !== undefined && before.devNode === device.devNode && after?.length === before.classes?.length) return this.#file.flushed()
-    this.#devices.set(device.id, {classes: after, devNode: device.devNode, major: device.major, minor: device.minor, type: device.type === 'block' ? 'b' : 'c'})
+    const identity = identityDigest(device)
+    if (before !== undefined && before.devNode === device.devNode && before.identity === identity && after?.length === before.classes?.length) return this.#file.flushed()
+    this.#devices.set(device.id, {classes: after, devNode: device.devNode, identity, major: device.major, minor: device.minor, type: device.type === 'block' ? 'b' : 'c'})
     this.#generation++
     return this.#file.save()
   }
@@ -154,7 +186,7 @@ export class OwnedDevices {
     return this.#file.save()
   }
 
-  /** Every owned number. */
+  /** Every owned number as recorded, with its classes and the device it had when last seen. */
   all(): OwnedDevice[] {
     return [...this.#devices.values()]
   }

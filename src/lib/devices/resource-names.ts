@@ -19,5 +19,8 @@ export const annotationOf = (className: string): string => `classes.${resourceDo
 /** The environment variable a container gets from a class: NFDCTL_DEVICES_<CLASS> = its device nodes. */
 export const envNameOf = (className: string): string => `NFDCTL_DEVICES_${className.toUpperCase().replaceAll(/[^A-Z0-9]/g, '_')}`
 
+/** Where the marker device nodes of claims go inside a container (`<dir>/<claim uid>/<device>`, dra/claim-cdi.ts). */
+export const claimMarkerDir = '/dev/nfdctl/claims'
+
 /** The resource.k8s.io DeviceClass DRA knows a class by: `<class>.devices.nfdctl.io`, named like other drivers' classes. */
 export const draClassName = (className: string): string => `${className}.${resourceDomain}`

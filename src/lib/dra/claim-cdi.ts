@@ -1,6 +1,7 @@
 import {rm} from 'node:fs/promises'
 import {join} from 'node:path'
 
+import {claimMarkerDir} from '../devices/resource-names.js'
 import type {Device} from '../devices/types.js'
 import {cdiDeviceNode, cdiVersion, writeCdiSpecFile, type CdiSpec} from '../runtime/cdi-spec.js'
 import type {PreparedDevice} from './prepared-claims.js'
@@ -20,9 +21,6 @@ export const claimCdiId = (claimUid: string, device: string): string => `${claim
 /** The spec file of a claim: one per claim, so that unpreparing removes exactly its devices. */
 export const claimCdiFile = (cdiDir: string, claimUid: string): string => join(cdiDir, `dra.devices.nfdctl.io-claim-${claimUid}.json`)
 
-/** Where the marker device nodes of claims go inside a container. */
-const claimMarkerDir = '/dev/nfdctl/claims'
-
 /**
  * The second device node each claim device gets in a container, `/dev/nfdctl/claims/<claim uid>/<device>`:
  * it marks the container as holding that device of that claim. The agent reads it back from the container's
@@ -38,20 +36,29 @@ export function parseClaimMarker(path: string): {claimUid: string; device: strin
   return match === null ? undefined : {claimUid: match[1], device: match[2]}
 }
 
+/** The null device (`c 1:3`): the marker of a device a container starts without. */
+const nullDevice = {devNode: '/dev/null', major: 1, minor: 3, type: 'char'} as const
+
 /**
  * Pure: a claim's CDI spec for the devices present now: per device its node at the kernel's path and the
  * marker node, both with the class's access. A device that is not present is left out, so that a container
- * created meanwhile fails to start rather than get whatever has its old numbers.
+ * created meanwhile fails to start rather than get whatever has its old numbers; except those `awaited`
+ * (unplugged, their request tolerates it): each is only its marker, as the null device, so that the
+ * container starts without it and the agent gives it the device when it is back.
  */
-export function claimCdiSpec(claimUid: string, devices: ReadonlyArray<{readonly prepared: PreparedDevice; readonly device: Device}>): CdiSpec {
+export function claimCdiSpec(claimUid: string, devices: ReadonlyArray<{readonly prepared: PreparedDevice; readonly device: Device}>, awaited: readonly PreparedDevice[] = []): CdiSpec {
   return {
     cdiVersion,
-    devices: devices.map(({device, prepared}) => {
-      return {
+    devices: [
+      ...devices.map(({device, prepared}) => ({
         containerEdits: {deviceNodes: [cdiDeviceNode(device, prepared.access), cdiDeviceNode(device, prepared.access, claimMarkerPath(claimUid, prepared.device))]},
         name: claimCdiDevice(claimUid, prepared.device),
-      }
-    }),
+      })),
+      ...awaited.map((prepared) => ({
+        containerEdits: {deviceNodes: [cdiDeviceNode(nullDevice, 'rw', claimMarkerPath(claimUid, prepared.device))]},
+        name: claimCdiDevice(claimUid, prepared.device),
+      })),
+    ],
     kind: claimCdiKind,
   }
 }

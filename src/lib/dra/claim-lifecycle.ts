@@ -11,6 +11,7 @@ import type {ClaimSpecs, PresentClaimDevice} from './claim-specs.js'
 import type {DraMetrics} from './dra-metrics.js'
 import type {ClaimRef, NodePrepareResourcesResponse, NodeUnprepareResourcesResponse} from '../kubelet/dra-api.js'
 import type {PreparedClaim, PreparedClaims} from './prepared-claims.js'
+import type {PoolMember} from './resource-slices.js'
 import {KeyedQueue} from '../keyed-queue.js'
 
 export interface ClaimLifecycleOptions {
@@ -23,6 +24,8 @@ export interface ClaimLifecycleOptions {
   readonly members: Pick<ClassMembers, 'classes' | 'of'>
   /** The pool's devices, by DRA device name. */
   readonly pool: () => ReadonlyMap<string, Device>
+  /** The pool's unplugged devices (listed, tainted), by DRA device name. */
+  readonly unplugged?: () => ReadonlyMap<string, PoolMember>
   /** Where a claim prepared or unprepared is told: kubelet's health stream and the claims' status. */
   readonly health: Pick<ClaimHealth, 'push' | 'takeBack' | 'writeStatuses'>
   readonly metrics: DraMetrics
@@ -195,7 +198,8 @@ export class ClaimLifecycle {
     const claim = await readClaim(ref.namespace, ref.name)
     if (claim === undefined) throw new Error(`ResourceClaim ${ref.namespace}/${ref.name} does not exist`)
     const classes = new Map(members.classes.map((c) => [c.metadata.name, c]))
-    const made = prepareClaim({claim, classes, members: (name) => members.of(name), nodeName, uid: ref.uid})
+    const unplugged = this.options.unplugged?.()
+    const made = prepareClaim({claim, classes, members: (name) => members.of(name), nodeName, uid: ref.uid, unplugged: (name) => unplugged?.get(name)})
     if ('error' in made) throw new Error(made.error)
     // A number a CDI spec puts in a container is the agent's to take back, even after a crash.
     await this.options.beforePrepare?.()
@@ -219,7 +223,9 @@ export class ClaimLifecycle {
         const device = pool.get(prepared.device)
         return device === undefined ? [] : [{device, prepared}]
       })
-    await this.options.specs.write(claim.uid, present)
+    const presentNames = new Set(present.map((d) => d.prepared.device))
+    const awaited = claim.devices.filter((d) => d.toleratesUnplugged === true && !presentNames.has(d.device))
+    await this.options.specs.write(claim.uid, present, awaited)
   }
 
   async #forget(uid: string): Promise<void> {

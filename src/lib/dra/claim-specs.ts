@@ -18,9 +18,12 @@ export class ClaimSpecs {
 
   constructor(readonly cdiDir: string) {}
 
-  /** Writes a claim's spec for the devices present (none: the file is removed, as CDI has no empty spec). */
-  async write(claimUid: string, present: readonly PresentClaimDevice[]): Promise<void> {
-    const spec = claimCdiSpec(claimUid, present)
+  /**
+   * Writes a claim's spec for the devices present and those awaited (unplugged, tolerated: their marker
+   * only); none: the file is removed, as CDI has no empty spec.
+   */
+  async write(claimUid: string, present: readonly PresentClaimDevice[], awaited: readonly PreparedDevice[] = []): Promise<void> {
+    const spec = claimCdiSpec(claimUid, present, awaited)
     const key = JSON.stringify(spec)
     if (this.#written.get(claimUid) === key) return
     await writeClaimCdi(this.cdiDir, claimUid, spec)

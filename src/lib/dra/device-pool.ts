@@ -58,6 +58,11 @@ export class DevicePool {
     return this.#devices
   }
 
+  /** The unplugged devices the slices list, tainted, by DRA device name. */
+  get unplugged(): ReadonlyMap<string, GoneDevice> {
+    return this.#gone
+  }
+
   /** Computes the pool from the members and hands it to the slices (written once they are started). */
   compute(): void {
     const {logger, members, slices} = this.options

@@ -122,6 +122,7 @@ export class DraDriver {
       onClaimsChanged: () => options.onClaimsChanged(),
       pool: () => pool.devices.byName,
       readClaim: claimReader(client),
+      unplugged: () => pool.unplugged,
       record,
       specs: new ClaimSpecs(options.cdiDir),
     })

@@ -19,6 +19,11 @@ export interface PreparedDevice {
   readonly cdiId: string
   /** Whether the request asked for admin access. */
   readonly adminAccess?: boolean
+  /**
+   * Its request tolerates the unplugged taint: the claim is prepared and its containers start while the
+   * device is unplugged (without it), and get it when it is back.
+   */
+  readonly toleratesUnplugged?: boolean
 }
 
 /** A ResourceClaim that kubelet had the driver prepare on this node. */

@@ -12,6 +12,28 @@ export const unpluggedTaintKey = `${draDriver}/unplugged`
  */
 export const goneDevicesKept = 64
 
+/** A toleration of a claim's request (resource.k8s.io/v1 DeviceToleration). */
+export interface DeviceToleration {
+  readonly key?: string
+  /** Equal (the default) or Exists. */
+  readonly operator?: string
+  readonly value?: string
+  /** NoSchedule, NoExecute, or empty for both. */
+  readonly effect?: string
+}
+
+/**
+ * Pure: whether a request's tolerations let the scheduler allocate an unplugged device (its NoSchedule taint
+ * `devices.nfdctl.io/unplugged`, value empty), as Kubernetes matches them: Exists with no key tolerates every
+ * taint; an empty effect tolerates both effects.
+ */
+export function toleratesUnplugged(tolerations: readonly DeviceToleration[] | undefined): boolean {
+  return (tolerations ?? []).some((t) => {
+    const key = t.operator === 'Exists' ? (t.key ?? '') === '' || t.key === unpluggedTaintKey : t.key === unpluggedTaintKey && (t.value ?? '') === ''
+    return key && ((t.effect ?? '') === '' || t.effect === 'NoSchedule')
+  })
+}
+
 /** A device of the pool that was unplugged: listed as last seen, tainted, until it is back or forgotten. */
 export interface GoneDevice extends PoolMember {
   /** When it went (ms since the epoch). */

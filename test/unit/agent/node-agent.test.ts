@@ -80,6 +80,7 @@ function agentOf(options: {dra?: boolean} = {}) {
     owned: {devices: () => [loopDevice(3)], load: async () => void calls.push('owned.load')},
     plugins,
     sources,
+    startSweep: async () => void calls.push('startSweep'),
     supervisor,
   })
   return {
@@ -101,17 +102,18 @@ function agentOf(options: {dra?: boolean} = {}) {
 }
 
 describe('NodeAgent: the parts started, stopped and asked in order', function () {
-  it('starts the classes, the records, the devices, the plugins and DRA, then follows the cluster and runs a first batch', async function () {
+  it('starts the records, the devices and the start sweep before the classes (the API server), then the plugins and DRA, follows the cluster and runs a first batch', async function () {
     const a = agentOf({dra: true})
     await a.agent.start(new AbortController().signal)
     expect(a.calls).to.deep.equal([
-      'classes.start',
       'grants.load',
       'owned.load',
+      'sources.start',
+      'startSweep',
+      'classes.start',
       'members.setClasses a',
       'plugins.classesChanged',
       'dra.classesChanged',
-      'sources.start',
       'plugins.start',
       'dra.start',
       'sources.follow',

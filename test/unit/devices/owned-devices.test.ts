@@ -3,7 +3,7 @@ import {mkdtemp, readFile, rm, writeFile} from 'node:fs/promises'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 
-import {decodeOwned, deviceOfNumber, encodeOwned, ownedBy, OwnedDevices} from '../../../src/lib/devices/owned-devices.js'
+import {decodeOwned, deviceOfNumber, encodeOwned, identityDigest, numbersWithAnotherDevice, ownedBy, OwnedDevices} from '../../../src/lib/devices/owned-devices.js'
 import {loopDevice as loop} from '../../../harness/devices/loop-device.js'
 
 describe("OwnedDevices: every number that was a class device's on this node", function () {
@@ -92,6 +92,26 @@ describe("OwnedDevices: every number that was a class device's on this node", fu
     expect(owned.all().map((o) => o.minor)).to.deep.equal([2])
     expect(decodeOwned(await readFile(owned.file, 'utf8')).map((d) => d.minor)).to.deep.equal([2])
   })
+
+  it('keeps which device had each number: another device at the number, or none, is told apart from the same device back', async function () {
+    const disk = (n: number, serial: string) => loop(n, {ID_SERIAL: serial, ID_SERIAL_SHORT: serial})
+    const owned = new OwnedDevices({stateDir: dir})
+    for (const [n, serial] of [[1, 'd'], [2, 'e'], [3, 'f']] as const) await owned.add(disk(n, serial), ['disks'])
+    const again = new OwnedDevices({stateDir: dir})
+    await again.load()
+    expect(again.all().map((d) => d.identity)).to.deep.equal([identityDigest(disk(1, 'd')), identityDigest(disk(2, 'e')), identityDigest(disk(3, 'f'))])
+    // 7:1 has disk d again, 7:2 has disk g (another serial), 7:3 has nothing.
+    const changed = numbersWithAnotherDevice(again.all(), [disk(1, 'd'), disk(2, 'g')])
+    expect(changed.map((d) => d.minor)).to.deep.equal([2, 3])
+    // A record of an earlier build (no identity) is never taken as changed.
+    expect(numbersWithAnotherDevice(decodeOwned('{"version": 1, "devices": [{"type": "b", "major": 7, "minor": 2, "devNode": "/dev/loop2"}]}'), [])).to.deep.equal([])
+    // Another device at the number is written at once (it is what a restart compares with).
+    await again.add(disk(2, 'g'), ['disks'])
+    expect(numbersWithAnotherDevice(decodeOwned(await readFile(again.file, 'utf8')), [disk(1, 'd'), disk(2, 'g')]).map((d) => d.minor)).to.deep.equal([3])
+  })
+
+  it('refuses an identity that is not 16 hex digits', () =>
+    expect(() => decodeOwned('{"version": 1, "devices": [{"type": "b", "major": 7, "minor": 2, "devNode": "/dev/loop2", "identity": "x"}]}')).to.throw('devices[0].identity must be 16 hex digits'))
 
   it('a file it cannot decode is reported and left out', async function () {
     await writeFile(join(dir, 'owned-devices.json'), 'nope')

@@ -47,6 +47,16 @@ describe('claimCdiSpec', function () {
     expect(validate(spec), JSON.stringify(validate.errors)).to.equal(true)
   })
 
+  it('a device awaited (unplugged, its request tolerates it) is its marker only, as the null device, so that a container starts without it and is known to hold it; still valid CDI', async function () {
+    const [present, away] = devices
+    const spec = claimCdiSpec(uid, [present], [away.prepared])
+    expect(spec.devices.map((d) => d.name)).to.deep.equal([`${uid}-${ttyName}`, `${uid}-${loopName}`])
+    expect(spec.devices[1].containerEdits).to.deep.equal({deviceNodes: [{hostPath: '/dev/null', major: 1, minor: 3, path: `/dev/nfdctl/claims/${uid}/${loopName}`, permissions: 'rw', type: 'c'}]})
+    expect(parseClaimMarker(spec.devices[1].containerEdits.deviceNodes![0].path)).to.deep.equal({claimUid: uid, device: loopName})
+    const validate = await cdiValidator()
+    expect(validate(spec), JSON.stringify(validate.errors)).to.equal(true)
+  })
+
   it('one CDI device per claim device, named <claim uid>-<device>, with its node at the kernel path and the marker node, its type, numbers and access', function () {
     const tty0 = {hostPath: '/dev/ttyUSB0', major: 188, minor: 0, permissions: 'rw', type: 'c'}
     const loop3 = {hostPath: '/dev/loop3', major: 7, minor: 3, permissions: 'r', type: 'b'}

@@ -132,6 +132,26 @@ describe('ClaimLifecycle', function () {
     expect(await specOf(uidA)).to.include(deviceA.devNode)
   })
 
+  it('a claim whose request tolerates the unplugged taint: prepared with its unplugged device (the pool lists it), whose CDI entry is its marker as the null device until it is back', async function () {
+    const claim = allocatedClaim(uidA, 'a', deviceB, 'serial', node)
+    const request = claim.spec!.devices!.requests![0]
+    api.put({...claim, spec: {devices: {requests: [{...request, exactly: {...request.exactly, tolerations: [{key: 'devices.nfdctl.io/unplugged', operator: 'Exists'}]}}]}}})
+    present = [deviceA]
+    const claims = new ClaimLifecycle({...lifecycle().options, unplugged: () => new Map([[draNameOf(deviceB), {classes: ['serial'], device: deviceB}]])})
+    const response = await claims.prepare([claimRef(uidA, 'a')])
+    expect(response.claims[uidA].error).to.equal('')
+    const marker = claimMarkerPath(uidA, draNameOf(deviceB))
+    const nodes = (): Promise<Array<{path: string; hostPath: string}>> =>
+      specOf(uidA).then((text) => JSON.parse(text!).devices.flatMap((d: {containerEdits: {deviceNodes: unknown[]}}) => d.containerEdits.deviceNodes))
+    expect(await nodes()).to.deep.equal([{hostPath: '/dev/null', major: 1, minor: 3, path: marker, permissions: 'rw', type: 'c'}])
+    present = [deviceA, deviceB]
+    await claims.refreshSpecs()
+    expect((await nodes()).map((n) => [n.path, n.hostPath])).to.deep.equal([
+      [deviceB.devNode, deviceB.devNode],
+      [marker, deviceB.devNode],
+    ])
+  })
+
   it('gone claims are dropped once asked: deleted, or made again under another UID; one still there, or not answered for, is kept', async function () {
     const uidGone = 'cccccccc-0000-0000-0000-000000000003'
     const uidAgain = 'dddddddd-0000-0000-0000-000000000004'

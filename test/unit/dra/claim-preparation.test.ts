@@ -78,6 +78,7 @@ describe('prepareClaim', function () {
           device: nameOf(serialB),
           request: 'port',
           stableId: stableDeviceId(serialB),
+          toleratesUnplugged: undefined,
         },
       ],
       name: 'serial-claim',
@@ -86,6 +87,37 @@ describe('prepareClaim', function () {
       uid,
     })
     expect(made.devices).to.deep.equal([serialB])
+  })
+
+  it('prepares an unplugged device the pool lists (tainted) when its request tolerates the unplugged taint: recorded, not among the devices present; otherwise the claim waits', function () {
+    const gone = loop(9, {ID_SERIAL: 'gone', ID_SERIAL_SHORT: 'gone'})
+    const unplugged = (name: string) => (name === nameOf(gone) ? {classes: ['serial'], device: gone} : undefined)
+    const tolerating = (tolerations: object[]): NonNullable<Requests>[number] => ({exactly: {allocationMode: 'All', deviceClassName: 'serial.devices.nfdctl.io', tolerations} as never, name: 'all'})
+    const allOf = (request: NonNullable<Requests>[number]) =>
+      prepareClaim({claim: claim([request], [result('all', nameOf(serialA)), result('all', nameOf(gone))]), classes, members: (name) => members.get(name) ?? [], nodeName: node, uid, unplugged})
+    const made = prepared(allOf(tolerating([{effect: 'NoSchedule', key: 'devices.nfdctl.io/unplugged', operator: 'Exists'}])))
+    expect(made.devices, 'present now').to.deep.equal([serialA])
+    expect(made.prepared.devices.map((d) => [d.device, d.stableId, d.toleratesUnplugged])).to.deep.equal([
+      [nameOf(serialA), stableDeviceId(serialA), true],
+      [nameOf(gone), stableDeviceId(gone), true],
+    ])
+    for (const tolerations of [[{operator: 'Exists'}], [{key: 'devices.nfdctl.io/unplugged'}], [{key: 'devices.nfdctl.io/unplugged', operator: 'Exists'}]]) {
+      expect(prepared(allOf(tolerating(tolerations))).prepared.devices, JSON.stringify(tolerations)).to.have.length(2)
+    }
+    for (const tolerations of [
+      [],
+      [{effect: 'NoExecute', key: 'devices.nfdctl.io/unplugged', operator: 'Exists'}],
+      [{key: 'devices.nfdctl.io/unplugged', value: 'x'}],
+      [{key: 'example.com/other', operator: 'Exists'}],
+    ]) {
+      expect(error(allOf(tolerating(tolerations))), JSON.stringify(tolerations)).to.match(/is not present on node worker-1/)
+    }
+    // Not in the request's class (a device of another class the pool remembers): never prepared.
+    const elsewhere = (name: string) => (name === nameOf(gone) ? {classes: ['disks'], device: gone} : undefined)
+    const request = tolerating([{operator: 'Exists'}])
+    expect(error(prepareClaim({claim: claim([request], [result('all', nameOf(gone))]), classes, members: (name) => members.get(name) ?? [], nodeName: node, uid, unplugged: elsewhere}))).to.match(
+      /not present/,
+    )
   })
 
   it('prepares every result of the driver, in order, each with its own class; results of other drivers are not ours', function () {
