@@ -96,7 +96,9 @@ describe("OwnedDevices: every number that was a class device's on this node", fu
   it('keeps which device had each number: another device at the number, or none, is told apart from the same device back', async function () {
     const disk = (n: number, serial: string) => loop(n, {ID_SERIAL: serial, ID_SERIAL_SHORT: serial})
     const owned = new OwnedDevices({stateDir: dir})
-    for (const [n, serial] of [[1, 'd'], [2, 'e'], [3, 'f']] as const) await owned.add(disk(n, serial), ['disks'])
+    await owned.add(disk(1, 'd'), ['disks'])
+    await owned.add(disk(2, 'e'), ['disks'])
+    await owned.add(disk(3, 'f'), ['disks'])
     const again = new OwnedDevices({stateDir: dir})
     await again.load()
     expect(again.all().map((d) => d.identity)).to.deep.equal([identityDigest(disk(1, 'd')), identityDigest(disk(2, 'e')), identityDigest(disk(3, 'f'))])
