@@ -17,6 +17,7 @@ import {parseUevent} from '../src/lib/devices/uevent.js'
 import {NetlinkUeventSocket} from '../src/lib/sys/netlink-uevents.js'
 import {repoRoot} from '../harness/controlplane/paths.js'
 import {canUseLoopControl, loopControlAsync, removeLoopDevice} from '../harness/devices/loop-devices.js'
+import {firstLoop} from '../harness/devices/loop-owners.js'
 import {CliProcess} from '../harness/process/cli-process.js'
 import {waitFor} from '../harness/process/wait.js'
 
@@ -52,13 +53,13 @@ report(`scan all devices (${count} devices), p50`, `${percentile(scanTimes, 50).
 // 2. Parse throughput.
 const samples = [
   [
-    'add@/devices/virtual/block/loop200',
+    'add@/devices/virtual/block/loop900',
     'ACTION=add',
-    'DEVPATH=/devices/virtual/block/loop200',
+    'DEVPATH=/devices/virtual/block/loop900',
     'SUBSYSTEM=block',
     'MAJOR=7',
-    'MINOR=200',
-    'DEVNAME=loop200',
+    'MINOR=900',
+    'DEVNAME=loop900',
     'DEVTYPE=disk',
     'DISKSEQ=31',
     'SEQNUM=830',
@@ -73,7 +74,7 @@ const samples = [
     'DEVNAME=ttyUSB0',
     'SEQNUM=4242',
   ],
-  ['remove@/devices/virtual/bdi/7:200', 'ACTION=remove', 'DEVPATH=/devices/virtual/bdi/7:200', 'SUBSYSTEM=bdi', 'SEQNUM=831'],
+  ['remove@/devices/virtual/bdi/7:900', 'ACTION=remove', 'DEVPATH=/devices/virtual/bdi/7:900', 'SUBSYSTEM=bdi', 'SEQNUM=831'],
 ].map((parts) => Buffer.from(parts.join('\0') + '\0'))
 const total = 300_000
 const parseStarted = performance.now()
@@ -91,10 +92,10 @@ if (!canUseLoopControl()) {
   const classFile = join(dir, 'classes.yaml')
   writeFileSync(
     classFile,
-    'apiVersion: devices.nfdctl.io/v1alpha1\nkind: DeviceClass\nmetadata: {name: bench-loops}\nspec:\n  match: [{subsystem: block, devName: "loop2[0-9][0-9]"}]\n---\napiVersion: devices.nfdctl.io/v1alpha1\nkind: DeviceClass\nmetadata: {name: null-device}\nspec:\n  match: [{subsystem: mem, devName: "null"}]\n',
+    'apiVersion: devices.nfdctl.io/v1alpha1\nkind: DeviceClass\nmetadata: {name: bench-loops}\nspec:\n  match: [{subsystem: block, devName: "loop9[0-4][0-9]"}]\n---\napiVersion: devices.nfdctl.io/v1alpha1\nkind: DeviceClass\nmetadata: {name: null-device}\nspec:\n  match: [{subsystem: mem, devName: "null"}]\n',
   )
   const watch = new CliProcess(['devices', 'list', '--class-file', classFile, '--watch', '-o', 'json'], join(repoRoot, 'bin/run.js'))
-  const index = 200 + Math.floor(Math.random() * 50)
+  const index = firstLoop('bench/devices.ts') + Math.floor(Math.random() * 50)
   const ueventAt = new Map<string, number>()
   const socket = new NetlinkUeventSocket({
     onDatagram: (d) => {

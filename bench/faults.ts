@@ -22,6 +22,7 @@ import {parseArgs} from 'node:util'
 
 import {describeFindings, FaultStorm, type WindowPath} from '../harness/devices/fault-storm.js'
 import {canUseLoopControl} from '../harness/devices/loop-devices.js'
+import {firstLoop} from '../harness/devices/loop-owners.js'
 import {SeededRandom, seedFrom} from '../harness/seeded-random.js'
 import {percentile, row, verdict} from './measure.js'
 import {startNodeBench} from './setup.js'
@@ -73,14 +74,13 @@ const windowLabels: Record<WindowPath, string> = {
 }
 const env = await startNodeBench(log, {controllers: true})
 const dir = await mkdtemp(join(tmpdir(), 'nfdctl-bench-faults-'))
-// Loop devices 640-657 belong to this benchmark.
 const storm = new FaultStorm({
   cli: {bin: env.bin, launch: 'shebang'},
   dir,
   env,
   kills,
   log,
-  loopBase: 640,
+  loopBase: firstLoop('bench/faults.ts'),
   maxPods: 24,
   prefix: 'nfdctl-bench-faults',
   random: new SeededRandom(seed),

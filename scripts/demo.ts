@@ -70,7 +70,7 @@ if (notice === undefined) {
   lines.push(
     `the node and its control plane (network namespace ${half.netns}):`,
     `  nsenter --net=/run/netns/${half.netns} -- ${kubectl} --kubeconfig ${half.nodeKubeconfig} -n nfdctl-demo logs -f reader`,
-    `  stop it: npm run node:down; losetup -d /dev/loop${half.demoLoop} (the next npm run demo removes it too)`,
+    `  stop it: npm run node:down (it removes /dev/loop${half.demoLoop} too)`,
   )
 } else say(notice)
 

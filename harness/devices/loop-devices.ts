@@ -1,5 +1,5 @@
 import {execFile, spawnSync} from 'node:child_process'
-import {closeSync, openSync} from 'node:fs'
+import {closeSync, existsSync, openSync} from 'node:fs'
 import {truncate, writeFile} from 'node:fs/promises'
 import {join} from 'node:path'
 import {promisify} from 'node:util'
@@ -19,14 +19,31 @@ function loopControl<T>(fn: (fd: number) => T): T {
   }
 }
 
+const EEXIST = 17
+const ENODEV = 19
+
 /**
  * Creates /dev/loop<index> through /dev/loop-control (the kernel sends real `add` uevents for it). Needs
- * root. Use high, test-specific indexes: the kernel may be shared with other jobs.
+ * root. Use only the caller's own indexes (loop-owners.ts): the kernel is shared, so a device already at
+ * one of them is what an earlier run of the same owner left, and is removed (its backing file detached
+ * first) and added again rather than failing this run.
  */
 export function addLoopDevice(index: number): void {
   loopControl((fd) => {
-    if ((sys.ioctl(fd, LOOP_CTL_ADD, index) as number) < 0) throw new Error(`LOOP_CTL_ADD ${index} failed: ${errnoText(errno())}`)
+    if ((sys.ioctl(fd, LOOP_CTL_ADD, index) as number) >= 0) return
+    const code = errno()
+    if (code !== EEXIST) throw new Error(`LOOP_CTL_ADD ${index} failed: ${errnoText(code)}`)
+    removeLeftover(fd, index)
+    if ((sys.ioctl(fd, LOOP_CTL_ADD, index) as number) < 0) throw new Error(`LOOP_CTL_ADD ${index} failed after removing the leftover: ${errnoText(errno())}`)
   })
+}
+
+function removeLeftover(fd: number, index: number): void {
+  spawnSync('losetup', ['-d', `/dev/loop${index}`]) // fails harmlessly when nothing is bound
+  if ((sys.ioctl(fd, LOOP_CTL_REMOVE, index) as number) < 0) {
+    const code = errno()
+    if (code !== ENODEV) throw new Error(`loop${index} was left by an earlier run and cannot be removed (${errnoText(code)}): unmount it or close what holds it open`)
+  }
 }
 
 /** Removes /dev/loop<index> (real `remove` uevents). Ignores a device that is already gone. */
@@ -34,9 +51,18 @@ export function removeLoopDevice(index: number): void {
   loopControl((fd) => {
     if ((sys.ioctl(fd, LOOP_CTL_REMOVE, index) as number) < 0) {
       const code = errno()
-      if (code !== 19) throw new Error(`LOOP_CTL_REMOVE ${index} failed: ${errnoText(code)}`) // ENODEV: gone
+      if (code !== ENODEV) throw new Error(`LOOP_CTL_REMOVE ${index} failed: ${errnoText(code)}`)
     }
   })
+}
+
+/** Detaches and removes each of these loop devices that is present (what a run left behind); returns those it removed. */
+export function removeLeftoverLoops(indexes: readonly number[]): number[] {
+  const present = indexes.filter((index) => existsSync(`/sys/block/loop${index}`))
+  loopControl((fd) => {
+    for (const index of present) removeLeftover(fd, index)
+  })
+  return present
 }
 
 export function canUseLoopControl(): boolean {

@@ -7,6 +7,8 @@ import {join} from 'node:path'
 
 import {ControlPlane} from '../controlplane/control-plane.js'
 import {ensureBinaries, repoRoot} from '../controlplane/paths.js'
+import {removeLeftoverLoops} from '../devices/loop-devices.js'
+import {loopIndexes} from '../devices/loop-owners.js'
 import {createNetns, deleteNetns, netnsPath, netnsVariable, nodeIp} from './netns.js'
 import {TestNode} from './node.js'
 
@@ -30,6 +32,11 @@ if (process.getuid?.() !== 0) {
 if (process.env[netnsVariable] === undefined) {
   // The launcher half: make (or find) the namespace and run this script again inside it.
   if (command === 'up' && !existsSync(netnsPath(netns))) await createNetns(netns)
+  if (command === 'down') {
+    // The demo's loop devices are the kernel's, not the node's: stopping the node leaves them unless removed here.
+    const removed = removeLeftoverLoops(loopIndexes('scripts/demo/device-half.ts'))
+    if (removed.length > 0) log(`node: removed the demo's ${removed.map((index) => `/dev/loop${index}`).join(', ')}`)
+  }
   if (command === 'down' && !existsSync(netnsPath(netns))) {
     log('node: none was running')
     process.exit(0)

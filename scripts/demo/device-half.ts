@@ -6,6 +6,7 @@ import {dirname, join} from 'node:path'
 
 import {containerdBinary, ensureBinaries, repoRoot} from '../../harness/controlplane/paths.js'
 import {removeLoopDevice} from '../../harness/devices/loop-devices.js'
+import {loopIndexes} from '../../harness/devices/loop-owners.js'
 import {netnsPath} from '../../harness/node/netns.js'
 import {nodeLayoutPatch, shippedImage, writeOverlay} from '../../harness/node/workloads.js'
 import {waitFor} from '../../harness/process/wait.js'
@@ -23,8 +24,8 @@ const nodeDir = join(nodeRoot, 'node')
 const demoDir = join(nodeRoot, 'demo')
 export const nodeKubeconfig = join(nodeRoot, 'controlplane', 'kubeconfig')
 
-/** Loop devices 510-519 belong to the demo; it plugs the first and removes any of them an earlier run left. */
-export const demoLoops = Array.from({length: 10}, (_, i) => 510 + i)
+/** The demo's own loop devices (loop-owners.ts); it plugs the first and removes any of them an earlier run left, as npm run node:down does. */
+export const demoLoops = loopIndexes('scripts/demo/device-half.ts')
 export const demoLoop = demoLoops[0]!
 const className = 'demo-loop'
 const namespace = 'nfdctl-demo'
@@ -83,7 +84,7 @@ export async function deviceHalf(): Promise<DeviceHalf> {
   }
   await k('-n', 'nfdctl-system', 'rollout', 'status', 'daemonset/nfdctl-agent', '--timeout=3m')
 
-  say('a DeviceClass of the loop devices 510-519, and a pod in a namespace it admits that asks for it by annotation')
+  say(`a DeviceClass of the loop devices ${demoLoops[0]}-${demoLoops.at(-1)}, and a pod in a namespace it admits that asks for it by annotation`)
   const classFile = join(demoDir, 'demo-loop.yaml')
   const podFile = join(demoDir, 'reader.yaml')
   await writeFile(classFile, classYaml())
@@ -147,7 +148,7 @@ async function imageRef(archive: string): Promise<{name: string; tag: string}> {
 }
 
 function classYaml(): string {
-  return `# The class: the loop devices 510-519, which pods in namespaces labelled nfdctl-demo/devices=allowed may
+  return `# The class: the loop devices ${demoLoops[0]}-${demoLoops.at(-1)}, which pods in namespaces labelled nfdctl-demo/devices=allowed may
 # take by annotation (the agent enforces it; deploy/agent's admission policy refuses other namespaces' pods).
 apiVersion: devices.nfdctl.io/v1alpha1
 kind: DeviceClass
@@ -155,7 +156,7 @@ metadata:
   name: ${className}
 spec:
   match:
-  - {subsystem: block, devName: "loop51[0-9]"}
+  - {subsystem: block, devName: "loop${String(demoLoop).slice(0, -1)}[0-9]"}
   annotationAccess:
     namespaceSelector:
       matchLabels: {nfdctl-demo/devices: allowed}

@@ -12,13 +12,13 @@ import {checkDeviceInvariant, type InvariantReport} from '../../harness/devices/
 import {attachRuntimeProgram, detachDevicePrograms, ruleOf} from '../../harness/devices/device-programs.js'
 import {describeFindings, FaultStorm} from '../../harness/devices/fault-storm.js'
 import {canUseLoopControl} from '../../harness/devices/loop-devices.js'
+import {firstLoop} from '../../harness/devices/loop-owners.js'
 import {waitForPod, type NodeEnv} from '../../harness/node/pods.js'
 import {SeededRandom, seedFrom} from '../../harness/seeded-random.js'
 import {missingPrerequisite} from '../support/prerequisites.js'
 import {testNode} from '../support/test-node.js'
 
-// Loop devices 600-617 belong to this test (bench:faults takes 640-657).
-const loopBase = 600
+const loopBase = firstLoop('test/e2e/agent-faults.test.ts')
 const kills = Number(process.env.NFDCTL_FAULT_KILLS ?? 10)
 
 const log = (line: string): void => void process.stderr.write(`      ${line}\n`)

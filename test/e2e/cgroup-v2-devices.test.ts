@@ -14,7 +14,7 @@ import {addLoopDevice, canUseLoopControl, removeLoopDevice} from '../../harness/
 import {missingPrerequisite} from '../support/prerequisites.js'
 
 const run = promisify(execFile)
-// Loop device 420 belongs to these tests.
+// Loop devices 420-424 belong to these tests.
 const loop = 420
 
 const rule = ruleOf

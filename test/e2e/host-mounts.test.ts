@@ -14,7 +14,7 @@ import {waitFor} from '../../harness/process/wait.js'
 import {deviceClass} from '../support/device-class.js'
 import {missingPrerequisite} from '../support/prerequisites.js'
 
-// Loop devices 800-804 belong to these tests (the shipped plugins DaemonSet's test takes 805-809).
+// Loop device 800 belongs to these tests (agent-host-mounts.test.ts takes 801-804, plugins-host-mounts.test.ts 805-809).
 const index = 800
 
 const run = promisify(execFile)

@@ -12,6 +12,7 @@ import {registerWithKubelet} from '../../src/lib/kubelet/registration.js'
 import {kubernetesServiceIp} from '../../harness/controlplane/control-plane.js'
 import {containerdBinary} from '../../harness/controlplane/paths.js'
 import {BackedLoops, loopData} from '../../harness/devices/loop-devices.js'
+import {firstLoop} from '../../harness/devices/loop-owners.js'
 import {kubeletPluginDir} from '../../harness/node/host-changes.js'
 import {netnsPath, netnsVariable, nodeIp} from '../../harness/node/netns.js'
 import {allocatable, createNamespace, createPod, deletePods, podLog, runPod, waitForPod, type NodeEnv} from '../../harness/node/pods.js'
@@ -121,7 +122,7 @@ describe('the test node: a real kubelet and containerd', function () {
   it("injects a CDI device from the node's CDI directory into a pod's container through kubelet, and refuses an unknown one", async function () {
     this.timeout(120_000)
     if (!(await canUseLoops())) missingPrerequisite(this, 'loop devices (/dev/loop-control and losetup) are needed for a CDI device')
-    const index = 460
+    const index = firstLoop('test/e2e/node-harness.test.ts')
     const kind = 'nfdctl-test.example/loop'
     const dir = await mkdtemp(join(tmpdir(), 'nfdctl-cdi-'))
     const loops = new BackedLoops(dir)

@@ -20,7 +20,7 @@ const classesPath = '/apis/devices.nfdctl.io/v1alpha1/deviceclasses'
 const resource = 'devices.nfdctl.io/wl-mounted'
 const selector = 'app.kubernetes.io/name=nfdctl-plugins'
 const run = promisify(execFile)
-// Loop devices 805-809 belong to these tests (host-mounts.test.ts takes 800-804): the class takes loop805-809.
+// Loop devices 805-809 belong to these tests (host-mounts.test.ts takes 800, agent-host-mounts.test.ts 801-804): the class takes loop805-809.
 
 interface LogLine {
   msg: string

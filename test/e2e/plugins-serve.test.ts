@@ -24,7 +24,7 @@ import {testNode} from '../support/test-node.js'
 
 const run = promisify(execFile)
 
-// Loop devices 300-399 belong to these tests (devices.test.ts uses 200-249): loopc takes 390-399, loopd the rest (a
+// Loop devices 300-399 belong to these tests (harness/devices/loop-owners.ts): loopc takes 390-399, loopd the rest (a
 // device of an allocation Device class in another class too would be served by neither).
 const classes = `apiVersion: devices.nfdctl.io/v1alpha1
 kind: DeviceClass

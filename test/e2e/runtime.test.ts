@@ -11,6 +11,7 @@ import {allowDevice, denyDevice, deviceControlOf, readDeviceRules} from '../../s
 import {createDeviceNode, removeDeviceNode} from '../../src/lib/sys/device-nodes.js'
 import {PathInsideError} from '../../src/lib/sys/path-inside.js'
 import {addLoopDevice, canUseLoopControl, removeLoopDevice} from '../../harness/devices/loop-devices.js'
+import {firstLoop} from '../../harness/devices/loop-owners.js'
 import {deletePods, runPod, type NodeEnv} from '../../harness/node/pods.js'
 import {waitFor} from '../../harness/process/wait.js'
 import {missingPrerequisite} from '../support/prerequisites.js'
@@ -127,7 +128,7 @@ describe('runtime: containerd, cgroup v1 device rules and device nodes on the re
 
   it('hot-plugs a loop device into a running container (cgroup v1 rule + node through /proc/<pid>/root) and takes it away again', async function () {
     if (!canUseLoopControl()) missingPrerequisite(this, '/dev/loop-control is not usable')
-    const index = 380
+    const index = firstLoop('test/e2e/runtime.test.ts')
     const dir = await mkdtemp(join(tmpdir(), 'nfdctl-hotplug-'))
     addLoopDevice(index)
     try {

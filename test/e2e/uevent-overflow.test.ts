@@ -5,6 +5,7 @@ import {DeviceWatcher, type DeviceEvent} from '../../src/lib/devices/device-watc
 import {SysfsScanner} from '../../src/lib/devices/sysfs-scanner.js'
 import {NetlinkUeventSocket} from '../../src/lib/sys/netlink-uevents.js'
 import {addLoopDevice, canUseLoopControl, removeLoopDevice} from '../../harness/devices/loop-devices.js'
+import {firstLoop} from '../../harness/devices/loop-owners.js'
 import {waitFor} from '../../harness/process/wait.js'
 import {missingPrerequisite} from '../support/prerequisites.js'
 
@@ -44,7 +45,7 @@ describe('uevent receive-buffer overflow (ENOBUFS, real kernel)', function () {
   })
 
   it('rescans after an overflow, so a device added meanwhile is still reported', async function () {
-    const index = 250 + Math.floor(Math.random() * 5)
+    const index = firstLoop('test/e2e/uevent-overflow.test.ts') + Math.floor(Math.random() * 5)
     const events: DeviceEvent[] = []
     const warnings: string[] = []
     const logger = {child: () => logger, debug: () => {}, error: () => {}, info: () => {}, warn: (_f: object, m: string) => void warnings.push(m)}
