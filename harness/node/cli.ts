@@ -32,21 +32,31 @@ if (process.getuid?.() !== 0) {
 if (process.env[netnsVariable] === undefined) {
   // The launcher half: make (or find) the namespace and run this script again inside it.
   if (command === 'up' && !existsSync(netnsPath(netns))) await createNetns(netns)
-  if (command === 'down') {
-    // The demo's loop devices are the kernel's, not the node's: stopping the node leaves them unless removed here.
-    const removed = removeLeftoverLoops(loopIndexes('scripts/demo/device-half.ts'))
-    if (removed.length > 0) log(`node: removed the demo's ${removed.map((index) => `/dev/loop${index}`).join(', ')}`)
-  }
   if (command === 'down' && !existsSync(netnsPath(netns))) {
     log('node: none was running')
-    process.exit(0)
+    process.exit(removeDemoLoops())
   }
   const result = spawnSync('nsenter', [`--net=${netnsPath(netns)}`, '--', process.execPath, ...process.execArgv, ...process.argv.slice(1)], {
     env: {...process.env, [netnsVariable]: netns},
     stdio: 'inherit',
   })
   if (command === 'down' || result.status !== 0) await deleteNetns(netns)
-  process.exit(result.status ?? 1)
+  process.exit(command === 'down' ? Math.max(result.status ?? 1, removeDemoLoops()) : (result.status ?? 1))
+}
+
+/**
+ * The demo's loop devices are the kernel's, not the node's: stopping the node leaves them unless removed
+ * here, once no container of the node holds them open. Returns the exit code its part adds.
+ */
+function removeDemoLoops(): number {
+  try {
+    const removed = removeLeftoverLoops(loopIndexes('scripts/demo/device-half.ts'))
+    if (removed.length > 0) log(`node: removed the demo's ${removed.map((index) => `/dev/loop${index}`).join(', ')}`)
+    return 0
+  } catch (error) {
+    log(`node: ${(error as Error).message}`)
+    return 1
+  }
 }
 
 if (command === 'up') {
