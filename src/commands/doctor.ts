@@ -1,0 +1,41 @@
+import * as Flags from '@oclif/core/flags'
+
+import {clusterFlags} from '../cli/kube-flags.js'
+import {NfdctlCommand} from '../cli/nfdctl-command.js'
+import {renderDoctor} from '../cli/render-doctor.js'
+import type {OutputFormat} from '../cli/render-sweep.js'
+import {judgeCluster} from '../lib/doctor/cluster-checks.js'
+import {readClusterFacts} from '../lib/doctor/cluster-facts.js'
+import {doctorExitCode, type DoctorReport} from '../lib/doctor/findings.js'
+import {openCluster} from '../lib/kube/connect.js'
+
+export default class Doctor extends NfdctlCommand {
+  static override description =
+    `Read the cluster and say, per feature nfdctl offers (gc, device plugins, agent, DRA, DRA by limit, device taints, admission policies), whether it works here and what to change.
+
+Reads the API server's and kubelets' versions, what the API server serves (resource.k8s.io/v1, ValidatingAdmissionPolicy), whether it keeps a DeviceClass's extendedResourceName and device taints (server-side dry-run creates, which persist nothing and need create permission: a refusal is a warning), the DeviceClass CRD against the one this nfdctl ships, and which selected nodes' agents report each class.
+
+A feature a class of the cluster uses that does not work fails; one no class uses is a warning. Without the DeviceClass CRD, the device features are reported not installed (a warning: gc needs no CRD of its own).
+
+Exit codes: 0 every feature the cluster's classes use works, 1 some does not (or the API server could not be read), 2 bad flags or configuration.`
+  static override enableJsonFlag = true
+  static override examples = ['<%= config.bin %> <%= command.id %>', '<%= config.bin %> <%= command.id %> --context prod -o yaml']
+  static override flags = {
+    ...clusterFlags,
+    output: Flags.option({char: 'o', default: 'table', description: 'output format', options: ['table', 'json', 'yaml'] as const})(),
+  }
+
+  async run(): Promise<DoctorReport> {
+    const {flags} = await this.parse(Doctor)
+    const {client, origin} = await openCluster({context: flags.context, kubeconfig: flags.kubeconfig}, {maxConnections: 8})
+    try {
+      const findings = judgeCluster(await readClusterFacts(client, this.signal))
+      const report: DoctorReport = {findings, server: origin}
+      if (!this.jsonEnabled()) this.log(renderDoctor(report, flags.output as OutputFormat))
+      process.exitCode = doctorExitCode(findings)
+      return report
+    } finally {
+      client.close()
+    }
+  }
+}
