@@ -1,4 +1,6 @@
 import {expect} from 'chai'
+import {execFile} from 'node:child_process'
+import {promisify} from 'node:util'
 
 import {deviceClassesPath} from '../../src/lib/devices/cluster-classes.js'
 import type {DoctorReport, Finding} from '../../src/lib/doctor/findings.js'
@@ -6,6 +8,7 @@ import type {KubeClient} from '../../src/lib/kube/kube-client.js'
 import type {ControlPlane} from '../../harness/controlplane/control-plane.js'
 import {startControlPlane} from '../support/cluster.js'
 import {deviceClassManifest} from '../support/device-class.js'
+import {installedCli} from '../support/installed-cli.js'
 import {nfdctl} from '../support/run-cli.js'
 
 const mergePatch = 'application/merge-patch+json'
@@ -84,6 +87,14 @@ describe('nfdctl doctor against kube-apiserver v1.37.2: tells a current cluster 
       const table = await nfdctl(['doctor', '--kubeconfig', plane.kubeconfig])
       expect(table.stdout).to.match(/^FEATURE\s+STATUS\s+CHECK\s+FOUND/)
       expect(table.stdout).to.match(/: 0 failed, \d+ warnings, \d+ ok\n?$/)
+    })
+
+    it('the installed CLI has doctor: the same verdict, exit 0, as a process', async function () {
+      this.timeout(120_000) // the installed package is compiled once per run
+      const cli = await installedCli()
+      const {stdout} = await promisify(execFile)(process.execPath, [cli.bin, 'doctor', '--kubeconfig', plane.kubeconfig])
+      expect(stdout).to.match(/^FEATURE\s+STATUS\s+CHECK\s+FOUND/)
+      expect(stdout).to.match(/: 0 failed, \d+ warnings, \d+ ok\n$/)
     })
 
     it('without create permission the dry runs are warnings that say so, not a crash', async function () {
