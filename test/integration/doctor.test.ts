@@ -1,5 +1,6 @@
 import {expect} from 'chai'
 import {execFile} from 'node:child_process'
+import {existsSync} from 'node:fs'
 import {promisify} from 'node:util'
 
 import {deviceClassesPath} from '../../src/lib/devices/cluster-classes.js'
@@ -95,6 +96,15 @@ describe('nfdctl doctor against kube-apiserver v1.37.2: tells a current cluster 
       const {stdout} = await promisify(execFile)(process.execPath, [cli.bin, 'doctor', '--kubeconfig', plane.kubeconfig])
       expect(stdout).to.match(/^FEATURE\s+STATUS\s+CHECK\s+FOUND/)
       expect(stdout).to.match(/: 0 failed, \d+ warnings, \d+ ok\n$/)
+    })
+
+    it("--node adds this host as the agent needs it, read by the agent's own host check", async function () {
+      const run = await nfdctl<DoctorReport>(['doctor', '--kubeconfig', plane.kubeconfig, '--node', '--containerd-address', '/nonexistent/containerd.sock', '-o', 'json'])
+      const findings = (JSON.parse(run.stdout) as DoctorReport).findings
+      const mode = existsSync('/sys/fs/cgroup/cgroup.controllers') ? /^cgroup v2/ : /^cgroup v1/
+      expect(findings.find((f) => f.check === 'cgroup mode')?.found).to.match(mode)
+      expect(findings.find((f) => f.check === 'containerd answers')).to.include({status: 'warn'})
+      expect(findings.find((f) => f.check === 'containerd answers')?.found).to.include('/nonexistent/containerd.sock')
     })
 
     it('without create permission the dry runs are warnings that say so, not a crash', async function () {

@@ -189,7 +189,7 @@ function classAgents(c: ClassFacts, nodes: readonly NodeFacts[]): Finding {
     return {
       check,
       feature: 'agent',
-      fix: `deploy the agent DaemonSet (deploy/) to ${list(silent)} and check its pods' logs (kubectl -n nfdctl logs)`,
+      fix: `deploy the agent DaemonSet (deploy/) to ${list(silent)} and check its pods (kubectl -n nfdctl-system get pods -o wide)`,
       found: `${silent.length} of ${selected.length} selected nodes report class ${name} nowhere: ${list(silent)}`,
       status: 'fail',
     }
