@@ -126,6 +126,13 @@ describe('nfdctl doctor against kube-apiserver v1.37.2: tells a current cluster 
       }
     })
 
+    it('a user who may read nothing: each refused read is a warning naming what to grant, exit 0, no crash', async function () {
+      const {exitCode, findings} = await doctor(await plane.kubeconfigFor('doctor-nobody'))
+      expect(findings.filter((f) => f.check.startsWith('read ')).map((f) => f.check)).to.have.members(['read nodes', 'read customresourcedefinitions', 'read deviceclasses.devices.nfdctl.io'])
+      expect(findings.filter((f) => f.status === 'fail')).to.deep.equal([])
+      expect(exitCode).to.equal(0)
+    })
+
     it('an edited CRD is outdated and fails while classes exist, with the apply command', async function () {
       const crd = await client.request<{spec: {versions: Array<{schema: {openAPIV3Schema: {description?: string}}}>}}>('GET', crdPath)
       crd.spec.versions[0].schema.openAPIV3Schema.description = 'edited by hand'

@@ -25,7 +25,22 @@ function containerdWithoutCdiDefault(runtime: string): boolean {
 
 export function judgeCluster(facts: ClusterFacts): Finding[] {
   const used = usedFeatures(facts.classes)
-  return [...serverFindings(facts, used.dra), ...nodeFindings(facts.nodes, used.dra), ...draFindings(facts, used.dra), ...crdFindings(facts, used.any), ...agentFindings(facts)]
+  return [
+    ...serverFindings(facts, used.dra),
+    ...nodeFindings(facts.nodes, used.dra),
+    ...draFindings(facts, used.dra),
+    ...crdFindings(facts, used.any),
+    ...agentFindings(facts),
+    ...facts.refusedReads.map(
+      (r): Finding => ({
+        check: `read ${r.what}`,
+        feature: 'agent',
+        fix: `grant get and list on ${r.what} to the user doctor runs as (a read-only ClusterRole)`,
+        found: `cannot read ${r.what}, so what depends on them is not checked: ${r.message}`,
+        status: 'warn',
+      }),
+    ),
+  ]
 }
 
 function usedFeatures(classes: readonly ClassFacts[]): {any: boolean; dra: boolean} {
@@ -54,7 +69,8 @@ function serverFindings(facts: ClusterFacts, draUsed: boolean): Finding[] {
   return findings
 }
 
-function nodeFindings(nodes: readonly NodeFacts[], draUsed: boolean): Finding[] {
+function nodeFindings(nodes: readonly NodeFacts[] | undefined, draUsed: boolean): Finding[] {
+  if (nodes === undefined) return []
   if (nodes.length === 0) return [{check: 'nodes', feature: 'agent', fix: 'join nodes to the cluster', found: 'the cluster has no Node', status: 'warn'}]
   const findings: Finding[] = []
   const old = nodes.filter((n) => (minorOf(n.kubeletVersion) ?? 0) < draMinimumMinor)
@@ -143,7 +159,9 @@ function probeFinding(probe: Probe | undefined, text: {check: string; feature: F
 function crdFindings(facts: ClusterFacts, classesUsed: boolean): Finding[] {
   const apply = `kubectl apply -f ${deviceClassCrdPath}`
   const findings: Finding[] = []
-  if (facts.crd.state === 'missing') {
+  if (facts.crd === undefined) {
+    // Unreadable: the refused read says so.
+  } else if (facts.crd.state === 'missing') {
     findings.push({
       check: 'DeviceClass CRD',
       feature: 'agent',
@@ -175,9 +193,18 @@ function agentFindings(facts: ClusterFacts): Finding[] {
 const featureOf = (c: ClassFacts): Finding['feature'] => (c.deviceClass.spec.allocation === 'DRA' ? 'DRA' : 'device plugins')
 
 /** Which of the class's selected nodes have an agent reporting it at the class's generation. */
-function classAgents(c: ClassFacts, nodes: readonly NodeFacts[]): Finding {
+function classAgents(c: ClassFacts, nodes: readonly NodeFacts[] | undefined): Finding {
   const {name, generation} = c.deviceClass.metadata
   const check = `agents report class ${name} (${c.deviceClass.spec.allocation === 'DRA' ? draClassName(name) : c.deviceClass.spec.allocation})`
+  if (nodes === undefined) {
+    return {
+      check,
+      feature: 'agent',
+      fix: 'grant list on nodes to see which selected nodes do not report',
+      found: `${c.reports.length} nodes report class ${name}; which nodes it selects is unknown`,
+      status: 'warn',
+    }
+  }
   const selected = nodes.filter((n) => matchesLabelSelector(c.deviceClass.spec.nodeSelector, n.labels)).map((n) => n.name)
   const reported = new Map(c.reports.map((r) => [r.node, r]))
   const silent = selected.filter((n) => !reported.has(n))

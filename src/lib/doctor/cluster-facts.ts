@@ -41,33 +41,53 @@ export interface ClusterFacts {
   readonly serverVersion: string
   /** The minor version the API server emulates (--emulated-version), when it says one (1.31 and later). */
   readonly emulatedMinor?: number
-  readonly nodes: readonly NodeFacts[]
+  /** Absent when the Nodes could not be listed (see refusedReads). */
+  readonly nodes?: readonly NodeFacts[]
   readonly resourceV1: boolean
   /** Absent when resource.k8s.io/v1 is not served (nothing to probe). */
   readonly extendedResourceName?: Probe
   readonly deviceTaints?: Probe
   readonly admissionPolicies: boolean
-  readonly crd: CrdFacts
+  /** Absent when the CRD could not be read (see refusedReads). */
+  readonly crd?: CrdFacts
   readonly classes: readonly ClassFacts[]
   /** One line per class the API server holds that fails nfdctl's validation. */
   readonly invalidClasses: readonly string[]
+  /** Reads the server refused (403): doctor says what it could not see instead of stopping. */
+  readonly refusedReads: readonly RefusedRead[]
+}
+
+export interface RefusedRead {
+  /** What could not be read, as RBAC names it, e.g. "nodes". */
+  readonly what: string
+  readonly message: string
 }
 
 const crdPath = `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/deviceclasses.${resourceDomain}`
 const probeName = 'nfdctl-doctor-probe-'
 
 export async function readClusterFacts(client: KubeClient, signal?: AbortSignal): Promise<ClusterFacts> {
+  const refusedReads: RefusedRead[] = []
+  const unlessForbidden = async <T>(what: string, read: Promise<T>): Promise<T | undefined> => {
+    try {
+      return await read
+    } catch (error) {
+      if (!isStatus(error, 'Forbidden')) throw error
+      refusedReads.push({message: errorMessage(error), what})
+      return undefined
+    }
+  }
   const [version, nodes, resourceV1, admissionPolicies, crd] = await Promise.all([
     client.request<{gitVersion?: string; emulationMajor?: string; emulationMinor?: string}>('GET', '/version', {signal}),
-    readNodes(client, signal),
+    unlessForbidden('nodes', readNodes(client, signal)),
     serves(client, '/apis/resource.k8s.io/v1', 'resourceslices', signal),
     serves(client, '/apis/admissionregistration.k8s.io/v1', 'validatingadmissionpolicies', signal),
-    readCrd(client, signal),
+    unlessForbidden('customresourcedefinitions', readCrd(client, signal)),
   ])
   const [extendedResourceName, deviceTaints] = resourceV1 ? await Promise.all([probeExtendedResourceName(client, signal), probeDeviceTaints(client, signal)]) : []
-  const {classes, invalidClasses} = crd.state === 'missing' ? {classes: [], invalidClasses: []} : await readClasses(client, signal)
+  const {classes, invalidClasses} = (crd?.state !== 'missing' && (await unlessForbidden(`deviceclasses.${resourceDomain}`, readClasses(client, signal)))) || {classes: [], invalidClasses: []}
   const emulatedMinor = version.emulationMajor === '1' && version.emulationMinor ? Number.parseInt(version.emulationMinor, 10) : undefined
-  return {admissionPolicies, classes, crd, deviceTaints, emulatedMinor, extendedResourceName, invalidClasses, nodes, resourceV1, serverVersion: version.gitVersion ?? 'unknown'}
+  return {admissionPolicies, classes, crd, deviceTaints, emulatedMinor, extendedResourceName, invalidClasses, nodes, refusedReads, resourceV1, serverVersion: version.gitVersion ?? 'unknown'}
 }
 
 async function readNodes(client: KubeClient, signal?: AbortSignal): Promise<NodeFacts[]> {

@@ -29,6 +29,7 @@ const healthy: ClusterFacts = {
   extendedResourceName: 'kept',
   invalidClasses: [],
   nodes: [node('a'), node('b')],
+  refusedReads: [],
   resourceV1: true,
   serverVersion: 'v1.37.2',
 }
@@ -125,6 +126,29 @@ describe('doctor: the judgements over the cluster facts', function () {
     const changed = structuredClone(shipped)
     ;(changed.spec.versions[0].schema as {openAPIV3Schema: {required: string[]}}).openAPIV3Schema.required = []
     expect(crdVersionsDigest(changed)).not.to.equal(crdVersionsDigest(shipped))
+  })
+})
+
+describe('doctor: reads the server refused', function () {
+  it('each is a warning naming what to grant; the checks that needed it are left out, not failed', function () {
+    const findings = judgeCluster({
+      ...healthy,
+      classes: [{deviceClass: deviceClass('cams', 'Class'), reports: reportedBy('a')}],
+      crd: undefined,
+      nodes: undefined,
+      refusedReads: [
+        {message: 'GET /api/v1/nodes: 403 Forbidden', what: 'nodes'},
+        {message: 'GET …customresourcedefinitions/…: 403 Forbidden', what: 'customresourcedefinitions'},
+      ],
+    })
+    expect(findings.filter((f) => f.check.startsWith('read ')).map((f) => [f.check, f.status])).to.deep.equal([
+      ['read nodes', 'warn'],
+      ['read customresourcedefinitions', 'warn'],
+    ])
+    expect(findings.find((f) => f.check === 'read nodes')?.fix).to.equal('grant get and list on nodes to the user doctor runs as (a read-only ClusterRole)')
+    expect(findings.filter((f) => f.check === 'kubelet version' || f.check === 'DeviceClass CRD')).to.deep.equal([])
+    expect(findings.find((f) => f.check.startsWith('agents report class cams'))).to.include({found: '1 nodes report class cams; which nodes it selects is unknown', status: 'warn'})
+    expect(doctorExitCode(findings)).to.equal(0)
   })
 })
 
