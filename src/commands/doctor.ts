@@ -26,7 +26,7 @@ Exit codes: 0 every feature the cluster's classes use works, 1 some does not (or
   static override examples = [
     '<%= config.bin %> <%= command.id %>',
     '<%= config.bin %> <%= command.id %> --context prod -o yaml',
-    'kubectl -n nfdctl-system exec ds/nfdctl-agent -- nfdctl <%= command.id %> --node',
+    'kubectl -n nfdctl-system exec ds/nfdctl-agent -- node /usr/local/lib/nfdctl/bin/run.js <%= command.id %> --node',
   ]
   static override flags = {
     ...clusterFlags,
