@@ -45,6 +45,12 @@ async function doctor(kubeconfig: string): Promise<{exitCode: number; findings: 
   return {exitCode: run.exitCode, findings: (JSON.parse(run.stdout) as DoctorReport).findings, stdout: run.stdout}
 }
 
+/** The resource.k8s.io DeviceClass the agent with --dra publishes for a DRA class. */
+async function publishDraClass(client: KubeClient, className: string): Promise<void> {
+  const name = `${className}.devices.nfdctl.io`
+  await client.request('POST', '/apis/resource.k8s.io/v1/deviceclasses', {body: {apiVersion: 'resource.k8s.io/v1', kind: 'DeviceClass', metadata: {name}, spec: {}}})
+}
+
 const statuses = (findings: readonly Finding[], feature: Finding['feature']) => findings.filter((f) => f.feature === feature).map((f) => f.status)
 
 describe('nfdctl doctor against kube-apiserver v1.37.2: tells a current cluster from an older one and from one without the CRD', function () {
@@ -74,6 +80,7 @@ describe('nfdctl doctor against kube-apiserver v1.37.2: tells a current cluster 
       expect(findings.find((f) => f.check === 'kubelet version')).to.include({found: 'kubelets v1.37.2', status: 'ok'})
       const agents = findings.find((f) => f.check.startsWith('agents report class cams'))
       expect(agents).to.include({found: '1 of 2 selected nodes report class cams nowhere: cam-2', status: 'fail'})
+      expect(findings.find((f) => f.check === 'resource.k8s.io DeviceClass cams.devices.nfdctl.io')).to.include({status: 'fail'})
       expect(exitCode).to.equal(1)
       // Dry runs persist nothing.
       const kept = await client.request<{items: Array<{metadata: {name: string}}>}>('GET', '/apis/resource.k8s.io/v1/deviceclasses')
@@ -82,7 +89,9 @@ describe('nfdctl doctor against kube-apiserver v1.37.2: tells a current cluster 
 
     it('every selected node reporting: nothing fails, exit 0; the table says so', async function () {
       await report(client, 'cams', ['cam-1', 'cam-2'])
+      await publishDraClass(client, 'cams')
       const {exitCode, findings} = await doctor(plane.kubeconfig)
+      expect(findings.find((f) => f.check === 'resource.k8s.io DeviceClass cams.devices.nfdctl.io')).to.include({status: 'ok'})
       expect(findings.filter((f) => f.status === 'fail')).to.deep.equal([])
       expect(exitCode).to.equal(0)
       const table = await nfdctl(['doctor', '--kubeconfig', plane.kubeconfig])
@@ -128,7 +137,12 @@ describe('nfdctl doctor against kube-apiserver v1.37.2: tells a current cluster 
 
     it('a user who may read nothing: each refused read is a warning naming what to grant, exit 0, no crash', async function () {
       const {exitCode, findings} = await doctor(await plane.kubeconfigFor('doctor-nobody'))
-      expect(findings.filter((f) => f.check.startsWith('read ')).map((f) => f.check)).to.have.members(['read nodes', 'read customresourcedefinitions', 'read deviceclasses.devices.nfdctl.io'])
+      expect(findings.filter((f) => f.check.startsWith('read ')).map((f) => f.check)).to.have.members([
+        'read nodes',
+        'read customresourcedefinitions',
+        'read deviceclasses.devices.nfdctl.io',
+        'read deviceclasses.resource.k8s.io',
+      ])
       expect(findings.filter((f) => f.status === 'fail')).to.deep.equal([])
       expect(exitCode).to.equal(0)
     })
@@ -153,6 +167,7 @@ describe('nfdctl doctor against kube-apiserver v1.37.2: tells a current cluster 
       await addNode(client, 'cam-1')
       await client.request('POST', deviceClassesPath, {body: deviceClassManifest('cams', {allocation: 'DRA'})})
       await report(client, 'cams', ['cam-1'])
+      await publishDraClass(client, 'cams')
     })
 
     after(() => client?.close())

@@ -187,7 +187,24 @@ function crdFindings(facts: ClusterFacts, classesUsed: boolean): Finding[] {
 }
 
 function agentFindings(facts: ClusterFacts): Finding[] {
-  return facts.classes.map((c) => classAgents(c, facts.nodes))
+  return facts.classes.flatMap((c) => [classAgents(c, facts.nodes), ...draClassPublished(c, facts.draDeviceClasses)])
+}
+
+/** The agents with --dra publish each DRA class as the resource.k8s.io DeviceClass claims name. */
+function draClassPublished(c: ClassFacts, published: readonly string[] | undefined): Finding[] {
+  if (c.deviceClass.spec.allocation !== 'DRA' || published === undefined) return []
+  const name = draClassName(c.deviceClass.metadata.name)
+  const check = `resource.k8s.io DeviceClass ${name}`
+  if (published.includes(name)) return [{check, feature: 'DRA', found: `${name} is published: claims can ask for it`, status: 'ok'}]
+  return [
+    {
+      check,
+      feature: 'DRA',
+      fix: 'run the agent as DRA driver (devices agent --dra: kubectl apply -k deploy/agent-dra)',
+      found: `no resource.k8s.io DeviceClass ${name}: no agent runs as DRA driver, so claims for the class stay pending`,
+      status: 'fail',
+    },
+  ]
 }
 
 const featureOf = (c: ClassFacts): Finding['feature'] => (c.deviceClass.spec.allocation === 'DRA' ? 'DRA' : 'device plugins')

@@ -48,6 +48,8 @@ export interface ClusterFacts {
   readonly extendedResourceName?: Probe
   readonly deviceTaints?: Probe
   readonly admissionPolicies: boolean
+  /** The names of the resource.k8s.io DeviceClasses; absent when resource.k8s.io/v1 is not served or they could not be read. */
+  readonly draDeviceClasses?: readonly string[]
   /** Absent when the CRD could not be read (see refusedReads). */
   readonly crd?: CrdFacts
   readonly classes: readonly ClassFacts[]
@@ -84,10 +86,29 @@ export async function readClusterFacts(client: KubeClient, signal?: AbortSignal)
     serves(client, '/apis/admissionregistration.k8s.io/v1', 'validatingadmissionpolicies', signal),
     unlessForbidden('customresourcedefinitions', readCrd(client, signal)),
   ])
-  const [extendedResourceName, deviceTaints] = resourceV1 ? await Promise.all([probeExtendedResourceName(client, signal), probeDeviceTaints(client, signal)]) : []
+  const [extendedResourceName, deviceTaints, draDeviceClasses] = resourceV1
+    ? await Promise.all([
+        probeExtendedResourceName(client, signal),
+        probeDeviceTaints(client, signal),
+        unlessForbidden('deviceclasses.resource.k8s.io', readNames(client, '/apis/resource.k8s.io/v1/deviceclasses', signal)),
+      ])
+    : []
   const {classes, invalidClasses} = (crd?.state !== 'missing' && (await unlessForbidden(`deviceclasses.${resourceDomain}`, readClasses(client, signal)))) || {classes: [], invalidClasses: []}
   const emulatedMinor = version.emulationMajor === '1' && version.emulationMinor ? Number.parseInt(version.emulationMinor, 10) : undefined
-  return {admissionPolicies, classes, crd, deviceTaints, emulatedMinor, extendedResourceName, invalidClasses, nodes, refusedReads, resourceV1, serverVersion: version.gitVersion ?? 'unknown'}
+  return {
+    admissionPolicies,
+    classes,
+    crd,
+    deviceTaints,
+    draDeviceClasses,
+    emulatedMinor,
+    extendedResourceName,
+    invalidClasses,
+    nodes,
+    refusedReads,
+    resourceV1,
+    serverVersion: version.gitVersion ?? 'unknown',
+  }
 }
 
 async function readNodes(client: KubeClient, signal?: AbortSignal): Promise<NodeFacts[]> {
@@ -99,6 +120,11 @@ async function readNodes(client: KubeClient, signal?: AbortSignal): Promise<Node
     labels: n.metadata.labels ?? {},
     name: n.metadata.name,
   }))
+}
+
+async function readNames(client: KubeClient, path: string, signal?: AbortSignal): Promise<string[]> {
+  const list = await client.request<{items?: Array<{metadata: {name: string}}>}>('GET', path, {signal})
+  return (list.items ?? []).map((i) => i.metadata.name)
 }
 
 /** Whether discovery lists the resource in the group version (404: the group version is not served). */

@@ -26,6 +26,7 @@ const healthy: ClusterFacts = {
   classes: [],
   crd: {state: 'current'},
   deviceTaints: 'kept',
+  draDeviceClasses: ['cams.devices.nfdctl.io'],
   extendedResourceName: 'kept',
   invalidClasses: [],
   nodes: [node('a'), node('b')],
@@ -126,6 +127,16 @@ describe('doctor: the judgements over the cluster facts', function () {
     const changed = structuredClone(shipped)
     ;(changed.spec.versions[0].schema as {openAPIV3Schema: {required: string[]}}).openAPIV3Schema.required = []
     expect(crdVersionsDigest(changed)).not.to.equal(crdVersionsDigest(shipped))
+  })
+})
+
+describe('doctor: DRA classes published as resource.k8s.io DeviceClasses', function () {
+  it('a DRA class without its resource.k8s.io DeviceClass fails, naming the DRA agent; other allocations need none', function () {
+    const missing = judgeCluster({...healthy, classes: [{deviceClass: deviceClass('scopes', 'DRA'), reports: reportedBy('a', 'b')}]})
+    expect(missing.find((f) => f.check === 'resource.k8s.io DeviceClass scopes.devices.nfdctl.io')).to.include({status: 'fail'})
+    expect(missing.find((f) => f.check.startsWith('resource.k8s.io DeviceClass'))?.fix).to.include('--dra')
+    const device = judgeCluster({...healthy, classes: [{deviceClass: deviceClass('scopes', 'Device'), reports: reportedBy('a', 'b')}]})
+    expect(device.filter((f) => f.check.startsWith('resource.k8s.io DeviceClass'))).to.deep.equal([])
   })
 })
 
