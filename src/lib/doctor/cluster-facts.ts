@@ -5,11 +5,10 @@
  */
 import {createHash} from 'node:crypto'
 
-import {listedClass} from '../devices/cluster-classes.js'
+import {deviceClassesPath, listedClass} from '../devices/cluster-classes.js'
 import {deviceClassCrd} from '../devices/device-class-crd.js'
 import {resourceDomain, resourceNameOf} from '../devices/resource-names.js'
 import type {DeviceClass} from '../devices/types.js'
-import {deviceClassesPath} from '../devices/cluster-classes.js'
 import {errorMessage} from '../errors.js'
 import {isStatus} from '../kube/api-error.js'
 import type {KubeClient} from '../kube/kube-client.js'
