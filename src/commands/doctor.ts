@@ -15,7 +15,7 @@ export default class Doctor extends NfdctlCommand {
   static override description =
     `Read the cluster and say, per feature nfdctl offers (gc, device plugins, agent, DRA, DRA by limit, device taints, admission policies), whether it works here and what to change.
 
-Reads the API server's and kubelets' versions, what the API server serves (resource.k8s.io/v1, ValidatingAdmissionPolicy), whether it keeps a DeviceClass's extendedResourceName and device taints (server-side dry-run creates, which persist nothing and need create permission: a refusal is a warning), the DeviceClass CRD against the one this nfdctl ships, and which selected nodes' agents report each class.
+Reads the API server's and kubelets' versions, what the API server serves (resource.k8s.io/v1, ValidatingAdmissionPolicy), whether it keeps a DeviceClass's extendedResourceName and device taints (server-side dry-run creates, which persist nothing and need create permission: a refusal is a warning), the DeviceClass CRD against the one this nfdctl ships, which selected nodes' agents report each class and whether the agents' pods are Ready, and whether each DRA class is published as a resource.k8s.io DeviceClass.
 
 With --node (the agent's image on a node, with the agent's pod spec): also this host as the agent needs it (the host's PID namespace, /dev and writable cgroups, the same check the agent makes at start) and the cgroup mode.
 

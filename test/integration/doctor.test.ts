@@ -142,9 +142,25 @@ describe('nfdctl doctor against kube-apiserver v1.37.2: tells a current cluster 
         'read customresourcedefinitions',
         'read deviceclasses.devices.nfdctl.io',
         'read deviceclasses.resource.k8s.io',
+        'read pods',
       ])
       expect(findings.filter((f) => f.status === 'fail')).to.deep.equal([])
       expect(exitCode).to.equal(0)
+    })
+
+    it('an agent pod not Ready on a node a class selects fails, naming the pod', async function () {
+      await client.request('POST', '/api/v1/namespaces', {body: {apiVersion: 'v1', kind: 'Namespace', metadata: {name: 'nfdctl-system'}}})
+      await client.request('POST', '/api/v1/namespaces/nfdctl-system/serviceaccounts', {body: {apiVersion: 'v1', kind: 'ServiceAccount', metadata: {name: 'default'}}})
+      const pod = {
+        apiVersion: 'v1',
+        kind: 'Pod',
+        metadata: {labels: {'app.kubernetes.io/name': 'nfdctl-agent'}, name: 'nfdctl-agent-x1'},
+        spec: {automountServiceAccountToken: false, containers: [{image: 'nfdctl:test', name: 'agent'}], nodeName: 'cam-2'},
+      }
+      await client.request('POST', '/api/v1/namespaces/nfdctl-system/pods', {body: pod})
+      const {exitCode, findings} = await doctor(plane.kubeconfig)
+      expect(findings.find((f) => f.check === 'agent pods ready')).to.include({found: '1 of 1 agent pods not Ready: nfdctl-system/nfdctl-agent-x1 on cam-2', status: 'fail'})
+      expect(exitCode).to.equal(1)
     })
 
     it('an edited CRD is outdated and fails while classes exist, with the apply command', async function () {

@@ -31,6 +31,7 @@ export function judgeCluster(facts: ClusterFacts): Finding[] {
     ...draFindings(facts, used.dra),
     ...crdFindings(facts, used.any),
     ...agentFindings(facts),
+    ...agentPodFindings(facts),
     ...facts.refusedReads.map(
       (r): Finding => ({
         check: `read ${r.what}`,
@@ -188,6 +189,28 @@ function crdFindings(facts: ClusterFacts, classesUsed: boolean): Finding[] {
 
 function agentFindings(facts: ClusterFacts): Finding[] {
   return facts.classes.flatMap((c) => [classAgents(c, facts.nodes), ...draClassPublished(c, facts.draDeviceClasses)])
+}
+
+/** The agents' pods: one not Ready on a node a class selects means that node's devices are not served. */
+function agentPodFindings(facts: ClusterFacts): Finding[] {
+  if (facts.agentPods === undefined || facts.classes.length === 0) return []
+  const check = 'agent pods ready'
+  if (facts.agentPods.length === 0) {
+    return [{check, feature: 'agent', fix: 'deploy the agent (kubectl apply -k deploy/agent, or the chart)', found: "no pod labelled as nfdctl's agent or plugins runs", status: 'warn'}]
+  }
+  const selected = new Set((facts.nodes ?? []).filter((n) => facts.classes.some((c) => matchesLabelSelector(c.deviceClass.spec.nodeSelector, n.labels))).map((n) => n.name))
+  const notReady = facts.agentPods.filter((p) => !p.ready)
+  if (notReady.length === 0) return [{check, feature: 'agent', found: `${facts.agentPods.length} agent pods ready`, status: 'ok'}]
+  const names = notReady.map((p) => `${p.namespace}/${p.name}${p.node ? ` on ${p.node}` : ''}`)
+  return [
+    {
+      check,
+      feature: 'agent',
+      fix: `kubectl -n ${notReady[0].namespace} describe pod ${notReady[0].name}, and its logs: its /readyz says which source is down`,
+      found: `${notReady.length} of ${facts.agentPods.length} agent pods not Ready: ${list(names)}`,
+      status: notReady.some((p) => p.node !== undefined && selected.has(p.node)) ? 'fail' : 'warn',
+    },
+  ]
 }
 
 /** The agents with --dra publish each DRA class as the resource.k8s.io DeviceClass claims name. */

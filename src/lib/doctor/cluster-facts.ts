@@ -29,6 +29,14 @@ export interface AgentReport {
   readonly lastUpdateTime?: string
 }
 
+/** A pod of the agent (or of plugins serve), as the shipped manifests and the chart label it. */
+export interface AgentPod {
+  readonly namespace: string
+  readonly name: string
+  readonly node?: string
+  readonly ready: boolean
+}
+
 export interface ClassFacts {
   readonly deviceClass: DeviceClass
   readonly reports: readonly AgentReport[]
@@ -54,6 +62,8 @@ export interface ClusterFacts {
   readonly classes: readonly ClassFacts[]
   /** One line per class the API server holds that fails nfdctl's validation. */
   readonly invalidClasses: readonly string[]
+  /** The agents' pods; absent when pods could not be listed. */
+  readonly agentPods?: readonly AgentPod[]
   /** Reads the server refused (403): doctor says what it could not see instead of stopping. */
   readonly refusedReads: readonly RefusedRead[]
 }
@@ -78,12 +88,13 @@ export async function readClusterFacts(client: KubeClient, signal?: AbortSignal)
       return undefined
     }
   }
-  const [version, nodes, resourceV1, admissionPolicies, crd] = await Promise.all([
+  const [version, nodes, resourceV1, admissionPolicies, crd, agentPods] = await Promise.all([
     client.request<{gitVersion?: string; emulationMajor?: string; emulationMinor?: string}>('GET', '/version', {signal}),
     unlessForbidden('nodes', readNodes(client, signal)),
     serves(client, '/apis/resource.k8s.io/v1', 'resourceslices', signal),
     serves(client, '/apis/admissionregistration.k8s.io/v1', 'validatingadmissionpolicies', signal),
     unlessForbidden('customresourcedefinitions', readCrd(client, signal)),
+    unlessForbidden('pods', readAgentPods(client, signal)),
   ])
   const [extendedResourceName, deviceTaints, draDeviceClasses] = resourceV1
     ? await Promise.all([
@@ -96,6 +107,7 @@ export async function readClusterFacts(client: KubeClient, signal?: AbortSignal)
   const emulatedMinor = version.emulationMajor === '1' && version.emulationMinor ? Number.parseInt(version.emulationMinor, 10) : undefined
   return {
     admissionPolicies,
+    agentPods,
     classes,
     crd,
     deviceTaints,
@@ -108,6 +120,22 @@ export async function readClusterFacts(client: KubeClient, signal?: AbortSignal)
     resourceV1,
     serverVersion: version.gitVersion ?? 'unknown',
   }
+}
+
+/** deploy/ labels the DaemonSets' pods by name, the chart by name nfdctl and component. */
+const agentPodSelectors = ['app.kubernetes.io/name in (nfdctl-agent,nfdctl-plugins)', 'app.kubernetes.io/name=nfdctl,app.kubernetes.io/component in (agent,plugins)']
+
+async function readAgentPods(client: KubeClient, signal?: AbortSignal): Promise<AgentPod[]> {
+  type Pod = {metadata: {name: string; namespace: string}; spec?: {nodeName?: string}; status?: {conditions?: Array<{type: string; status: string}>}}
+  const lists = await Promise.all(agentPodSelectors.map((labelSelector) => client.request<{items?: Pod[]}>('GET', '/api/v1/pods', {query: {labelSelector}, signal})))
+  return lists.flatMap((l) =>
+    (l.items ?? []).map((p) => ({
+      name: p.metadata.name,
+      namespace: p.metadata.namespace,
+      node: p.spec?.nodeName,
+      ready: (p.status?.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True'),
+    })),
+  )
 }
 
 async function readNodes(client: KubeClient, signal?: AbortSignal): Promise<NodeFacts[]> {

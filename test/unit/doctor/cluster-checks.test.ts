@@ -140,6 +140,25 @@ describe('doctor: DRA classes published as resource.k8s.io DeviceClasses', funct
   })
 })
 
+describe("doctor: the agents' pods", function () {
+  const classes = [{deviceClass: deviceClass('cams', 'Class', 1, {matchLabels: {cams: 'yes'}}), reports: reportedBy('a')}]
+  const nodes = [node('a', undefined, undefined, {cams: 'yes'}), node('c')]
+  const pod = (name: string, podNode: string, ready: boolean) => ({name, namespace: 'nfdctl-system', node: podNode, ready})
+
+  it('a pod not Ready on a node a class selects fails, naming it; elsewhere it warns; all Ready is ok', function () {
+    const onSelected = judgeCluster({...healthy, agentPods: [pod('agent-1', 'a', false), pod('agent-2', 'c', true)], classes, nodes})
+    expect(onSelected.find((f) => f.check === 'agent pods ready')).to.include({found: '1 of 2 agent pods not Ready: nfdctl-system/agent-1 on a', status: 'fail'})
+    const elsewhere = judgeCluster({...healthy, agentPods: [pod('agent-1', 'a', true), pod('agent-2', 'c', false)], classes, nodes})
+    expect(elsewhere.find((f) => f.check === 'agent pods ready')?.status).to.equal('warn')
+    const ready = judgeCluster({...healthy, agentPods: [pod('agent-1', 'a', true)], classes, nodes})
+    expect(ready.find((f) => f.check === 'agent pods ready')).to.include({found: '1 agent pods ready', status: 'ok'})
+  })
+
+  it('no class: the pods are not judged', function () {
+    expect(judgeCluster({...healthy, agentPods: [pod('agent-1', 'a', false)]}).filter((f) => f.check === 'agent pods ready')).to.deep.equal([])
+  })
+})
+
 describe('doctor: reads the server refused', function () {
   it('each is a warning naming what to grant; the checks that needed it are left out, not failed', function () {
     const findings = judgeCluster({
