@@ -4,7 +4,6 @@ import {clusterFlags} from '../cli/kube-flags.js'
 import {NfdctlCommand} from '../cli/nfdctl-command.js'
 import {renderDoctor} from '../cli/render-doctor.js'
 import type {OutputFormat} from '../cli/render-sweep.js'
-import {hostProblems, readHostFacts} from '../lib/agent/host-check.js'
 import {judgeCluster} from '../lib/doctor/cluster-checks.js'
 import {readClusterFacts} from '../lib/doctor/cluster-facts.js'
 import {doctorExitCode, type DoctorReport, type Finding} from '../lib/doctor/findings.js'
@@ -51,6 +50,8 @@ Exit codes: 0 every feature the cluster's classes use works, 1 some does not (or
 
   /** The agent's own host reader and check, reported instead of refused. */
   private async nodeFindings(containerdAddress: string): Promise<Finding[]> {
+    // Loaded only here: the host check's system calls load koffi, which the cluster checks need not pay for.
+    const {hostProblems, readHostFacts} = await import('../lib/agent/host-check.js')
     const facts = await readHostFacts({containerdAddress})
     const pidNamespaceUnknown = typeof facts.pidNamespace === 'object' ? facts.pidNamespace.unknown : undefined
     return judgeNode({cgroupMode: await cgroupModeOf(), pidNamespaceUnknown, problems: hostProblems(facts)})
