@@ -19,6 +19,8 @@ const planted: ReadonlyArray<readonly [string, string, boolean]> = [
   ['src/lib/gc/sideways.ts', '../agent/node-agent.js', true],
   ['src/lib/agent/sideways.ts', '../dra/dra-driver.js', true],
   ['src/lib/agent/plugins.ts', '../plugins/plugin-set.js', true],
+  ['src/lib/doctor/sideways.ts', '../dra/resource-slices.js', true],
+  ['src/lib/kube/up-to-doctor.ts', '../doctor/findings.js', true],
   ['src/lib/plugins/terminal.ts', 'ora', true],
   ['src/lib/dra/down.ts', '../kubelet/dra-api.js', false],
   ['src/lib/plugins/down.ts', '../runtime/cdi-spec.js', false],
@@ -26,6 +28,7 @@ const planted: ReadonlyArray<readonly [string, string, boolean]> = [
   ['src/lib/kubelet/down.ts', '../sys/atomic-write.js', false],
   ['src/lib/sys/root.ts', '../errors.js', false],
   ['src/lib/agent/down.ts', '../devices/class-store.js', false],
+  ['src/lib/doctor/down.ts', '../devices/cluster-classes.js', false],
 ]
 
 describe('the floors of src/lib are lint rules', function () {

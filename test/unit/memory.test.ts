@@ -69,7 +69,7 @@ describe('memory: V8 settings set when a command starts', function () {
       const {readFileSync} = await import('node:fs')
       // koffi's native library mapped into the process: loaded however it was imported.
       const koffiLoaded = () => readFileSync('/proc/self/maps', 'utf8').includes('koffi')
-      for (const command of ['gc/once', 'version']) await import('./src/commands/' + command + '.ts')
+      for (const command of ['gc/once', 'version', 'doctor']) await import('./src/commands/' + command + '.ts')
       const oneShot = koffiLoaded()
       await import('./src/commands/gc/run.ts')
       const gcRun = koffiLoaded()

@@ -53,8 +53,8 @@ export interface HostCheckOptions {
   readonly devRoot?: string
 }
 
-/** Reads the facts hostProblems() judges. */
-async function readHostFacts(options: HostCheckOptions): Promise<HostFacts> {
+/** Reads the facts hostProblems() judges (also for `doctor --node`, which reports them instead of refusing). */
+export async function readHostFacts(options: HostCheckOptions): Promise<HostFacts> {
   const proc = options.procRoot ?? '/proc'
   const [pidNamespace, devNodes, cgroups] = await Promise.all([pidNamespaceOf(options.containerdAddress, proc), devNodesOf(options.sysRoot ?? '/sys', options.devRoot ?? '/dev'), cgroupsOf(proc)])
   return {cgroups, devNodes, pidNamespace}

@@ -43,7 +43,7 @@ describe('root help printed without oclif', function () {
 
   it('lists what oclif lists: the topics, the root commands of nfdctl and its plugins, the summary', () => {
     expect(content.topics.map(([name]) => name)).to.deep.equal(['devices', 'gc', 'plugins'])
-    expect(content.commands.map(([name]) => name)).to.deep.equal(['autocomplete', 'help', 'version'])
+    expect(content.commands.map(([name]) => name)).to.deep.equal(['autocomplete', 'doctor', 'help', 'version'])
     expect(content.summary).to.equal(config.pjson.description)
   })
 

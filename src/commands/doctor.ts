@@ -1,0 +1,59 @@
+import * as Flags from '@oclif/core/flags'
+
+import {clusterFlags} from '../cli/kube-flags.js'
+import {NfdctlCommand} from '../cli/nfdctl-command.js'
+import {renderDoctor} from '../cli/render-doctor.js'
+import type {OutputFormat} from '../cli/render-sweep.js'
+import {judgeCluster} from '../lib/doctor/cluster-checks.js'
+import {readClusterFacts} from '../lib/doctor/cluster-facts.js'
+import {doctorExitCode, type DoctorReport, type Finding} from '../lib/doctor/findings.js'
+import {cgroupModeOf, judgeNode} from '../lib/doctor/node-checks.js'
+import {openCluster} from '../lib/kube/connect.js'
+
+export default class Doctor extends NfdctlCommand {
+  static override description =
+    `Read the cluster and say, per feature nfdctl offers (gc, device plugins, agent, DRA, DRA by limit, device taints, admission policies), whether it works here and what to change.
+
+Reads the API server's and kubelets' versions, what the API server serves (resource.k8s.io/v1, ValidatingAdmissionPolicy), whether it keeps a DeviceClass's extendedResourceName and device taints (server-side dry-run creates, which persist nothing and need create permission: a refusal is a warning), the DeviceClass CRD against the one this nfdctl ships, which selected nodes' agents report each class and whether the agents' pods are Ready, and whether each DRA class is published as a resource.k8s.io DeviceClass.
+
+With --node (the agent's image on a node, with the agent's pod spec): also this host as the agent needs it (the host's PID namespace, /dev and writable cgroups, the same check the agent makes at start) and the cgroup mode.
+
+A feature a class of the cluster uses that does not work fails; one no class uses is a warning. Without the DeviceClass CRD, the device features are reported not installed (a warning: gc needs no CRD of its own).
+
+Exit codes: 0 every feature the cluster's classes use works, 1 some does not (or the API server could not be read), 2 bad flags or configuration.`
+  static override enableJsonFlag = true
+  static override examples = [
+    '<%= config.bin %> <%= command.id %>',
+    '<%= config.bin %> <%= command.id %> --context prod -o yaml',
+    'kubectl -n nfdctl-system exec ds/nfdctl-agent -- node /usr/local/lib/nfdctl/bin/run.js <%= command.id %> --node',
+  ]
+  static override flags = {
+    ...clusterFlags,
+    'containerd-address': Flags.string({default: '/run/containerd/containerd.sock', description: "with --node: containerd's gRPC socket"}),
+    node: Flags.boolean({description: "also check this host as the agent needs it (run in the agent's pod)"}),
+    output: Flags.option({char: 'o', default: 'table', description: 'output format', options: ['table', 'json', 'yaml'] as const})(),
+  }
+
+  async run(): Promise<DoctorReport> {
+    const {flags} = await this.parse(Doctor)
+    const {client, origin} = await openCluster({context: flags.context, kubeconfig: flags.kubeconfig}, {maxConnections: 8})
+    try {
+      const findings = [...judgeCluster(await readClusterFacts(client, this.signal)), ...(flags.node ? await this.nodeFindings(flags['containerd-address']) : [])]
+      const report: DoctorReport = {findings, server: origin}
+      if (!this.jsonEnabled()) this.log(renderDoctor(report, flags.output as OutputFormat))
+      process.exitCode = doctorExitCode(findings)
+      return report
+    } finally {
+      client.close()
+    }
+  }
+
+  /** The agent's own host reader and check, reported instead of refused. */
+  private async nodeFindings(containerdAddress: string): Promise<Finding[]> {
+    // Loaded only here: the host check's system calls load koffi, which the cluster checks need not pay for.
+    const {hostProblems, readHostFacts} = await import('../lib/agent/host-check.js')
+    const facts = await readHostFacts({containerdAddress})
+    const pidNamespaceUnknown = typeof facts.pidNamespace === 'object' ? facts.pidNamespace.unknown : undefined
+    return judgeNode({cgroupMode: await cgroupModeOf(), pidNamespaceUnknown, problems: hostProblems(facts)})
+  }
+}
