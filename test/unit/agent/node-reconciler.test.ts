@@ -82,7 +82,7 @@ function node(options: {dra?: FakeClaimDriver} = {}) {
     namespaceLabels: () => ({}),
     nodeName: 'n1',
     owned,
-    notices: {tell: () => {}, tellDevices: () => {}},
+    notices: {tell: () => {}, tellDevices: () => {}, tellDropped: () => {}},
     outcome: (outcome) => {
       outcomes.push(outcome)
       health.batchDone(outcome)

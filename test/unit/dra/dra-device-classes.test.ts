@@ -2,7 +2,7 @@ import {expect} from 'chai'
 
 import {deviceClassApiVersion} from '../../../src/lib/devices/types.js'
 import {draClassName} from '../../../src/lib/devices/resource-names.js'
-import {classLabel, className, classSelector, draDeviceClassOf} from '../../../src/lib/dra/dra-device-classes.js'
+import {classLabel, className, classSelector, draDeviceClassOf, extendedResourceNameDropped} from '../../../src/lib/dra/dra-device-classes.js'
 import {classAttribute} from '../../../src/lib/dra/resource-slices.js'
 import {deviceClass} from '../../support/device-class.js'
 
@@ -69,5 +69,19 @@ describe('draDeviceClassOf', function () {
     const a = draDeviceClassOf({...deviceClass('gpio', {allocation: 'DRA', permissions: 'r'}), metadata: {generation: 4, name: 'gpio', uid: 'u'}})
     const b = draDeviceClassOf({...deviceClass('gpio', {allocation: 'DRA', permissions: 'rw'}), metadata: {generation: 9, name: 'gpio', uid: 'u'}})
     expect(JSON.stringify(a)).to.equal(JSON.stringify(b))
+  })
+})
+
+describe('extendedResourceNameDropped', function () {
+  const sent = draDeviceClassOf({...deviceClass('fpga', {allocation: 'DRA'}), metadata: {name: 'fpga', uid: 'u1'}})
+
+  it('true when the API server returns the DeviceClass without the extendedResourceName it was sent (DRAExtendedResource off)', function () {
+    expect(extendedResourceNameDropped(sent, {...sent, spec: {selectors: sent.spec.selectors}})).to.equal(true)
+  })
+
+  it('false when it kept it; no judgement on an answer without a spec (nothing to read it from)', function () {
+    expect(extendedResourceNameDropped(sent, JSON.parse(JSON.stringify(sent)))).to.equal(false)
+    expect(extendedResourceNameDropped(sent, undefined)).to.equal(false)
+    expect(extendedResourceNameDropped(sent, {kind: 'Status'})).to.equal(false)
   })
 })
