@@ -78,7 +78,7 @@ export class StatusWriter {
       const now = timestamp()
       const status: Record<string, unknown> = {}
       if (report.entry !== undefined) status.nodes = [{...report.entry, lastUpdateTime: now}]
-      const conditions = [...(report.condition === undefined ? [] : [this.#conditionOf(name, report.condition, now)]), ...this.#droppedConditions(name, report.dropped ?? [], now)]
+      const conditions = [...(report.condition === undefined ? [] : [this.#conditionOf(name, report.condition, now)]), ...(await this.#droppedConditions(name, report.dropped ?? [], now, signal))]
       if (conditions.length > 0) status.conditions = conditions
       try {
         await this.client.request('PATCH', `${deviceClassesPath}/${encodeURIComponent(name)}/status`, {
@@ -122,13 +122,28 @@ export class StatusWriter {
     for (const name of this.#written.keys()) this.#written.set(name, '')
   }
 
-  /** The conditions with the time each first appeared; one that went and came back has a new time. */
-  #droppedConditions(name: string, conditions: readonly ClassCondition[], now: string): object[] {
+  /**
+   * The conditions with the time each first appeared; one that went and came back has a new time. A condition
+   * new to this agent takes the time another node's agent already wrote for it: the nodes then own the same
+   * value together, and one that stops saying it (its API server view changed) never takes the time away from
+   * the others' condition (the API server would refuse the condition without it).
+   */
+  async #droppedConditions(name: string, conditions: readonly ClassCondition[], now: string, signal?: AbortSignal): Promise<object[]> {
     const types = new Set(conditions.map((c) => c.type))
     for (const key of this.#droppedSince.keys()) if (key.startsWith(`${name}/`) && !types.has(key.slice(name.length + 1))) this.#droppedSince.delete(key)
+    const fresh = conditions.filter((c) => !this.#droppedSince.has(`${name}/${c.type}`))
+    const current =
+      fresh.length === 0
+        ? []
+        : await this.client
+            .request<{status?: {conditions?: Array<{type?: string; status?: string; lastTransitionTime?: string}>}}>('GET', `${deviceClassesPath}/${encodeURIComponent(name)}`, {signal})
+            .then(
+              (c) => c.status?.conditions ?? [],
+              () => [],
+            )
     return conditions.map((c) => {
       const key = `${name}/${c.type}`
-      const since = this.#droppedSince.get(key) ?? now
+      const since = this.#droppedSince.get(key) ?? current.find((w) => w.type === c.type && w.status === c.status)?.lastTransitionTime ?? now
       this.#droppedSince.set(key, since)
       return {...c, lastTransitionTime: since}
     })
