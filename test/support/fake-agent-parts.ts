@@ -62,8 +62,10 @@ export class FakeClaimDriver implements ClaimDriver {
   claimed(container: {id: string}): ReadonlyMap<string, readonly string[]> | undefined {
     return this.claims.get(container.id)
   }
+  /** What dropped() says: set by the test. */
+  droppedFeatures: DroppedFeatures = noneDropped
   dropped(): DroppedFeatures {
-    return noneDropped
+    return this.droppedFeatures
   }
 }
 
