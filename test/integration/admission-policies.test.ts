@@ -336,6 +336,15 @@ describe('deploy/agent and deploy/agent-dra admission policies and a device quot
     let agent: KubeClient
     let unscheduled: KubeClient
 
+    /** node-b's entry as the tests expect it (written as node-b's agent would). */
+    async function restoreTheirs(): Promise<void> {
+      await client.request('PATCH', classStatusPath(className), {
+        body: {apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', metadata: {name: className}, status: {nodes: [theirs]}},
+        contentType: 'application/apply-patch+yaml',
+        query: {fieldManager: 'nfdctl-agent-node-b', force: true},
+      })
+    }
+
     async function nodesOfClass(): Promise<Json[]> {
       return (await client.request<{status?: {nodes?: Json[]}}>('GET', `${deviceClassesPath}/${className}`)).status?.nodes ?? []
     }
@@ -350,11 +359,7 @@ describe('deploy/agent and deploy/agent-dra admission policies and a device quot
 
       await client.request('POST', deviceClassesPath, {body: deviceClass(className)})
       // node-b's agent wrote its entry (as the status writer does: server-side apply, a field manager per node).
-      await client.request('PATCH', classStatusPath(className), {
-        body: {apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', metadata: {name: className}, status: {nodes: [theirs]}},
-        contentType: 'application/apply-patch+yaml',
-        query: {fieldManager: 'nfdctl-agent-node-b', force: true},
-      })
+      await restoreTheirs()
       // In force once it refuses a token that names no node (a probe apart from the rules under test).
       await untilRefused(
         `ValidatingAdmissionPolicy ${statusPolicy} to refuse a token that names no node`,
@@ -419,12 +424,7 @@ describe('deploy/agent and deploy/agent-dra admission policies and a device quot
         expect(await nodesOfClass()).to.deep.equal([])
       } finally {
         agentB.close()
-        // node-b's entry as the other tests expect it.
-        await client.request('PATCH', classStatusPath(className), {
-          body: {apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', metadata: {name: className}, status: {nodes: [theirs]}},
-          contentType: 'application/apply-patch+yaml',
-          query: {fieldManager: 'nfdctl-agent-node-b', force: true},
-        })
+        await restoreTheirs()
       }
     })
 
@@ -456,11 +456,7 @@ describe('deploy/agent and deploy/agent-dra admission policies and a device quot
         await a.write(new Map())
       } finally {
         agentB.close()
-        await client.request('PATCH', classStatusPath(className), {
-          body: {apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', metadata: {name: className}, status: {nodes: [theirs]}},
-          contentType: 'application/apply-patch+yaml',
-          query: {fieldManager: 'nfdctl-agent-node-b', force: true},
-        })
+        await restoreTheirs()
       }
     })
 
