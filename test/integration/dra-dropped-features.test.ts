@@ -19,6 +19,7 @@ import {loopDevice} from '../../harness/devices/loop-device.js'
 import {waitFor} from '../../harness/process/wait.js'
 import {adminClient, startControlPlane} from '../support/cluster.js'
 import {deviceClassManifest} from '../support/device-class.js'
+import {dropExtendedResourceNames} from '../support/dra-gates.js'
 
 interface Condition {
   type: string
@@ -75,46 +76,6 @@ async function agentRound(client: KubeClient, name: string, nodeName: string): P
       await client.request('DELETE', `${deviceClassesPath}/${name}`).catch(() => {})
     },
   }
-}
-
-/**
- * Kubernetes 1.37 locks DRAExtendedResource on (GA), so this API server drops extendedResourceName as a 1.34
- * or 1.35 one with the gate off does, by a MutatingAdmissionPolicy that removes the field on every write:
- * what the agent sees (the field missing from what the API server returns) is the same. Resolves once it
- * acts (policies reach admission a moment after they are created).
- */
-async function dropExtendedResourceNames(client: KubeClient): Promise<void> {
-  const name = 'nfdctl-test-drop-extended-resource-name'
-  await client.request('POST', '/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies', {
-    body: {
-      apiVersion: 'admissionregistration.k8s.io/v1',
-      kind: 'MutatingAdmissionPolicy',
-      metadata: {name},
-      spec: {
-        failurePolicy: 'Fail',
-        matchConstraints: {resourceRules: [{apiGroups: ['resource.k8s.io'], apiVersions: ['*'], operations: ['CREATE', 'UPDATE'], resources: ['deviceclasses']}]},
-        mutations: [{jsonPatch: {expression: 'has(object.spec.extendedResourceName) ? [JSONPatch{op: "remove", path: "/spec/extendedResourceName"}] : []'}, patchType: 'JSONPatch'}],
-        reinvocationPolicy: 'Never',
-      },
-    },
-  })
-  await client.request('POST', '/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicybindings', {
-    body: {apiVersion: 'admissionregistration.k8s.io/v1', kind: 'MutatingAdmissionPolicyBinding', metadata: {name}, spec: {policyName: name}},
-  })
-  const probe = {
-    apiVersion: 'resource.k8s.io/v1',
-    kind: 'DeviceClass',
-    metadata: {name: 'probe.example.com'},
-    spec: {extendedResourceName: 'example.com/probe', selectors: [{cel: {expression: 'true'}}]},
-  }
-  await waitFor(
-    'the policy dropping extendedResourceName',
-    async () => {
-      const stored = await client.request<{spec: {extendedResourceName?: string}}>('POST', '/apis/resource.k8s.io/v1/deviceclasses', {body: probe, query: {dryRun: 'All'}})
-      return stored.spec.extendedResourceName === undefined
-    },
-    {timeoutMs: 30_000},
-  )
 }
 
 const conditionsOf = async (client: KubeClient, name: string): Promise<Condition[]> =>
