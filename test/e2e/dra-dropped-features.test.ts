@@ -7,7 +7,7 @@ import {draAgentArgs} from '../../harness/devices/dra-agent.js'
 import {createNamespace, deletePods, type NodeEnv} from '../../harness/node/pods.js'
 import {CliProcess} from '../../harness/process/cli-process.js'
 import {waitFor} from '../../harness/process/wait.js'
-import {dropExtendedResourceNames, dropExtendedResourceNamesPolicy} from '../support/dra-gates.js'
+import {dropExtendedResourceNames, keepExtendedResourceNames} from '../support/dra-gates.js'
 import {testNode} from '../support/test-node.js'
 
 // No device: the class matches nothing, so this test owns no loop number. The API server drops
@@ -47,9 +47,8 @@ describe('devices agent --dra on a cluster whose API server drops extendedResour
     await agent?.stop('SIGTERM')
     await env.client.request('DELETE', `${classesPath}/${className}`).catch(() => {})
     await env.client.request('DELETE', `/api/v1/namespaces/${namespace}`).catch(() => {})
-    for (const kind of ['mutatingadmissionpolicybindings', 'mutatingadmissionpolicies']) {
-      await env.client.request('DELETE', `/apis/admissionregistration.k8s.io/v1/${kind}/${dropExtendedResourceNamesPolicy}`).catch(() => {})
-    }
+    // The node's control plane is the run's: the tests after this one find the field kept.
+    await keepExtendedResourceNames(env.client)
     await rm(dir, {force: true, recursive: true})
   })
 

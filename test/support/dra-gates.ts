@@ -1,8 +1,8 @@
 import type {KubeClient} from '../../src/lib/kube/kube-client.js'
 import {waitFor} from '../../harness/process/wait.js'
 
-/** The MutatingAdmissionPolicy and binding dropExtendedResourceNames makes (delete both on a shared control plane). */
-export const dropExtendedResourceNamesPolicy = 'nfdctl-test-drop-extended-resource-name'
+/** The name of the MutatingAdmissionPolicy and binding dropExtendedResourceNames makes. */
+const dropExtendedResourceNamesPolicy = 'nfdctl-test-drop-extended-resource-name'
 
 /**
  * Kubernetes 1.37 locks DRAExtendedResource on (GA), so this API server drops extendedResourceName as a 1.34
@@ -28,18 +28,25 @@ export async function dropExtendedResourceNames(client: KubeClient): Promise<voi
   await client.request('POST', '/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicybindings', {
     body: {apiVersion: 'admissionregistration.k8s.io/v1', kind: 'MutatingAdmissionPolicyBinding', metadata: {name}, spec: {policyName: name}},
   })
+  await waitFor('the policy dropping extendedResourceName', async () => !(await keepsExtendedResourceName(client)), {timeoutMs: 30_000})
+}
+
+/** Takes the policy of dropExtendedResourceNames away; resolves once the API server keeps the field again (the next test on the control plane finds it kept). */
+export async function keepExtendedResourceNames(client: KubeClient): Promise<void> {
+  for (const kind of ['mutatingadmissionpolicybindings', 'mutatingadmissionpolicies']) {
+    await client.request('DELETE', `/apis/admissionregistration.k8s.io/v1/${kind}/${dropExtendedResourceNamesPolicy}`).catch(() => {})
+  }
+  await waitFor('the API server keeping extendedResourceName', () => keepsExtendedResourceName(client), {timeoutMs: 30_000})
+}
+
+/** Whether a DeviceClass written (dry run) comes back with its extendedResourceName. */
+async function keepsExtendedResourceName(client: KubeClient): Promise<boolean> {
   const probe = {
     apiVersion: 'resource.k8s.io/v1',
     kind: 'DeviceClass',
     metadata: {name: 'probe.example.com'},
     spec: {extendedResourceName: 'example.com/probe', selectors: [{cel: {expression: 'true'}}]},
   }
-  await waitFor(
-    'the policy dropping extendedResourceName',
-    async () => {
-      const stored = await client.request<{spec: {extendedResourceName?: string}}>('POST', '/apis/resource.k8s.io/v1/deviceclasses', {body: probe, query: {dryRun: 'All'}})
-      return stored.spec.extendedResourceName === undefined
-    },
-    {timeoutMs: 30_000},
-  )
+  const stored = await client.request<{spec: {extendedResourceName?: string}}>('POST', '/apis/resource.k8s.io/v1/deviceclasses', {body: probe, query: {dryRun: 'All'}})
+  return stored.spec.extendedResourceName !== undefined
 }
