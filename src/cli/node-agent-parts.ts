@@ -108,6 +108,8 @@ export function buildNodeAgent({client, fileClasses, flags, logger, options, reg
         beforePrepare: () => owned.saved(),
         // Claims prepared or unprepared change what containers may hold: the agent runs a batch.
         onClaimsChanged: () => changes.emit('claims changed'),
+        // Said in the DRA classes' status by the next batch.
+        onDroppedChanged: () => changes.emit('dropped features changed'),
         stateDir,
         supervisor,
       })
@@ -135,6 +137,7 @@ export function buildNodeAgent({client, fileClasses, flags, logger, options, reg
   const containers = new ContainerReconciler({cgroupMode: options.cgroupMode, grants, logger, metrics, onSkipped: (error) => grantHealth.skipped(error)})
   const reconciler = new NodeReconciler({
     claimed: dra === undefined ? undefined : (container) => dra.claimed(container),
+    dropped: dra === undefined ? undefined : () => dra.dropped(),
     classes: () => classStore.view,
     containers: () => sources.containers(),
     logger,

@@ -1,11 +1,13 @@
 import {readFile, writeFile} from 'node:fs/promises'
 import {join} from 'node:path'
+import {setTimeout as sleep} from 'node:timers/promises'
 
 import {expect} from 'chai'
 import {parse, stringify} from 'yaml'
 
 import {nodeClassStatus, StatusWriter} from '../../src/lib/agent/status-writer.js'
 import {deviceClassesPath} from '../../src/lib/devices/cluster-classes.js'
+import {droppedFeatureConditions} from '../../src/lib/devices/dropped-features.js'
 import {matchesLabelSelector} from '../../src/lib/devices/label-selector.js'
 import type {Device, LabelSelector} from '../../src/lib/devices/types.js'
 import {ClaimStatusWriter} from '../../src/lib/dra/claim-status-writer.js'
@@ -334,6 +336,15 @@ describe('deploy/agent and deploy/agent-dra admission policies and a device quot
     let agent: KubeClient
     let unscheduled: KubeClient
 
+    /** node-b's entry as the tests expect it (written as node-b's agent would). */
+    async function restoreTheirs(): Promise<void> {
+      await client.request('PATCH', classStatusPath(className), {
+        body: {apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', metadata: {name: className}, status: {nodes: [theirs]}},
+        contentType: 'application/apply-patch+yaml',
+        query: {fieldManager: 'nfdctl-agent-node-b', force: true},
+      })
+    }
+
     async function nodesOfClass(): Promise<Json[]> {
       return (await client.request<{status?: {nodes?: Json[]}}>('GET', `${deviceClassesPath}/${className}`)).status?.nodes ?? []
     }
@@ -348,11 +359,7 @@ describe('deploy/agent and deploy/agent-dra admission policies and a device quot
 
       await client.request('POST', deviceClassesPath, {body: deviceClass(className)})
       // node-b's agent wrote its entry (as the status writer does: server-side apply, a field manager per node).
-      await client.request('PATCH', classStatusPath(className), {
-        body: {apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', metadata: {name: className}, status: {nodes: [theirs]}},
-        contentType: 'application/apply-patch+yaml',
-        query: {fieldManager: 'nfdctl-agent-node-b', force: true},
-      })
+      await restoreTheirs()
       // In force once it refuses a token that names no node (a probe apart from the rules under test).
       await untilRefused(
         `ValidatingAdmissionPolicy ${statusPolicy} to refuse a token that names no node`,
@@ -417,12 +424,39 @@ describe('deploy/agent and deploy/agent-dra admission policies and a device quot
         expect(await nodesOfClass()).to.deep.equal([])
       } finally {
         agentB.close()
-        // node-b's entry as the other tests expect it.
-        await client.request('PATCH', classStatusPath(className), {
-          body: {apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', metadata: {name: className}, status: {nodes: [theirs]}},
-          contentType: 'application/apply-patch+yaml',
-          query: {fieldManager: 'nfdctl-agent-node-b', force: true},
-        })
+        await restoreTheirs()
+      }
+    })
+
+    it('two agents say what the API server drops as class-wide conditions (admitted), at one time; the one whose view changes takes only its own say back', async function () {
+      this.timeout(30_000)
+      // Made by the test before; made here when run alone.
+      await client.request('POST', podsOf(namespace), {body: pod('agent-b', {nodeName: 'node-b', serviceAccountName: 'nfdctl-agent'})}).catch(() => {})
+      const agentB = await clientBoundTo('agent-b')
+      const a = new StatusWriter(agent, 'node-a')
+      const b = new StatusWriter(agentB, 'node-b')
+      const valid = (node: string) => ({generation: 1, message: `the spec is valid and in use on node ${node}`, valid: true})
+      const dropped = droppedFeatureConditions(className, {extendedResourceName: true, taints: false})
+      type Status = {conditions: Array<{type: string; status: string; reason: string; lastTransitionTime: string}>}
+      const conditions = async () => (await client.request<{status: Status}>('GET', `${deviceClassesPath}/${className}`)).status.conditions
+      try {
+        await a.write(new Map([[className, {condition: valid('node-a'), dropped, entry: nodeClassStatus('node-a', [], 0, 1)}]]))
+        const first = (await conditions()).find((c) => c.type === 'LimitRequestsServed')
+        expect(first).to.deep.include({reason: 'ExtendedResourceDropped', status: 'False'})
+        // A second later: the time node-a wrote stays the condition's.
+        await sleep(1100)
+        await b.write(new Map([[className, {condition: valid('node-b'), dropped, entry: nodeClassStatus('node-b', [], 0, 1)}]]))
+        expect((await conditions()).find((c) => c.type === 'LimitRequestsServed')?.lastTransitionTime).to.equal(first?.lastTransitionTime)
+        // node-a's API server view changed (the gate turned on, node-a's agent restarted first): node-b still says it.
+        await a.write(new Map([[className, {condition: valid('node-a'), entry: nodeClassStatus('node-a', [], 0, 1)}]]))
+        expect((await conditions()).map((c) => c.type)).to.deep.equal(['Valid', 'LimitRequestsServed'])
+        await b.write(new Map([[className, {condition: valid('node-b'), entry: nodeClassStatus('node-b', [], 0, 1)}]]))
+        expect((await conditions()).map((c) => c.type)).to.deep.equal(['Valid'])
+        await b.write(new Map())
+        await a.write(new Map())
+      } finally {
+        agentB.close()
+        await restoreTheirs()
       }
     })
 

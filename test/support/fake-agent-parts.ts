@@ -1,3 +1,4 @@
+import {noneDropped, type DroppedFeatures} from '../../src/lib/devices/dropped-features.js'
 import type {ClaimDriver, DevicePlugins, Readiness} from '../../src/lib/agent/agent-parts.js'
 import type {NodeView} from '../../src/lib/agent/container-reconciler.js'
 import type {ContainerPlanInput, ContainerWork} from '../../src/lib/agent/reconcile-plan.js'
@@ -60,6 +61,11 @@ export class FakeClaimDriver implements ClaimDriver {
   }
   claimed(container: {id: string}): ReadonlyMap<string, readonly string[]> | undefined {
     return this.claims.get(container.id)
+  }
+  /** What dropped() says: set by the test. */
+  droppedFeatures: DroppedFeatures = noneDropped
+  dropped(): DroppedFeatures {
+    return this.droppedFeatures
   }
 }
 

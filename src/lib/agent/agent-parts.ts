@@ -1,3 +1,4 @@
+import type {DroppedFeatures} from '../devices/dropped-features.js'
 import type {RuntimeContainer} from '../runtime/containerd-client.js'
 
 /** What a part says for /readyz. */
@@ -36,6 +37,8 @@ export interface ClaimDriver {
   flush(): void
   /** The devices a container holds by ResourceClaim, per DRA class (stable IDs); undefined when it holds no claim. */
   claimed(container: RuntimeContainer): ReadonlyMap<string, readonly string[]> | undefined
+  /** What the API server drops of what the driver writes: said in the DRA classes' status. */
+  dropped(): DroppedFeatures
 }
 
 /** A part the agent only stops. */

@@ -2,6 +2,7 @@ import pLimit from 'p-limit'
 
 import type {ClassMembers} from '../devices/class-members.js'
 import type {ClassView} from '../devices/class-view.js'
+import {noneDropped, type DroppedFeatures} from '../devices/dropped-features.js'
 import {ownedId, type OwnedDevices} from '../devices/owned-devices.js'
 import {errorMessage} from '../errors.js'
 import type {Logger} from '../observe/logger.js'
@@ -38,7 +39,9 @@ export interface NodeReconcilerOptions {
   readonly reconciler: Pick<ContainerReconciler, 'reconcile' | 'retain'>
   /** The devices containers hold by ResourceClaim (the DRA driver's prepared claims); none without it. */
   readonly claimed?: ClaimedDevices
-  readonly notices: Pick<RefusalNotices, 'tell' | 'tellDevices'>
+  /** What the API server drops of what the DRA driver writes; nothing without it. */
+  readonly dropped?: () => DroppedFeatures
+  readonly notices: Pick<RefusalNotices, 'tell' | 'tellDevices' | 'tellDropped'>
   readonly status: Pick<StatusReporter, 'report'>
   readonly logger: Logger
   readonly metrics: AgentMetrics
@@ -241,11 +244,13 @@ export class NodeReconciler {
     return outcome
   }
 
-  /** Devices refused by their classes told once, and the node's entry of each class's status. */
+  /** Devices refused by their classes and what the API server drops told once, and the node's entry of each class's status. */
   #report({classes, view}: Gathered, plan: BatchPlan, members: NodeView['members']): void {
     const refused = this.options.members.refusals()
+    const dropped = this.options.dropped?.() ?? noneDropped
     this.options.notices.tellDevices(refused, classes)
-    this.options.status.report({classes, holding: plan.holding, invalid: view.invalid, members, refused})
+    this.options.notices.tellDropped(dropped, classes)
+    this.options.status.report({classes, dropped, holding: plan.holding, invalid: view.invalid, members, refused})
   }
 
   /** kubelet's allocations; undefined when it does not answer (containers asking by limit keep their access meanwhile). */

@@ -1,3 +1,4 @@
+import {droppedFeatureConditions, type DroppedFeatures} from '../devices/dropped-features.js'
 import type {MemberRefusal} from '../devices/member-refusals.js'
 import {deviceClassApiVersion, type DeviceClass} from '../devices/types.js'
 import type {Logger} from '../observe/logger.js'
@@ -23,6 +24,8 @@ export class RefusalNotices {
   readonly #told = new Set<string>()
   /** The device refusals already told, by class, device, reason and message. */
   #toldDevices = new Set<string>()
+  /** The dropped features already told, by class and reason. */
+  #toldDropped = new Set<string>()
 
   constructor(readonly options: RefusalNoticesOptions) {}
 
@@ -76,5 +79,24 @@ export class RefusalNotices {
       this.options.events.warnAbout({apiVersion: deviceClassApiVersion, kind: 'DeviceClass', name: r.className, ...(uid === undefined ? {} : {uid})}, 'DeviceRefused', `${r.reason}: ${r.message}`)
     }
     this.#toldDevices = now
+  }
+
+  /**
+   * What the API server drops, as an Event on each DRA class of the node (the reason and message of the
+   * class's condition), once while it lasts; a class that becomes DRA later is told too.
+   */
+  tellDropped(dropped: DroppedFeatures, classes: ReadonlyMap<string, DeviceClass>): void {
+    const now = new Set<string>()
+    for (const [name, deviceClass] of classes) {
+      if (deviceClass.spec.allocation !== 'DRA') continue
+      for (const condition of droppedFeatureConditions(name, dropped)) {
+        const key = `${name}/${condition.reason}`
+        now.add(key)
+        if (this.#toldDropped.has(key)) continue
+        const uid = deviceClass.metadata.uid
+        this.options.events.warnAbout({apiVersion: deviceClassApiVersion, kind: 'DeviceClass', name, ...(uid === undefined ? {} : {uid})}, condition.reason, condition.message)
+      }
+    }
+    this.#toldDropped = now
   }
 }

@@ -1,5 +1,6 @@
 import {setTimeout as sleep} from 'node:timers/promises'
 
+import {droppedFeatureConditions, type DroppedFeatures} from '../devices/dropped-features.js'
 import type {MemberRefusal} from '../devices/member-refusals.js'
 import type {Device, DeviceClass} from '../devices/types.js'
 import {errorMessage} from '../errors.js'
@@ -20,18 +21,23 @@ export interface NodeClassesSeen {
   readonly holding: ReadonlyMap<string, number>
   /** Devices the classes match but do not serve. */
   readonly refused?: readonly MemberRefusal[]
+  /** What the API server drops of what the DRA driver writes: said on the DRA classes. */
+  readonly dropped?: DroppedFeatures
 }
 
 /**
  * Pure. Per class: the node's entry when the class applies here, and whether its spec is valid. A class
- * whose new spec is invalid keeps its entry at the generation still in use, and says so.
+ * whose new spec is invalid keeps its entry at the generation still in use, and says so. A DRA class also
+ * gets a condition for each feature the API server drops (droppedFeatureConditions).
  */
 export function classReports(nodeName: string, seen: NodeClassesSeen): Map<string, ClassReport> {
   const reports = new Map<string, ClassReport>()
   for (const [name, deviceClass] of seen.classes) {
     const generation = deviceClass.metadata.generation
+    const dropped = deviceClass.spec.allocation === 'DRA' && seen.dropped !== undefined ? droppedFeatureConditions(name, seen.dropped) : []
     reports.set(name, {
       condition: {generation, message: `the spec is valid and in use on node ${nodeName}`, valid: true},
+      ...(dropped.length === 0 ? {} : {dropped}),
       entry: nodeClassStatus(
         nodeName,
         seen.members.get(name) ?? [],

@@ -1,4 +1,5 @@
 import {deviceClassesPath} from '../devices/cluster-classes.js'
+import type {ClassCondition} from '../devices/dropped-features.js'
 import type {MemberRefusal} from '../devices/member-refusals.js'
 import {deviceClassApiVersion, type Device} from '../devices/types.js'
 import {isStatus} from '../kube/api-error.js'
@@ -38,10 +39,14 @@ export interface ValidCondition {
   readonly generation?: number
 }
 
-/** What this node says about one class: its own entry (when the class applies to it) and the Valid condition. */
+/**
+ * What this node says about one class: its own entry (when the class applies to it), the Valid condition,
+ * and the class-wide conditions of what the cluster's API server drops (absent while it drops nothing).
+ */
 export interface ClassReport {
   readonly entry?: NodeClassStatus
   readonly condition?: ValidCondition
+  readonly dropped?: readonly ClassCondition[]
 }
 
 /**
@@ -55,6 +60,8 @@ export class StatusWriter {
   readonly #written = new Map<string, string>()
   /** When each class's Valid condition last changed its status, as this agent saw it. */
   readonly #transitions = new Map<string, {valid: boolean; at: string}>()
+  /** When each class's dropped-feature conditions (by class and type) appeared, as this agent saw it. */
+  readonly #droppedSince = new Map<string, string>()
 
   constructor(
     private readonly client: KubeClient,
@@ -71,7 +78,8 @@ export class StatusWriter {
       const now = timestamp()
       const status: Record<string, unknown> = {}
       if (report.entry !== undefined) status.nodes = [{...report.entry, lastUpdateTime: now}]
-      if (report.condition !== undefined) status.conditions = [this.#conditionOf(name, report.condition, now)]
+      const conditions = [...(report.condition === undefined ? [] : [this.#conditionOf(name, report.condition, now)]), ...(await this.#droppedConditions(name, report.dropped ?? [], now, signal))]
+      if (conditions.length > 0) status.conditions = conditions
       try {
         await this.client.request('PATCH', `${deviceClassesPath}/${encodeURIComponent(name)}/status`, {
           body: {apiVersion: deviceClassApiVersion, kind: 'DeviceClass', metadata: {name}, status},
@@ -112,6 +120,33 @@ export class StatusWriter {
   /** Forgets what was written, so that everything is written again (after the API server was away). */
   reset(): void {
     for (const name of this.#written.keys()) this.#written.set(name, '')
+  }
+
+  /**
+   * The conditions with the time each first appeared; one that went and came back has a new time. A condition
+   * new to this agent takes the time another node's agent already wrote for it: the nodes then own the same
+   * value together, and one that stops saying it (its API server view changed) never takes the time away from
+   * the others' condition (the API server would refuse the condition without it).
+   */
+  async #droppedConditions(name: string, conditions: readonly ClassCondition[], now: string, signal?: AbortSignal): Promise<object[]> {
+    const types = new Set(conditions.map((c) => c.type))
+    for (const key of this.#droppedSince.keys()) if (key.startsWith(`${name}/`) && !types.has(key.slice(name.length + 1))) this.#droppedSince.delete(key)
+    const fresh = conditions.filter((c) => !this.#droppedSince.has(`${name}/${c.type}`))
+    const current =
+      fresh.length === 0
+        ? []
+        : await this.client
+            .request<{status?: {conditions?: Array<{type?: string; status?: string; lastTransitionTime?: string}>}}>('GET', `${deviceClassesPath}/${encodeURIComponent(name)}`, {signal})
+            .then(
+              (c) => c.status?.conditions ?? [],
+              () => [],
+            )
+    return conditions.map((c) => {
+      const key = `${name}/${c.type}`
+      const since = this.#droppedSince.get(key) ?? current.find((w) => w.type === c.type && w.status === c.status)?.lastTransitionTime ?? now
+      this.#droppedSince.set(key, since)
+      return {...c, lastTransitionTime: since}
+    })
   }
 
   #conditionOf(name: string, condition: ValidCondition, now: string): object {

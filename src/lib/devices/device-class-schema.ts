@@ -581,7 +581,7 @@ export const deviceClassSchema: SchemaNode = {
           items: nodeStatus,
         },
         conditions: {
-          description: 'Standard conditions (metav1.Condition), e.g. an invalid spec.',
+          description: 'Standard conditions (metav1.Condition): Valid, and on a DRA class LimitRequestsServed and UnpluggedDevicesTainted when the API server drops what the DRA driver writes.',
           type: 'array',
           'x-kubernetes-list-type': 'map',
           'x-kubernetes-list-map-keys': ['type'],

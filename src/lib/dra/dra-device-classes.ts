@@ -78,6 +78,14 @@ export interface DraDeviceClassesOptions {
    * it (only the API server can bring it back). Default: one of its own.
    */
   readonly supervisor?: SourceSupervisor
+  /** The API server started or stopped dropping the DeviceClasses' extendedResourceName (see extendedResourceNameDropped). */
+  readonly onDroppedChanged?: (dropped: boolean) => void
+}
+
+/** Pure: whether what the API server stored of an applied DeviceClass lacks the extendedResourceName it was sent (DRAExtendedResource off). */
+export function extendedResourceNameDropped(sent: DraDeviceClass, stored: unknown): boolean {
+  const spec = (stored as {spec?: {extendedResourceName?: unknown}} | undefined)?.spec
+  return spec !== undefined && spec.extendedResourceName !== sent.spec.extendedResourceName
 }
 
 /**
@@ -95,6 +103,7 @@ export class DraDeviceClasses {
   readonly #reapply = new RetryTimer({backoff: reapplyDelay})
   readonly #health: SourceReport
   #stopped = false
+  #dropped = false
 
   constructor(readonly options: DraDeviceClassesOptions) {
     this.#health = (options.supervisor ?? new SourceSupervisor({logger: options.logger})).restartable('resource.k8s.io DeviceClasses', () => this.#run(this.#last ?? []), followPolicy)
@@ -124,6 +133,11 @@ export class DraDeviceClasses {
     await this.#queue
   }
 
+  /** Whether the API server dropped the extendedResourceName of the last DeviceClass applied. */
+  get extendedResourceNameDropped(): boolean {
+    return this.#dropped
+  }
+
   /** Brings the cluster's resource.k8s.io DeviceClasses in step with these classes (the cluster's valid ones). */
   sync(classes: readonly DeviceClass[]): Promise<void> {
     this.#last = classes
@@ -150,11 +164,12 @@ export class DraDeviceClasses {
     for (const [name, object] of wanted) {
       const key = JSON.stringify(object)
       if (this.#applied.get(name) === key) continue
-      await client.request('PATCH', `${draClassesPath}/${encodeURIComponent(name)}`, {
+      const stored = await client.request<unknown>('PATCH', `${draClassesPath}/${encodeURIComponent(name)}`, {
         body: object,
         contentType: 'application/apply-patch+yaml',
         query: {fieldManager: 'nfdctl-agent', force: true},
       })
+      this.#droppedNow(extendedResourceNameDropped(object, stored))
       if (!this.#applied.has(name)) logger.info({deviceClass: name}, `resource.k8s.io DeviceClass ${name} applied`)
       this.#applied.set(name, key)
     }
@@ -178,6 +193,19 @@ export class DraDeviceClasses {
       )
       if (deleted) logger.info({deviceClass: name}, `resource.k8s.io DeviceClass ${name} deleted: its class is gone or no longer DRA`)
     }
+  }
+
+  /** Said once per change: a field the API server drops is dropped from every DeviceClass alike. */
+  #droppedNow(dropped: boolean): void {
+    if (dropped === this.#dropped) return
+    this.#dropped = dropped
+    if (dropped) {
+      this.options.logger.warn(
+        {},
+        "the API server drops the extendedResourceName of resource.k8s.io DeviceClasses (the DRAExtendedResource feature gate is off): pods that ask for a DRA class by resource limit are not served; the classes' status says so",
+      )
+    } else this.options.logger.info({}, 'the API server keeps the extendedResourceName of resource.k8s.io DeviceClasses: pods may ask for DRA classes by resource limit')
+    this.options.onDroppedChanged?.(dropped)
   }
 
   /** The DeviceClasses the agents made: this driver's names, nfdctl's labels (another's object is never deleted). */

@@ -1,6 +1,7 @@
 import {join} from 'node:path'
 
 import type {ClassMembers} from '../devices/class-members.js'
+import type {DroppedFeatures} from '../devices/dropped-features.js'
 import type {DeviceClass} from '../devices/types.js'
 import type {KubeClient} from '../kube/kube-client.js'
 import {SocketKeeper} from '../kubelet/socket-keeper.js'
@@ -44,6 +45,8 @@ export interface DraDriverOptions {
   readonly beforePrepare?: () => Promise<void>
   /** Serves the plugin sockets again with back-off when they cannot be (given up on: the agent exits 1), and retries the DeviceClasses. */
   readonly supervisor: SourceSupervisor
+  /** What the API server drops (dropped()) changed: the agent reports the classes' status again. */
+  readonly onDroppedChanged?: () => void
 }
 
 /**
@@ -72,8 +75,16 @@ export class DraDriver {
       nodeName,
       onError: () => metrics.errors.inc({kind: 'slices'}),
       onPublished: (devices) => metrics.publishedDevices.set(devices.length),
+      onTaintsDropped: () => options.onDroppedChanged?.(),
     })
-    this.#deviceClasses = new DraDeviceClasses({client, complete: options.clusterListed, logger: log, onError: () => metrics.errors.inc({kind: 'deviceclasses'}), supervisor})
+    this.#deviceClasses = new DraDeviceClasses({
+      client,
+      complete: options.clusterListed,
+      logger: log,
+      onDroppedChanged: () => options.onDroppedChanged?.(),
+      onError: () => metrics.errors.inc({kind: 'deviceclasses'}),
+      supervisor,
+    })
     const record = new PreparedClaims(options.stateDir)
     const pool = new DevicePool({
       clusterClasses: options.clusterClasses,
@@ -186,6 +197,11 @@ export class DraDriver {
   /** Devices of these classes came or went: the pool, health and claim statuses follow (only when a DRA class is among them). */
   publish(classes: ReadonlySet<string>, everything = false): void {
     this.#pool.publish(classes, everything)
+  }
+
+  /** What the API server was seen to drop of the DeviceClasses and slices this driver wrote. */
+  dropped(): DroppedFeatures {
+    return {extendedResourceName: this.#deviceClasses.extendedResourceNameDropped, taints: this.#slices.taintsDropped}
   }
 
   /** The devices a container holds by ResourceClaim, per class (stable IDs): see ClaimLifecycle.claimed. */

@@ -35,6 +35,8 @@ export interface SlicePublisherOptions {
   readonly onError: () => void
   /** The slices were written (the devices they list are what the scheduler sees). */
   readonly onPublished?: (devices: readonly SliceDevice[]) => void
+  /** The API server was found to drop the devices' taints (once per process: the gate is the API server's). */
+  readonly onTaintsDropped?: () => void
   /** Delay before a failed write is tried again, doubling up to 30 s; default 1 s. */
   readonly retryMs?: number
 }
@@ -108,6 +110,11 @@ export class SlicePublisher {
     })
     synced.catch(() => {}) // rejects only when stopped before the first list
     return {synced}
+  }
+
+  /** Whether the API server dropped the taints of a device this publisher wrote. */
+  get taintsDropped(): boolean {
+    return this.#taintsDropped
   }
 
   /** The devices to publish; written at once when they differ from the pool's. */
@@ -196,6 +203,7 @@ export class SlicePublisher {
           {slice: slice.metadata.name},
           'the API server drops ResourceSlice device taints (the DRADeviceTaints feature gate is off): unplugged devices are left out of the slices instead of listed with a taint',
         )
+        this.options.onTaintsDropped?.()
       }
     }
     for (const name of stale) {

@@ -71,6 +71,7 @@ function node(options: {dra?: FakeClaimDriver} = {}) {
   const owned = new FakeOwned()
   const reconciler = new NodeReconciler({
     claimed: dra === undefined ? undefined : (c) => dra.claimed(c),
+    dropped: dra === undefined ? undefined : () => dra.dropped(),
     classes: () => view,
     containers: async () => {
       await listing
@@ -82,7 +83,7 @@ function node(options: {dra?: FakeClaimDriver} = {}) {
     namespaceLabels: () => ({}),
     nodeName: 'n1',
     owned,
-    notices: {tell: () => {}, tellDevices: () => {}},
+    notices: {tell: () => {}, tellDevices: () => {}, tellDropped: () => {}},
     outcome: (outcome) => {
       outcomes.push(outcome)
       health.batchDone(outcome)
@@ -115,6 +116,17 @@ describe('NodeReconciler: one batch, gathered, planned and applied', function ()
     expect(n.reports).to.have.length(1)
     expect(n.reports[0].holding.get('low')).to.equal(1)
     expect(n.reports[0].members.get('low')?.map((d) => d.id)).to.deep.equal(['b7:1', 'b7:2'])
+  })
+
+  it("reports what the DRA driver says the API server drops (nothing without the driver), for the classes' status", async function () {
+    const dra = new FakeClaimDriver()
+    dra.droppedFeatures = {extendedResourceName: true, taints: false}
+    const n = node({dra})
+    await n.batch()
+    expect(n.reports.at(-1)?.dropped).to.deep.equal({extendedResourceName: true, taints: false})
+    const without = node()
+    await without.batch()
+    expect(without.reports.at(-1)?.dropped).to.deep.equal({extendedResourceName: false, taints: false})
   })
 
   it('does nothing while containerd is away: no allocation read, no apply, no report', async function () {

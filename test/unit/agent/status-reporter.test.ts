@@ -53,4 +53,22 @@ describe('classReports', function () {
     expect(reports.get('loop')?.condition).to.deep.equal({generation: 5, message: 'invalid spec: spec.capacity: must be at least 1; generation 4, the last valid one, stays in use', valid: false})
     expect(reports.get('broken')).to.deep.equal({condition: {generation: 1, message: 'invalid spec: spec.match: required; the class is not served', valid: false}})
   })
+
+  it('a DRA class gets a condition per feature the API server drops; a Device class and a cluster dropping nothing get none', function () {
+    const draClass = {...loopClass, spec: {...loopClass.spec, allocation: 'DRA' as const}}
+    const seen = {
+      classes: new Map([
+        ['loop', loopClass],
+        ['dra', {...draClass, metadata: {generation: 1, name: 'dra'}}],
+      ]),
+      holding: new Map(),
+      invalid: [],
+      members: new Map(),
+    }
+    const dropping = classReports('worker-1', {...seen, dropped: {extendedResourceName: true, taints: false}})
+    expect(dropping.get('dra')?.dropped?.map((c) => [c.type, c.status, c.reason])).to.deep.equal([['LimitRequestsServed', 'False', 'ExtendedResourceDropped']])
+    expect(dropping.get('loop')).to.not.have.property('dropped')
+    expect(classReports('worker-1', {...seen, dropped: {extendedResourceName: false, taints: false}}).get('dra')).to.not.have.property('dropped')
+    expect(classReports('worker-1', seen).get('dra')).to.not.have.property('dropped')
+  })
 })

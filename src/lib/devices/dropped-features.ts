@@ -1,0 +1,58 @@
+import {draClassName, resourceNameOf} from './resource-names.js'
+
+/**
+ * What the cluster's API server drops of what the DRA driver writes, as the driver saw it in what the API
+ * server returned (its feature gates are not visible to it): a field a gate that is off does not store.
+ */
+export interface DroppedFeatures {
+  /** A resource.k8s.io DeviceClass came back without its extendedResourceName (DRAExtendedResource off). */
+  readonly extendedResourceName: boolean
+  /** A ResourceSlice came back without its devices' taints (DRADeviceTaints off). */
+  readonly taints: boolean
+}
+
+export const noneDropped: DroppedFeatures = {extendedResourceName: false, taints: false}
+
+/** A class-wide condition of a devices.nfdctl.io DeviceClass's status (metav1.Condition without its times). */
+export interface ClassCondition {
+  readonly type: string
+  readonly status: 'True' | 'False'
+  readonly reason: string
+  readonly message: string
+}
+
+/**
+ * Pure: the conditions a DRA class gets for what the API server drops, one per dropped feature, each saying
+ * what pods get instead and what to do; none while nothing is dropped (a cluster with the gates on shows no
+ * condition at all). Class-wide: the API server is the cluster's, so every node's agent says the same.
+ */
+export function droppedFeatureConditions(className: string, dropped: DroppedFeatures): ClassCondition[] {
+  const conditions: ClassCondition[] = []
+  if (dropped.extendedResourceName) {
+    const resource = resourceNameOf(className)
+    conditions.push({
+      message:
+        `the API server drops the extendedResourceName ${resource} of resource.k8s.io DeviceClass ${draClassName(className)} `
+        + `(feature gate DRAExtendedResource off): a pod that asks for ${resource} by resource limit is not served on this `
+        + 'cluster and stays Pending (Insufficient); ask by ResourceClaim instead, or turn DRAExtendedResource on in '
+        + 'kube-apiserver, kube-scheduler, kube-controller-manager and kubelet',
+      reason: 'ExtendedResourceDropped',
+      status: 'False',
+      type: 'LimitRequestsServed',
+    })
+  }
+  if (dropped.taints) {
+    conditions.push({
+      message:
+        'the API server drops ResourceSlice device taints (feature gate DRADeviceTaints off): an unplugged device leaves '
+        + 'the slice instead of staying in it tainted, so an allocationMode: All claim is allocated the devices present '
+        + 'rather than waiting for every device, and a claim whose device is unplugged keeps its allocation and gets the '
+        + 'device back when it is plugged in again, but a new claim cannot be given it meanwhile; turn DRADeviceTaints on '
+        + 'in kube-apiserver, kube-scheduler and kube-controller-manager to keep unplugged devices listed, tainted',
+      reason: 'DeviceTaintsDropped',
+      status: 'False',
+      type: 'UnpluggedDevicesTainted',
+    })
+  }
+  return conditions
+}
