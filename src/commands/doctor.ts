@@ -20,7 +20,7 @@ With --node (the agent's image on a node, with the agent's pod spec): also this 
 
 A feature a class of the cluster uses that does not work fails; one no class uses is a warning. Without the DeviceClass CRD, the device features are reported not installed (a warning: gc needs no CRD of its own).
 
-Exit codes: 0 every feature the cluster's classes use works, 1 some does not (or the API server could not be read), 2 bad flags or configuration.`
+Exit codes: 0 every feature the cluster's classes use works, 1 some does not, or doctor cannot read what it needs to tell (the API server, nodes, pods, the CRD, the classes), 2 bad flags or configuration.`
   static override enableJsonFlag = true
   static override examples = [
     '<%= config.bin %> <%= command.id %>',

@@ -38,7 +38,8 @@ export function judgeCluster(facts: ClusterFacts): Finding[] {
         feature: 'agent',
         fix: `grant get and list on ${r.what} to the user doctor runs as (a read-only ClusterRole)`,
         found: `cannot read ${r.what}, so what depends on them is not checked: ${r.message}`,
-        status: 'warn',
+        // What doctor cannot read it cannot call working: a run that reads nothing must not pass.
+        status: 'fail',
       }),
     ),
   ]

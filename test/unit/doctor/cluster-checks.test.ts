@@ -160,7 +160,7 @@ describe("doctor: the agents' pods", function () {
 })
 
 describe('doctor: reads the server refused', function () {
-  it('each is a warning naming what to grant; the checks that needed it are left out, not failed', function () {
+  it('each fails, naming what to grant; the checks that needed it are left out', function () {
     const findings = judgeCluster({
       ...healthy,
       classes: [{deviceClass: deviceClass('cams', 'Class'), reports: reportedBy('a')}],
@@ -172,13 +172,13 @@ describe('doctor: reads the server refused', function () {
       ],
     })
     expect(findings.filter((f) => f.check.startsWith('read ')).map((f) => [f.check, f.status])).to.deep.equal([
-      ['read nodes', 'warn'],
-      ['read customresourcedefinitions', 'warn'],
+      ['read nodes', 'fail'],
+      ['read customresourcedefinitions', 'fail'],
     ])
     expect(findings.find((f) => f.check === 'read nodes')?.fix).to.equal('grant get and list on nodes to the user doctor runs as (a read-only ClusterRole)')
     expect(findings.filter((f) => f.check === 'kubelet version' || f.check === 'DeviceClass CRD')).to.deep.equal([])
     expect(findings.find((f) => f.check.startsWith('agents report class cams'))).to.include({found: '1 nodes report class cams; which nodes it selects is unknown', status: 'warn'})
-    expect(doctorExitCode(findings)).to.equal(0)
+    expect(doctorExitCode(findings), 'what doctor cannot read it cannot call working').to.equal(1)
   })
 })
 
