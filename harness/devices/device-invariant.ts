@@ -241,18 +241,21 @@ interface Layer {
  * allow. For timing how long a container keeps a number, without the pods and claims a full check reads.
  */
 export async function openAccessReader(pid: number): Promise<(n: DeviceNumber) => Promise<string>> {
-  const control = await deviceControlOf(pid, {mode: 'v2'}).catch(() => deviceControlOf(pid, {mode: 'v1'}))
-  return async (n) => {
-    const layers = [...(await v1Layer(control)), ...v2Layers(control)]
-    return ['r', 'w'].filter((c) => layers.every((layer) => layer.access(n).includes(c))).join('')
-  }
+  const control = await controlOf(pid)
+  return async (n) => effectiveAccess(await layersOf(control), n)
 }
 
 async function seenBy(pid: number): Promise<Seen> {
-  const control = await deviceControlOf(pid, {mode: 'v2'}).catch(() => deviceControlOf(pid, {mode: 'v1'}))
-  const layers = [...(await v1Layer(control)), ...v2Layers(control)]
-  return {layers, nodes: await deviceNodes(join('/proc', String(pid), 'root', 'dev'), '/dev')}
+  return {layers: await layersOf(await controlOf(pid)), nodes: await deviceNodes(join('/proc', String(pid), 'root', 'dev'), '/dev')}
 }
+
+const controlOf = (pid: number): Promise<DeviceControl> => deviceControlOf(pid, {mode: 'v2'}).catch(() => deviceControlOf(pid, {mode: 'v1'}))
+
+/** Every layer that decides a device's access, as the kernel has it now. */
+const layersOf = async (control: DeviceControl): Promise<Layer[]> => [...(await v1Layer(control)), ...v2Layers(control)]
+
+/** What a process may open of a device (r, w): what every layer allows. */
+const effectiveAccess = (layers: readonly Layer[], n: DeviceNumber): string => ['r', 'w'].filter((c) => layers.every((layer) => layer.access(n).includes(c))).join('')
 
 /** The v1 devices cgroup, unless it allows everything (`a *:* rwm`: a privileged container, or no restriction). */
 async function v1Layer(control: DeviceControl): Promise<Layer[]> {
@@ -373,7 +376,7 @@ const runcNodes: ReadonlyMap<string, string> = new Map([
 /** The runtime's devices still open as its spec allows them, and runc's nodes of them still in /dev. */
 function judgeRuntime(report: InvariantReport, name: string, seen: Seen, runtime: ReadonlyMap<string, {n: DeviceNumber; access: string}>): void {
   for (const [key, {access, n}] of runtime) {
-    const effective = ['r', 'w'].filter((c) => seen.layers.every((layer) => layer.access(n).includes(c))).join('')
+    const effective = effectiveAccess(seen.layers, n)
     const path = runcNodes.get(key)
     const node = path === undefined ? undefined : seen.nodes.get(path)
     const problems = [
@@ -404,7 +407,7 @@ function judge(
     const want = entitled.get(key)
     // The runtime's own: judged by judgeRuntime.
     if (want === undefined && runtime.has(key)) continue
-    const effective = ['r', 'w'].filter((c) => seen.layers.every((layer) => layer.access(n).includes(c))).join('')
+    const effective = effectiveAccess(seen.layers, n)
     const extra = seen.layers.flatMap((layer) => {
       const more = beyond(layer.access(n), want?.access ?? '')
       return more === '' ? [] : [`${layer.explain(n)}`]

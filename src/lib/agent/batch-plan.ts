@@ -2,8 +2,8 @@ import type {DeviceClass} from '../devices/types.js'
 import {resourceNameOf} from '../devices/resource-names.js'
 import type {PodAllocations} from '../kubelet/pod-resources.js'
 import {decideAccess, limitHoldersOf, type PolicyDecision} from './access-policy.js'
-import {containerRequests, criLabels, requestKey, type ContainerRequest, type NodePod} from './container-access.js'
-import {containersToReconcile, type ClaimedDevices, type ContainerWork} from './reconcile-plan.js'
+import {containerRequests, criLabels, requestKey, requestOfContainer, type ContainerRequest, type NodePod} from './container-access.js'
+import {containersToReconcile, specDevices, type ClaimedDevices, type ContainerWork, type OwnedNumberHolder} from './reconcile-plan.js'
 
 /** What a batch reads of a node pod. */
 export interface PodAsks {
@@ -29,19 +29,37 @@ export interface BatchWorkInput {
   readonly claimed?: ClaimedDevices
 }
 
-/** Pure: the running containers a batch looks at. Only a pod with ResourceClaims has its containers' specs read for claims. */
-export function batchWork(input: BatchWorkInput): ContainerWork[] {
+/**
+ * The node's pods' container requests, by requestKey, and what a container holds by claim: only a pod with
+ * ResourceClaims has its containers' specs read for claims.
+ */
+function podLookups({claimed, pods}: Pick<BatchWorkInput, 'claimed' | 'pods'>): {requests: Map<string, ContainerRequest>; claimed?: ClaimedDevices} {
   const requests = new Map<string, ContainerRequest>()
-  for (const pod of input.pods) for (const r of pod.requests) requests.set(requestKey(r), r)
-  const {claimed} = input
-  const claimPods = new Set(input.pods.filter((p) => p.hasClaims).map((p) => p.uid))
-  return containersToReconcile({
-    claimed: claimed === undefined ? undefined : (c) => (claimPods.has(c.labels[criLabels.podUid]) ? claimed(c) : undefined),
-    containers: input.containers,
-    mayHold: input.mayHold,
-    requests,
-    running: input.running,
-  })
+  for (const pod of pods) for (const r of pod.requests) requests.set(requestKey(r), r)
+  if (claimed === undefined) return {requests}
+  const claimPods = new Set(pods.filter((p) => p.hasClaims).map((p) => p.uid))
+  return {claimed: (c) => (claimPods.has(c.labels[criLabels.podUid]) ? claimed(c) : undefined), requests}
+}
+
+/** Pure: the running containers a batch looks at. */
+export function batchWork(input: BatchWorkInput): ContainerWork[] {
+  const {claimed, requests} = podLookups(input)
+  return containersToReconcile({claimed, containers: input.containers, mayHold: input.mayHold, requests, running: input.running})
+}
+
+/**
+ * Pure: every listed workload container, running or not, as the owned numbers see it (ownedToKeep): the
+ * classes it holds by limit or claim, and its spec's device nodes.
+ */
+export function ownedNumberHolders(input: Pick<BatchWorkInput, 'claimed' | 'containers' | 'pods'>): OwnedNumberHolder[] {
+  const {claimed, requests} = podLookups(input)
+  return input.containers
+    .filter((c) => c.labels[criLabels.kind] !== 'sandbox')
+    .map((c): OwnedNumberHolder => {
+      const given = new Set([...(requestOfContainer(c.labels, requests)?.classes ?? [])].filter(([, via]) => via === 'limit').map(([name]) => name))
+      for (const name of claimed?.(c)?.keys() ?? []) given.add(name)
+      return {given, nodes: () => specDevices(undefined, c.spec?.linux?.devices).nodes.keys()}
+    })
 }
 
 /** Pure: whether a container of the batch asks by limit for one of the node's classes (only then are kubelet's allocations read). */

@@ -7,7 +7,7 @@ import type {RuntimeContainer} from '../runtime/containerd-client.js'
 import {Signal} from '../signal.js'
 import type {SourceReport} from '../source-supervisor.js'
 import type {ClaimDriver, DevicePlugins} from './agent-parts.js'
-import {containerRequests, criLabels, type NodePod} from './container-access.js'
+import {containerRequests, workloadContainers, type NodePod} from './container-access.js'
 import type {ContainerdFollower} from './containerd-follower.js'
 
 /** The node's devices followed from kernel uevents (a DeviceWatcher), and what it tells. */
@@ -117,7 +117,7 @@ export class ChangeSources {
   async containers(): Promise<ListedContainers | undefined> {
     const follower = this.options.containerd
     if (!follower.connected) return undefined
-    return {containers: await follower.containers([`labels."${criLabels.kind}"==container`]), running: follower.running, touchedAt: (id) => follower.touchedAt(id)}
+    return {containers: await follower.containers([workloadContainers]), running: follower.running, touchedAt: (id) => follower.touchedAt(id)}
   }
 
   pods(): Iterable<NodePod> {

@@ -141,6 +141,9 @@ export const criLabels = {
   podUid: 'io.kubernetes.pod.uid',
 } as const
 
+/** containerd's filter for the workload containers of pods (no sandboxes). */
+export const workloadContainers = `labels."${criLabels.kind}"==container`
+
 /** A request's key, and the key a container's CRI labels give: the pod's UID and the container's name. */
 export const requestKey = (r: Pick<ContainerRequest, 'container' | 'podUid'>): string => `${r.podUid}/${r.container}`
 

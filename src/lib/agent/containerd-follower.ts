@@ -1,7 +1,7 @@
 import {errorMessage} from '../errors.js'
 import type {Logger} from '../observe/logger.js'
 import {RetryTimer} from '../retry-timer.js'
-import type {ContainerdClient, RuntimeContainer, RuntimeEvent} from '../runtime/containerd-client.js'
+import {runningPids, type ContainerdClient, type RuntimeContainer, type RuntimeEvent} from '../runtime/containerd-client.js'
 import type {SourceReport} from '../source-supervisor.js'
 import type {AgentMetrics} from './agent-metrics.js'
 
@@ -127,7 +127,7 @@ export class ContainerdFollower {
             this.#pending = []
             try {
               const tasks = await containerd.listTasks()
-              this.#running = new Map(tasks.filter((t) => t.status === 'RUNNING').map((t) => [t.containerId, t.pid]))
+              this.#running = runningPids(tasks)
               for (const event of this.#pending) runningAfter(this.#running, event)
             } catch (listError) {
               unsubscribe()

@@ -9,12 +9,12 @@ import type {Logger} from '../observe/logger.js'
 import type {PodResources} from '../kubelet/device-plugin-api.js'
 import {podAllocations, type KnownPod, type PodAllocations} from '../kubelet/pod-resources.js'
 import type {AgentMetrics} from './agent-metrics.js'
-import {batchWork, needsAllocations, planBatch, podAsks, type BatchPlan, type PodAsks} from './batch-plan.js'
+import {batchWork, needsAllocations, ownedNumberHolders, planBatch, podAsks, type BatchPlan, type PodAsks} from './batch-plan.js'
 import type {ListedContainers} from './change-sources.js'
-import {criLabels, requestKey, requestOfContainer, type ContainerRequest, type NodePod} from './container-access.js'
+import {criLabels, type NodePod} from './container-access.js'
 import type {BatchOutcome} from './grant-health.js'
 import type {ContainerReconciler, NodeView} from './container-reconciler.js'
-import {ownedToKeep, specDevices, type ClaimedDevices, type ContainerWork, type OwnedNumberHolder} from './reconcile-plan.js'
+import {ownedToKeep, type ClaimedDevices, type ContainerWork} from './reconcile-plan.js'
 import type {RefusalNotices} from './refusal-notices.js'
 import type {StatusReporter} from './status-reporter.js'
 
@@ -176,17 +176,7 @@ export class NodeReconciler {
   /** Owned numbers no class has a device at and no listed container holds as the agent's are forgotten (ownedToKeep). */
   #forgetOwned({listed, pods}: Gathered, members: NodeView['members']): void {
     const {claimed, logger, owned} = this.options
-    const requests = new Map<string, ContainerRequest>(pods.flatMap((pod) => pod.requests.map((r) => [requestKey(r), r] as const)))
-    const claimPods = new Set(pods.filter((p) => p.hasClaims).map((p) => p.uid))
-    const holders = (): OwnedNumberHolder[] =>
-      listed.containers
-        .filter((c) => c.labels[criLabels.kind] !== 'sandbox')
-        .map((c): OwnedNumberHolder => {
-          const given = new Set([...(requestOfContainer(c.labels, requests)?.classes ?? [])].filter(([, via]) => via === 'limit').map(([name]) => name))
-          if (claimPods.has(c.labels[criLabels.podUid])) for (const name of claimed?.(c)?.keys() ?? []) given.add(name)
-          return {given, nodes: () => specDevices(undefined, c.spec?.linux?.devices).nodes.keys()}
-        })
-    const keep = ownedToKeep(owned.all(), members, holders)
+    const keep = ownedToKeep(owned.all(), members, () => ownedNumberHolders({claimed, containers: listed.containers, pods}))
     const forgotten = owned.all().filter((o) => !keep.has(ownedId(o)))
     if (forgotten.length === 0) return
     logger.info({devices: forgotten.map((o) => `${o.devNode} (${ownedId(o)})`)}, 'device numbers forgotten: no class has a device there and no container holds them')

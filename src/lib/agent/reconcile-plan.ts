@@ -1,4 +1,5 @@
 import {deviceOfNumber, ownedBy, ownedId, type OwnedDevice} from '../devices/owned-devices.js'
+import {claimMarkerDir} from '../devices/resource-names.js'
 import type {Device, DeviceClass} from '../devices/types.js'
 import type {OciSpec, RuntimeContainer} from '../runtime/containerd-client.js'
 import {ociDeviceRules, ruleDeviceId, rulesWithout, type OciDeviceCgroup} from '../runtime/device-program.js'
@@ -143,9 +144,6 @@ export function runtimeDefaults(spec: SpecDevices): Set<string> {
   return new Set([...ociStandardDevices, ...[...spec.allows].filter((id) => !spec.nodes.has(id))])
 }
 
-/** Where the DRA claim markers are (/dev/nfdctl/claims/...): a device's own node is elsewhere. */
-const markerPrefix = '/dev/nfdctl/'
-
 /**
  * Pure. A device its OCI spec names is the runtime's (base) unless kubelet's Allocate or a CDI spec gave it
  * for a class the container holds by limit or claim: a node in the spec at a number that was a device of one
@@ -165,7 +163,7 @@ export function planContainer(input: ContainerPlanInput): ContainerPlan {
   for (const [id, paths] of spec.nodes) {
     const owned = input.owned(id)
     if (defaults.has(id) || owned === undefined || !ownedBy(owned, given)) continue
-    ours.set(id, {...(input.known(id) ?? deviceOfNumber(owned)), devNode: paths.find((p) => !p.startsWith(markerPrefix)) ?? paths[0]})
+    ours.set(id, {...(input.known(id) ?? deviceOfNumber(owned)), devNode: paths.find((p) => !p.startsWith(`${claimMarkerDir}/`)) ?? paths[0]})
   }
   const base = new Set([...spec.allows, ...spec.nodes.keys(), ...defaults].filter((id) => !ours.has(id)))
   const askedFor = new Set(input.asked ? (input.askedFor ?? input.request.classes.keys()) : [])

@@ -1,13 +1,14 @@
-import {numbersWithAnotherDevice, deviceOfNumber, type OwnedDevice} from '../devices/owned-devices.js'
+import {deviceOfNumber, numbersWithAnotherDevice, ownedId, type OwnedDevice} from '../devices/owned-devices.js'
 import {claimMarkerDir, envNameOf} from '../devices/resource-names.js'
 import type {Device} from '../devices/types.js'
 import {errorMessage} from '../errors.js'
 import type {Logger} from '../observe/logger.js'
-import type {ContainerdClient, RuntimeContainer} from '../runtime/containerd-client.js'
-import {ociDeviceRules, ruleDeviceId} from '../runtime/device-program.js'
-import {criLabels} from './container-access.js'
+import {runningPids, type ContainerdClient, type RuntimeContainer} from '../runtime/containerd-client.js'
+import {ruleDeviceId} from '../runtime/device-program.js'
+import {criLabels, workloadContainers} from './container-access.js'
 import type {ContainerReconciler} from './container-reconciler.js'
 import type {RecordedGrant} from './grant-record.js'
+import {specDevices} from './reconcile-plan.js'
 
 /** One container and the numbers to take from it at start. */
 export interface SweepTarget {
@@ -41,15 +42,13 @@ function givenByNfdctl(container: RuntimeContainer): boolean {
  */
 export function planStartSweep(input: SweepPlanInput): SweepTarget[] {
   if (input.changed.length === 0) return []
-  const changed = new Map(input.changed.map((d) => [`${d.type}${d.major}:${d.minor}`, d]))
+  const changed = new Map(input.changed.map((d) => [ownedId(d), d]))
   const targets: SweepTarget[] = []
   for (const container of input.containers) {
     const pid = input.running.get(container.id)
     if (pid === undefined || container.labels[criLabels.kind] === 'sandbox') continue
     const ours = new Set(input.grants(container.id).map(ruleDeviceId))
-    if (givenByNfdctl(container)) {
-      for (const rule of ociDeviceRules(container.spec?.linux?.resources?.devices)) if (rule.allow && rule.major !== '*' && rule.minor !== '*' && rule.type !== 'a') ours.add(ruleDeviceId(rule))
-    }
+    if (givenByNfdctl(container)) for (const id of specDevices(container.spec?.linux?.resources?.devices).allows) ours.add(id)
     const devices = [...ours].flatMap((id) => {
       const owned = changed.get(id)
       return owned === undefined ? [] : [deviceOfNumber(owned)]
@@ -87,8 +86,8 @@ export async function sweepAtStart(options: StartSweepOptions): Promise<number> 
     timer = setTimeout(() => reject(new Error(`containerd did not answer within ${options.timeoutMs ?? 3000} ms`)), options.timeoutMs ?? 3000)
   })
   try {
-    const [containers, tasks] = await Promise.race([Promise.all([containerd.listContainers([`labels."${criLabels.kind}"==container`]), containerd.listTasks()]), timeout])
-    const running = new Map(tasks.filter((t) => t.status === 'RUNNING').map((t) => [t.containerId, t.pid]))
+    const [containers, tasks] = await Promise.race([Promise.all([containerd.listContainers([workloadContainers]), containerd.listTasks()]), timeout])
+    const running = runningPids(tasks)
     let taken = 0
     for (const target of planStartSweep({changed, containers, grants: options.grants, running})) {
       const {container} = target

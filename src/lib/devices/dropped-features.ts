@@ -13,6 +13,12 @@ export interface DroppedFeatures {
 
 export const noneDropped: DroppedFeatures = {extendedResourceName: false, taints: false}
 
+/** The feature gate behind each field the API server may drop, and the components that must have it on. */
+export const droppedFeatureGates: Readonly<Record<keyof DroppedFeatures, {readonly gate: string; readonly components: string}>> = {
+  extendedResourceName: {components: 'kube-apiserver, kube-scheduler, kube-controller-manager and kubelet', gate: 'DRAExtendedResource'},
+  taints: {components: 'kube-apiserver, kube-scheduler and kube-controller-manager', gate: 'DRADeviceTaints'},
+}
+
 /** A class-wide condition of a devices.nfdctl.io DeviceClass's status (metav1.Condition without its times). */
 export interface ClassCondition {
   readonly type: string
@@ -30,25 +36,26 @@ export function droppedFeatureConditions(className: string, dropped: DroppedFeat
   const conditions: ClassCondition[] = []
   if (dropped.extendedResourceName) {
     const resource = resourceNameOf(className)
+    const {components, gate} = droppedFeatureGates.extendedResourceName
     conditions.push({
       message:
         `the API server drops the extendedResourceName ${resource} of resource.k8s.io DeviceClass ${draClassName(className)} `
-        + `(feature gate DRAExtendedResource off): a pod that asks for ${resource} by resource limit is not served on this `
-        + 'cluster and stays Pending (Insufficient); ask by ResourceClaim instead, or turn DRAExtendedResource on in '
-        + 'kube-apiserver, kube-scheduler, kube-controller-manager and kubelet',
+        + `(feature gate ${gate} off): a pod that asks for ${resource} by resource limit is not served on this `
+        + `cluster and stays Pending (Insufficient); ask by ResourceClaim instead, or turn ${gate} on in ${components}`,
       reason: 'ExtendedResourceDropped',
       status: 'False',
       type: 'LimitRequestsServed',
     })
   }
   if (dropped.taints) {
+    const {components, gate} = droppedFeatureGates.taints
     conditions.push({
       message:
-        'the API server drops ResourceSlice device taints (feature gate DRADeviceTaints off): an unplugged device leaves '
+        `the API server drops ResourceSlice device taints (feature gate ${gate} off): an unplugged device leaves `
         + 'the slice instead of staying in it tainted, so an allocationMode: All claim is allocated the devices present '
         + 'rather than waiting for every device, and a claim whose device is unplugged keeps its allocation and gets the '
-        + 'device back when it is plugged in again, but a new claim cannot be given it meanwhile; turn DRADeviceTaints on '
-        + 'in kube-apiserver, kube-scheduler and kube-controller-manager to keep unplugged devices listed, tainted',
+        + `device back when it is plugged in again, but a new claim cannot be given it meanwhile; turn ${gate} on `
+        + `in ${components} to keep unplugged devices listed, tainted`,
       reason: 'DeviceTaintsDropped',
       status: 'False',
       type: 'UnpluggedDevicesTainted',

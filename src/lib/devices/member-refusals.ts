@@ -154,11 +154,12 @@ const describe = (c: DeviceClass): string => `${c.metadata.name} (allocation ${c
 function duplicateMessage(name: string, device: Device, same: readonly Device[], deviceClass: DeviceClass): string {
   const identity = deviceIdentity(device, deviceClass.spec.identity)
   const others = same.filter((d) => d !== device).map((d) => d.devNode)
+  const movePlug = 'plug them into different ports, or narrow the class to one of them'
   const fix = {
-    port: 'plug them into different ports, or narrow the class to one of them',
+    port: movePlug,
     serial: 'two devices claim one serial number: unplug the copy, or set identity: SerialAndPort',
     'serial and port': 'two devices claim one serial number at one place: unplug the copy',
-    sysfs: 'plug them into different ports, or narrow the class to one of them',
+    sysfs: movePlug,
   }[identity.kind]
   return `${device.devNode} has the same ${identity.kind} identity as ${others.join(', ')} in class ${name} (${identity.word}): served to nobody while both are present; ${fix}`
 }

@@ -4,6 +4,7 @@
  * yet is a warning. Pure.
  */
 import {deviceClassCrdPath} from '../devices/device-class-crd.js'
+import {droppedFeatureGates} from '../devices/dropped-features.js'
 import {matchesLabelSelector} from '../devices/label-selector.js'
 import {draClassName} from '../devices/resource-names.js'
 import type {ClassFacts, ClusterFacts, NodeFacts, Probe} from './cluster-facts.js'
@@ -120,7 +121,7 @@ function draFindings(facts: ClusterFacts, draUsed: boolean): Finding[] {
       check: 'DeviceClass extendedResourceName kept (dry run)',
       dropped: "the API server drops a DeviceClass's extendedResourceName: pods asking a DRA class by limit (devices.nfdctl.io/<class>) stay Pending",
       feature: 'DRA by limit',
-      fix: 'turn on the DRAExtendedResource feature gate (beta and on from 1.36) in kube-apiserver, kube-scheduler, kube-controller-manager and kubelet, or ask DRA classes by ResourceClaim',
+      fix: `turn on the ${droppedFeatureGates.extendedResourceName.gate} feature gate (beta and on from 1.36) in ${droppedFeatureGates.extendedResourceName.components}, or ask DRA classes by ResourceClaim`,
       kept: "the API server keeps a DeviceClass's extendedResourceName: DRA classes can be asked by limit",
       // A DRA class is offered by limit too (the README's way to ask for it): a cluster that drops the field breaks that promise.
       status: needed(draUsed),
@@ -129,7 +130,7 @@ function draFindings(facts: ClusterFacts, draUsed: boolean): Finding[] {
       check: 'ResourceSlice device taints kept (dry run)',
       dropped: 'the API server drops device taints: an unplugged device leaves the ResourceSlice instead of being tainted',
       feature: 'device taints',
-      fix: 'turn on the DRADeviceTaints feature gate (beta and on from 1.36) in kube-apiserver and kube-scheduler',
+      fix: `turn on the ${droppedFeatureGates.taints.gate} feature gate (beta and on from 1.36) in ${droppedFeatureGates.taints.components}`,
       kept: 'the API server keeps device taints: unplugged devices are tainted devices.nfdctl.io/unplugged',
       // nfdctl leaves an unplugged device out of the slice when taints are dropped: degraded, still correct.
       status: 'warn',

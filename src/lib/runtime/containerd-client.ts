@@ -34,6 +34,9 @@ export interface RuntimeTask {
   readonly status: (typeof taskStatuses)[number]
 }
 
+/** Pure: the init PIDs of the running tasks, by container id. */
+export const runningPids = (tasks: readonly RuntimeTask[]): Map<string, number> => new Map(tasks.filter((t) => t.status === 'RUNNING').map((t) => [t.containerId, t.pid]))
+
 /** The Status enum's names, by number (enums are loaded as their names); a unit test holds them to the .proto. */
 export const taskStatuses = ['UNKNOWN', 'CREATED', 'RUNNING', 'STOPPED', 'PAUSED', 'PAUSING'] as const
 
