@@ -1,25 +1,30 @@
 #!/usr/bin/env bash
 # Builds kube-apiserver and etcd (and, when named, the node harness's other components) from the Go module
-# proxy into a per-version cache outside the repo. Idempotent: a cached binary is not rebuilt.
+# proxy into a per-version cache outside the repo. Idempotent: a cached binary is not rebuilt. The Kubernetes
+# binaries are cached per KUBE_VERSION; etcd, helm and containerd do not depend on it, so each of their
+# versions is built once and linked into every Kubernetes version's directory.
 #
 #   build.sh [kubelet] [kube-scheduler] [kube-controller-manager] [kubectl] [helm] [containerd] [node]
 #
-#   containerd     containerd, ctr and containerd-shim-runc-v2 in containerd-$CONTAINERD_VERSION/, linked as containerd/
+#   containerd     containerd, ctr and containerd-shim-runc-v2, linked as containerd/
 #   node           containerd, kubelet, kube-scheduler, kube-controller-manager, kubectl and helm: all the node harness runs
 #
-#   KUBE_VERSION        Kubernetes release to build (default v1.37.2)
+#   KUBE_VERSION        Kubernetes release to build (default: the newest in kube-versions beside this script)
 #   ETCD_VERSION        etcd server release (default v3.7.3)
 #   HELM_VERSION        Helm release (default v4.3.2; cached beside the control plane)
 #   CONTAINERD_VERSION  containerd release (default v2.4.2; cached beside the control plane)
 #   NFDCTL_CACHE   cache root (default ${XDG_CACHE_HOME:-$HOME/.cache}/nfdctl)
 set -euo pipefail
 
-KUBE_VERSION="${KUBE_VERSION:-v1.37.2}"
+KUBE_VERSION="${KUBE_VERSION:-$(grep -v '^#' "$(dirname "${BASH_SOURCE[0]}")/kube-versions" | tail -n 1)}"
 ETCD_VERSION="${ETCD_VERSION:-v3.7.3}"
 HELM_VERSION="${HELM_VERSION:-v4.3.2}"
 CONTAINERD_VERSION="${CONTAINERD_VERSION:-v2.4.2}"
 CACHE="${NFDCTL_CACHE:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/nfdctl}"
 BIN="$CACHE/controlplane/kube-$KUBE_VERSION-etcd-$ETCD_VERSION"
+ETCD_DIR="$CACHE/controlplane/etcd-$ETCD_VERSION"
+HELM_DIR="$CACHE/controlplane/helm-$HELM_VERSION"
+CONTAINERD_DIR="$CACHE/controlplane/containerd-$CONTAINERD_VERSION"
 
 # A dependency that wants a newer Go must fail loudly instead of fetching a toolchain.
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-buildvcs=false
@@ -32,22 +37,28 @@ if ! command -v go >/dev/null; then
 fi
 
 mkdir -p "$BIN"
-# One build per version at a time: two builds of the same binary (a test's prepare beside `npm run demo`) would
-# move each other's .tmp output away. The second waits, then finds the binaries cached.
-exec {lock}>"$BIN/.build.lock"
+# One build at a time: two builds of the same binary (a test's prepare beside `npm run demo`, or two Kubernetes
+# versions sharing etcd) would move each other's .tmp output away. The second waits, then finds them cached.
+exec {lock}>"$CACHE/controlplane/.build.lock"
 flock "$lock"
 
 build_etcd() {
-  [[ -x "$BIN/etcd" ]] && return 0
+  if [[ -x "$ETCD_DIR/etcd" ]]; then
+    ln -sf "$ETCD_DIR/etcd" "$BIN/etcd"
+    return 0
+  fi
   local mod; mod="$(mktemp -d)"
   log "building etcd $ETCD_VERSION (module dir $mod)"
+  mkdir -p "$ETCD_DIR.tmp"
   (
     cd "$mod"
     go mod init nfdctl.local/etcd-build >/dev/null 2>&1
     go get -tool "go.etcd.io/etcd/server/v3@$ETCD_VERSION"
-    go build -trimpath -ldflags "-s -w" -o "$BIN/etcd.tmp" go.etcd.io/etcd/server/v3
+    go build -trimpath -ldflags "-s -w" -o "$ETCD_DIR.tmp/etcd" go.etcd.io/etcd/server/v3
   )
-  mv "$BIN/etcd.tmp" "$BIN/etcd"
+  rm -rf "$ETCD_DIR"
+  mv "$ETCD_DIR.tmp" "$ETCD_DIR"
+  ln -sf "$ETCD_DIR/etcd" "$BIN/etcd"
   rm -rf "$mod"
 }
 
@@ -81,28 +92,33 @@ build_kubernetes_command() {
 }
 
 build_helm() {
-  [[ -x "$BIN/helm-$HELM_VERSION" ]] && { ln -sf "helm-$HELM_VERSION" "$BIN/helm"; return 0; }
+  if [[ -x "$HELM_DIR/helm" ]]; then
+    ln -sf "$HELM_DIR/helm" "$BIN/helm"
+    return 0
+  fi
   local mod major; mod="$(mktemp -d)"
   major="$(cut -d. -f1 <<<"$HELM_VERSION")"
   log "building helm $HELM_VERSION (module dir $mod)"
+  mkdir -p "$HELM_DIR.tmp"
   (
     cd "$mod"
     go mod init nfdctl.local/helm-build >/dev/null 2>&1
     go get -tool "helm.sh/helm/$major/cmd/helm@$HELM_VERSION"
     go build -trimpath -ldflags "-s -w -X helm.sh/helm/$major/internal/version.version=$HELM_VERSION" \
-      -o "$BIN/helm.tmp" "helm.sh/helm/$major/cmd/helm"
+      -o "$HELM_DIR.tmp/helm" "helm.sh/helm/$major/cmd/helm"
   )
-  mv "$BIN/helm.tmp" "$BIN/helm-$HELM_VERSION"
-  ln -sf "helm-$HELM_VERSION" "$BIN/helm"
+  rm -rf "$HELM_DIR"
+  mv "$HELM_DIR.tmp" "$HELM_DIR"
+  ln -sf "$HELM_DIR/helm" "$BIN/helm"
   rm -rf "$mod"
 }
 
 # containerd's go.mod has no replace lines, so `go install module@version` builds it as released. No cgo:
 # btrfs is the only part that needs it, and the node runs overlayfs.
 build_containerd() {
-  local dir="$BIN/containerd-$CONTAINERD_VERSION" pkg=github.com/containerd/containerd/v2
+  local dir="$CONTAINERD_DIR" pkg=github.com/containerd/containerd/v2
   if [[ -x "$dir/containerd" && -x "$dir/ctr" && -x "$dir/containerd-shim-runc-v2" ]]; then
-    ln -sfn "containerd-$CONTAINERD_VERSION" "$BIN/containerd"
+    ln -sfn "$dir" "$BIN/containerd"
     return 0
   fi
   local out; out="$(mktemp -d)"
@@ -114,7 +130,7 @@ build_containerd() {
   rm -rf "$dir"
   mv "$out" "$dir"
   chmod 755 "$dir"
-  ln -sfn "containerd-$CONTAINERD_VERSION" "$BIN/containerd"
+  ln -sfn "$dir" "$BIN/containerd"
 }
 
 start=$(date +%s)

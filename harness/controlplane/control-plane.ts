@@ -11,7 +11,7 @@ import {freePort} from '../process/free-port.js'
 import {waitFor} from '../process/wait.js'
 import {createCertificates, mintClientCertificate} from './certs.js'
 import {applyCrds, readCrds} from './crds.js'
-import {crdDir} from './paths.js'
+import {crdDir, featureGatesFlag} from './paths.js'
 
 export interface ControlPlaneOptions {
   /** Working directory: certificates, etcd data, logs, kubeconfigs, state.json. */
@@ -200,7 +200,7 @@ export class ControlPlane {
    */
   async #startControllers(client: KubeClient): Promise<{controllerManager: number; scheduler: number}> {
     const file = (name: string): string => join(this.options.dir, name)
-    const common = [`--kubeconfig=${this.kubeconfig}`, '--leader-elect=false', '--secure-port=0']
+    const common = [`--kubeconfig=${this.kubeconfig}`, '--leader-elect=false', '--secure-port=0', ...featureGatesFlag()]
     const controllerManager = launch(this.options, 'kube-controller-manager', [
       ...common,
       `--root-ca-file=${file('ca.crt')}`,
@@ -284,6 +284,7 @@ function apiserverArgs(options: ControlPlaneOptions, ports: State['ports'], etcd
     '--authorization-mode=Node,RBAC',
     '--allow-privileged=true',
     `--cert-dir=${file('apiserver-certs')}`,
+    ...featureGatesFlag(),
     ...(options.apiserverFlags ?? []),
   ]
 }

@@ -1,5 +1,5 @@
 import {execFile} from 'node:child_process'
-import {existsSync} from 'node:fs'
+import {existsSync, readFileSync} from 'node:fs'
 import {join} from 'node:path'
 import {fileURLToPath} from 'node:url'
 import {promisify} from 'node:util'
@@ -7,6 +7,38 @@ import {promisify} from 'node:util'
 export const repoRoot = fileURLToPath(new URL('../..', import.meta.url))
 export const buildScript = fileURLToPath(new URL('build.sh', import.meta.url))
 export const crdDir = fileURLToPath(new URL('../../deploy/crds', import.meta.url))
+
+/** The Kubernetes releases the node tests run on, oldest first (the file build.sh reads its default from). */
+export const kubeVersions: readonly string[] = readFileSync(fileURLToPath(new URL('kube-versions', import.meta.url)), 'utf8')
+  .split('\n')
+  .map((line) => line.trim())
+  .filter((line) => line !== '' && !line.startsWith('#'))
+
+/** The release every component the harness starts runs: KUBE_VERSION, as build.sh builds it, else the newest. */
+export const kubeVersion: string = process.env.KUBE_VERSION || (kubeVersions.at(-1) as string)
+
+/**
+ * Feature gates every component the harness starts gets (kube-apiserver, kube-controller-manager, kube-scheduler
+ * and kubelet), from KUBE_FEATURE_GATES in --feature-gates form (`DRAExtendedResource=true,DRADeviceTaints=true`):
+ * a cluster whose operator turned gates on. Empty: each release's defaults.
+ */
+export const kubeFeatureGates: Readonly<Record<string, boolean>> = Object.fromEntries(
+  (process.env.KUBE_FEATURE_GATES ?? '')
+    .split(',')
+    .map((gate) => gate.trim())
+    .filter(Boolean)
+    .map((gate) => {
+      const [name, value] = gate.split('=')
+      if (name === undefined || !/^[A-Za-z0-9]+$/.test(name) || (value !== 'true' && value !== 'false')) throw new Error(`KUBE_FEATURE_GATES: "${gate}" is not Gate=true or Gate=false`)
+      return [name, value === 'true'] as const
+    }),
+)
+
+/** kubeFeatureGates as the components' --feature-gates flag (none when no gate is set). */
+export const featureGatesFlag = (): string[] => {
+  const gates = Object.entries(kubeFeatureGates)
+  return gates.length === 0 ? [] : [`--feature-gates=${gates.map(([name, on]) => `${name}=${on}`).join(',')}`]
+}
 
 /** What build.sh builds beside kube-apiserver and etcd, when asked; `containerd` is containerd, ctr and the runc shim. */
 export type ExtraBinary = 'kubelet' | 'kube-scheduler' | 'kube-controller-manager' | 'kubectl' | 'helm' | 'containerd'

@@ -3,6 +3,7 @@ import {mkdir, writeFile} from 'node:fs/promises'
 import {join} from 'node:path'
 
 import type {KubeClient} from '../../src/lib/kube/kube-client.js'
+import {kubeFeatureGates} from '../controlplane/paths.js'
 import {launchDaemon, terminate} from '../process/daemon.js'
 import {waitFor} from '../process/wait.js'
 import type {MountNamespace} from './mount-namespace.js'
@@ -114,5 +115,6 @@ resolvConf: ""
 nodeStatusUpdateFrequency: 1s
 nodeStatusReportFrequency: 1s
 syncFrequency: 10s
+featureGates: ${JSON.stringify(kubeFeatureGates)}
 `
 }

@@ -7,13 +7,16 @@ import {type BackedLoops, loopData, readLoop} from '../../harness/devices/loop-d
 import {createNamespace, deletePods, waitForPod, type NodeEnv, type RunningPod} from '../../harness/node/pods.js'
 import {CliProcess} from '../../harness/process/cli-process.js'
 import {waitFor} from '../../harness/process/wait.js'
+import {clusterGates} from '../support/kube-version.js'
 import {serialDiskNode} from '../support/test-node.js'
 
 // Loop devices 850-869 belong to these tests: the class draall takes 850-859.
 // A claim with allocationMode All asks for every device of a class; the scheduler's allocator refuses a device
 // whose NoSchedule taint the request does not tolerate, so while one device is unplugged (tainted
 // devices.nfdctl.io/unplugged) such a claim is allocated only when its request tolerates that taint. The agent
-// then prepares it with the devices present and gives the unplugged one when it is back.
+// then prepares it with the devices present and gives the unplugged one when it is back. Where the API server
+// drops device taints (1.34 and 1.35 by default), the unplugged device leaves the slice, so such a claim is
+// allocated the devices present at scheduling and keeps them.
 const dra = '/apis/resource.k8s.io/v1'
 const classesPath = '/apis/devices.nfdctl.io/v1alpha1/deviceclasses'
 const namespace = 'nfdctl-dra-all'
@@ -92,6 +95,30 @@ describe('devices agent --dra on a real node: claims with allocationMode All whi
     await rm(dir, {force: true, recursive: true})
   })
 
+  const sliced = async (): Promise<Array<{name: string; taints?: Array<{key: string}>}>> => {
+    const slices = await env.client.request<{items: Array<{spec: {devices?: Array<{name: string; taints?: Array<{key: string}>}>}}>}>('GET', `${dra}/resourceslices`, {
+      query: {fieldSelector: `spec.nodeName=${env.node.name},spec.driver=devices.nfdctl.io`},
+    })
+    return slices.items.flatMap((s) => s.spec.devices ?? [])
+  }
+
+  if (!clusterGates.deviceTaints) {
+    it('with disk b unplugged and no device taints on this release: b leaves the slice, a claim for every disk is allocated disk a alone and its pod reads it; b back, the claim keeps disk a alone', async function () {
+      this.timeout(180_000)
+      await unplug(851)
+      await waitFor('disk b gone from the slice', async () => !(await sliced()).some((d) => d.name === disks.deviceOf('b')), {timeoutMs: 10_000})
+      await createClaimPod('plain', 'every-disk')
+      const plain = await waitForPod(env, `${namespace}/plain`, 60_000)
+      expect((await claimOf('plain'))?.status?.allocation?.devices?.results?.map((r) => r.device)).to.deep.equal([disks.deviceOf('a')])
+      await reads(plain, 850)
+      await plug(852, 'b')
+      await waitFor('disk b back in the slice', async () => (await sliced()).some((d) => d.name === disks.deviceOf('b')), {timeoutMs: 10_000})
+      expect((await claimOf('plain'))?.status?.allocation?.devices?.results?.map((r) => r.device)).to.deep.equal([disks.deviceOf('a')])
+      expect((await readLoop(env.node, plain.containerId, 852)).startsWith('failed'), 'the pod never gets b').to.equal(true)
+    })
+    return
+  }
+
   it('with disk b unplugged: a claim for every disk without the toleration is not allocated; with it, the pod runs with disk a, gets disk b when it is back under another loop number, and its claim says b is unplugged meanwhile', async function () {
     this.timeout(180_000)
     // Both present: the plain claim is allocated and its pod reads both.
@@ -103,16 +130,9 @@ describe('devices agent --dra on a real node: claims with allocationMode All whi
     pods.splice(pods.indexOf(`${namespace}/before`), 1)
 
     await unplug(851)
-    await waitFor(
-      'disk b tainted in the slice',
-      async () => {
-        const slices = await env.client.request<{items: Array<{spec: {devices?: Array<{name: string; taints?: Array<{key: string}>}>}}>}>('GET', `${dra}/resourceslices`, {
-          query: {fieldSelector: `spec.nodeName=${env.node.name},spec.driver=devices.nfdctl.io`},
-        })
-        return slices.items.some((s) => (s.spec.devices ?? []).some((d) => d.name === disks.deviceOf('b') && (d.taints ?? []).some((t) => t.key === 'devices.nfdctl.io/unplugged')))
-      },
-      {timeoutMs: 10_000},
-    )
+    await waitFor('disk b tainted in the slice', async () => (await sliced()).some((d) => d.name === disks.deviceOf('b') && (d.taints ?? []).some((t) => t.key === 'devices.nfdctl.io/unplugged')), {
+      timeoutMs: 10_000,
+    })
 
     await createClaimPod('plain', 'every-disk')
     const condition = await waitFor('plain unschedulable', async () => (await pod('plain')).status?.conditions?.find((c) => c.type === 'PodScheduled' && c.status === 'False'), {timeoutMs: 30_000})

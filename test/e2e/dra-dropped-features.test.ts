@@ -8,10 +8,11 @@ import {createNamespace, deletePods, type NodeEnv} from '../../harness/node/pods
 import {CliProcess} from '../../harness/process/cli-process.js'
 import {waitFor} from '../../harness/process/wait.js'
 import {dropExtendedResourceNames, keepExtendedResourceNames} from '../support/dra-gates.js'
+import {clusterGates, describeWhere, kubeMinor} from '../support/kube-version.js'
 import {testNode} from '../support/test-node.js'
 
-// No device: the class matches nothing, so this test owns no loop number. The API server drops
-// extendedResourceName as a 1.34 one with its default gates does (see dropExtendedResourceNames).
+// No device: the class matches nothing, so this test owns no loop number. On 1.34 and 1.35 the API server's
+// default gates drop extendedResourceName; from 1.36 a policy drops it as they do (see dropExtendedResourceNames).
 const classesPath = '/apis/devices.nfdctl.io/v1alpha1/deviceclasses'
 const className = 'limitless'
 const namespace = 'nfdctl-dra-dropped'
@@ -23,7 +24,8 @@ interface Condition {
   message: string
 }
 
-describe('devices agent --dra on a cluster whose API server drops extendedResourceName (1.34 with its default gates)', function () {
+// A 1.34 or 1.35 API server with DRAExtendedResource on keeps the field and has no MutatingAdmissionPolicy to drop it.
+describeWhere(!clusterGates.extendedResource || kubeMinor >= 36, 'DRAExtendedResource is on and no MutatingAdmissionPolicy is served')('devices agent --dra on a cluster whose API server drops extendedResourceName (1.34 with its default gates)', function () {
   let env: NodeEnv
   let dir: string
   let agent: CliProcess | undefined
@@ -33,7 +35,7 @@ describe('devices agent --dra on a cluster whose API server drops extendedResour
     env = await testNode(this)
     dir = await mkdtemp(join(tmpdir(), 'nfdctl-dra-dropped-'))
     await mkdir(join(dir, 'udev'))
-    await dropExtendedResourceNames(env.client)
+    if (clusterGates.extendedResource) await dropExtendedResourceNames(env.client)
     await createNamespace(env, namespace)
     await env.client.request('POST', classesPath, {
       body: {apiVersion: 'devices.nfdctl.io/v1alpha1', kind: 'DeviceClass', metadata: {name: className}, spec: {allocation: 'DRA', match: [{devName: 'nfdctl-absent-*', subsystem: 'block'}]}},
@@ -48,7 +50,7 @@ describe('devices agent --dra on a cluster whose API server drops extendedResour
     await env.client.request('DELETE', `${classesPath}/${className}`).catch(() => {})
     await env.client.request('DELETE', `/api/v1/namespaces/${namespace}`).catch(() => {})
     // The node's control plane is the run's: the tests after this one find the field kept.
-    await keepExtendedResourceNames(env.client)
+    if (clusterGates.extendedResource) await keepExtendedResourceNames(env.client)
     await rm(dir, {force: true, recursive: true})
   })
 

@@ -11,10 +11,13 @@ import {type BackedLoops, loopData, readLoop} from '../../harness/devices/loop-d
 import {createNamespace, deletePods, waitForPod, type NodeEnv, type RunningPod} from '../../harness/node/pods.js'
 import {CliProcess} from '../../harness/process/cli-process.js'
 import {waitFor} from '../../harness/process/wait.js'
+import {clusterGates} from '../support/kube-version.js'
 import {serialDiskNode} from '../support/test-node.js'
 
 // Loop devices 510-519 belong to these tests: the class drat takes 510-514, drax (NoExecute after 3 s) 515-519.
 // Each test disk has a udev serial, so that plugged in again under another loop number it is the same device.
+// Where the API server drops device taints (DRADeviceTaints off: 1.34 and 1.35 by default), the agent leaves an
+// unplugged device out of the slice instead, and the classes say so in their status and an Event.
 const dra = '/apis/resource.k8s.io/v1'
 const classesPath = '/apis/devices.nfdctl.io/v1alpha1/deviceclasses'
 const unplugged = 'devices.nfdctl.io/unplugged'
@@ -137,6 +140,46 @@ describe('devices agent --dra on a real node: an unplugged device stays in the s
     await env.client.request('DELETE', `/api/v1/namespaces/${namespace}`).catch(() => {})
     await rm(dir, {force: true, recursive: true})
   })
+
+  if (!clusterGates.deviceTaints) {
+    it('no device taints on this release: unplugged, the device leaves the slice and a claim made meanwhile is not allocated; re-plugged under another loop number, the claim gets it', async function () {
+      this.timeout(120_000)
+      await onWatch('disk a in the slice', 0, (d) => d.has(deviceOf('a')))
+      const from = seen.length
+      const pulled = performance.now()
+      await unplug(510)
+      const gone = await onWatch('disk a gone from the slice', from, (d) => !d.has(deviceOf('a')))
+      expect(gone.at - pulled, 'unplug → gone on the watch').to.be.below(1000)
+      await createClaimPod('waiter', 'one-disk')
+      await unschedulable('waiter')
+      await plug(511, 'a')
+      const running = await waitForPod(env, `${namespace}/waiter`, 60_000)
+      expect(await allocatedTo('waiter')).to.deep.equal([deviceOf('a')])
+      await readsDisk(running, 511)
+    })
+
+    it('each DRA class says in its status and an Event that unplugged devices are not tainted here, and resource.k8s.io/v1 serves no DeviceTaintRule', async function () {
+      this.timeout(60_000)
+      for (const name of ['drat', 'drax']) {
+        const condition = await waitFor(`UnpluggedDevicesTainted on ${name}`, async () => {
+          const got = await env.client.request<{status?: {conditions?: Array<{type: string; status: string; reason: string; message: string}>}}>('GET', `${classesPath}/${name}`)
+          return got.status?.conditions?.find((c) => c.type === 'UnpluggedDevicesTainted')
+        })
+        expect(condition).to.include({reason: 'DeviceTaintsDropped', status: 'False'})
+        expect(condition.message).to.include('DRADeviceTaints')
+        const events = await env.client.request<{items: unknown[]}>('GET', '/api/v1/namespaces/default/events', {
+          query: {fieldSelector: `involvedObject.name=${name},involvedObject.kind=DeviceClass,reason=DeviceTaintsDropped`},
+        })
+        expect(events.items, `the Event on ${name}`).to.not.be.empty
+      }
+      const refused = await env.client.request('GET', `${dra}/devicetaintrules`).then(
+        () => undefined,
+        (error: Error) => error,
+      )
+      expect(String(refused)).to.match(/404|not found/i)
+    })
+    return
+  }
 
   it('unplugged: the watch sees the device still listed with the NoSchedule taint, and a claim made meanwhile is not allocated; re-plugged under another loop number: untainted, the claim gets it', async function () {
     this.timeout(120_000)

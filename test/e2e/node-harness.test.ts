@@ -19,6 +19,7 @@ import {allocatable, createNamespace, createPod, deletePods, podLog, runPod, wai
 import {waitFor} from '../../harness/process/wait.js'
 import {missingPrerequisite} from '../support/prerequisites.js'
 import {stopTestNode, testNode} from '../support/test-node.js'
+import {kubeVersion} from '../support/kube-version.js'
 
 const run = promisify(execFile)
 
@@ -35,7 +36,7 @@ describe('the test node: a real kubelet and containerd', function () {
       `/api/v1/nodes/${env.node.name}`,
     )
     expect(node.status.addresses).to.deep.include({address: nodeIp, type: 'InternalIP'})
-    expect(node.status.nodeInfo.kubeletVersion).to.equal('v1.37.2')
+    expect(node.status.nodeInfo.kubeletVersion).to.equal(kubeVersion)
     expect(node.status.nodeInfo.containerRuntimeVersion).to.match(/^containerd:\/\//)
     // This process, and so kubelet and containerd, run in the namespace the launcher made: only its
     // loopback, the pod bridge and the pods' veths are there, and no route leads anywhere else.

@@ -4,7 +4,7 @@ import {join} from 'node:path'
 
 import type {KubeClient} from '../../src/lib/kube/kube-client.js'
 import {ControlPlane, type ControlPlaneOptions} from '../../harness/controlplane/control-plane.js'
-import {ensureBinaries} from '../../harness/controlplane/paths.js'
+import {ensureBinaries, kubeVersion} from '../../harness/controlplane/paths.js'
 import {missingPrerequisite} from './prerequisites.js'
 import {stopAtRunEnd} from './run-end.js'
 
@@ -31,6 +31,10 @@ export async function startControlPlane(context: Mocha.Context, apiserverFlags: 
   const dir = await mkdtemp(join(tmpdir(), 'nfdctl-cp-'))
   const plane = await ControlPlane.start({apiserverFlags, binDir: bin, cluster, dir, log})
   planes.push({dir, plane})
+  // The suites choose their expectations by KUBE_VERSION (test/support/kube-version.ts): the server must run it.
+  const client = await plane.client()
+  const {gitVersion} = await client.request<{gitVersion: string}>('GET', '/version').finally(() => client.close())
+  if (gitVersion !== kubeVersion) throw new Error(`kube-apiserver runs ${gitVersion}, not KUBE_VERSION ${kubeVersion}`)
   return plane
 }
 

@@ -1,6 +1,8 @@
 // The spec reporter plus the plain closing line CI reads: `N passed, N failed, N skipped`. A skipped test
 // shows why (`skipped: <reason>`, recorded by test/support/prerequisites.ts) under its title, and the
-// reasons are listed again, grouped with their counts, just above the closing line.
+// reasons are listed again, grouped with their counts, just above the closing line. With NFDCTL_TEST_TALLY
+// set, the counts are appended to that file as a JSON line too (test/run.ts adds up several runs).
+const {appendFileSync} = require('node:fs')
 const Mocha = require('mocha')
 
 const {EVENT_RUN_END, EVENT_TEST_PENDING} = Mocha.Runner.constants
@@ -34,6 +36,8 @@ class SpecWithSummary extends Mocha.reporters.Spec {
       const s = runner.stats
       const lines = [...reasons].map(([reason, count]) => `skipped: ${reason} (${count} ${count === 1 ? 'test' : 'tests'})\n`)
       process.stdout.write(`\n${lines.join('')}${s.passes} passed, ${s.failures} failed, ${s.pending} skipped\n`)
+      const tally = process.env.NFDCTL_TEST_TALLY
+      if (tally) appendFileSync(tally, `${JSON.stringify({failed: s.failures, passed: s.passes, skipped: s.pending})}\n`)
     })
   }
 }

@@ -6,7 +6,7 @@
 import {deviceClassCrdPath} from '../devices/device-class-crd.js'
 import {droppedFeatureGates} from '../devices/dropped-features.js'
 import {matchesLabelSelector} from '../devices/label-selector.js'
-import {draClassName} from '../devices/resource-names.js'
+import {draClassName, resourceNameOf} from '../devices/resource-names.js'
 import type {ClassFacts, ClusterFacts, NodeFacts, Probe} from './cluster-facts.js'
 import type {Finding, FindingStatus} from './findings.js'
 
@@ -190,7 +190,52 @@ function crdFindings(facts: ClusterFacts, classesUsed: boolean): Finding[] {
 }
 
 function agentFindings(facts: ClusterFacts): Finding[] {
-  return facts.classes.flatMap((c) => [classAgents(c, facts.nodes), ...draClassPublished(c, facts.draDeviceClasses)])
+  return facts.classes.flatMap((c) => [classAgents(c, facts.nodes), ...draClassPublished(c, facts.draDeviceClasses), ...limitRoutedToPlugins(c, facts)])
+}
+
+/**
+ * Pods asking a DRA class by limit are served by DRA only where the scheduler sends the limit there. It sends it
+ * to a device plugin instead while the node's allocatable lists the resource: 1.34 whenever it lists it at all
+ * (even at 0; noderesources/fit.go fitsRequest), 1.35 on while it is above 0 (shouldDelegateResourceToDRA).
+ * kubelet lists a stopped plugin's resource at allocatable 0 at once, and from 5 minutes on (its grace for the
+ * plugin to come back) at capacity 0 for good (nodestatus/setters.go), so a node that served the class by
+ * device plugin before a switch to DRA keeps 1.34 from serving it by limit until the entry is removed.
+ * Judged by the API server's version: the scheduler's is not visible, and runs with the control plane.
+ */
+function limitRoutedToPlugins(c: ClassFacts, facts: ClusterFacts): Finding[] {
+  if (c.deviceClass.spec.allocation !== 'DRA' || facts.extendedResourceName !== 'kept' || facts.nodes === undefined) return []
+  const resource = resourceNameOf(c.deviceClass.metadata.name)
+  const minor = facts.emulatedMinor ?? minorOf(facts.serverVersion)
+  const selected = facts.nodes.filter((n) => matchesLabelSelector(c.deviceClass.spec.nodeSelector, n.labels) && n.deviceAllocatable[resource] !== undefined)
+  const stale = selected.filter((n) => minor === 34 && n.deviceAllocatable[resource] === '0')
+  const served = selected.filter((n) => n.deviceAllocatable[resource] !== '0')
+  const check = `pods asking by limit reach DRA (${resource})`
+  const findings: Finding[] = []
+  if (stale.length > 0) {
+    const path = `${resource.replace('/', '~1')}`
+    findings.push({
+      check,
+      feature: 'DRA by limit',
+      fix:
+        `upgrade the control plane to 1.35, or remove the entry on each node once kubelet has let the plugin go (5 minutes after it stopped; `
+        + `earlier, kubelet lists it again): kubectl patch node ${stale[0].name} --subresource=status --type=json `
+        + `-p '[{"op":"remove","path":"/status/capacity/${path}"},{"op":"remove","path":"/status/allocatable/${path}"}]'`,
+      found:
+        `${list(stale.map((n) => n.name))} list ${resource} at 0 allocatable, left from a device plugin that served the class; `
+        + 'kube-scheduler 1.34 then sends pods asking by limit to device plugins, not DRA, and they stay Pending (Insufficient)',
+      status: 'fail',
+    })
+  }
+  if (served.length > 0) {
+    findings.push({
+      check,
+      feature: 'DRA by limit',
+      fix: `stop serving class ${c.deviceClass.metadata.name} by device plugin on ${list(served.map((n) => n.name))} (plugins serve, or an agent of an older class spec)`,
+      found: `${list(served.map((n) => `${n.name} (${n.deviceAllocatable[resource]})`))} advertise ${resource} by device plugin, so pods asking by limit get the plugin's devices, not DRA's`,
+      status: 'fail',
+    })
+  }
+  return findings
 }
 
 /** The agents' pods: one not Ready on a node a class selects means that node's devices are not served. */

@@ -21,6 +21,8 @@ export interface NodeFacts {
   readonly labels: Readonly<Record<string, string>>
   readonly kubeletVersion: string
   readonly containerRuntimeVersion: string
+  /** The node's allocatable of nfdctl's resources (devices.nfdctl.io/<class>), as kubelet lists them: what the scheduler reads. */
+  readonly deviceAllocatable: Readonly<Record<string, string>>
 }
 
 export interface AgentReport {
@@ -139,10 +141,14 @@ async function readAgentPods(client: KubeClient, signal?: AbortSignal): Promise<
 }
 
 async function readNodes(client: KubeClient, signal?: AbortSignal): Promise<NodeFacts[]> {
-  type Node = {metadata: {name: string; labels?: Record<string, string>}; status?: {nodeInfo?: {kubeletVersion?: string; containerRuntimeVersion?: string}}}
+  type Node = {
+    metadata: {name: string; labels?: Record<string, string>}
+    status?: {allocatable?: Record<string, string>; nodeInfo?: {kubeletVersion?: string; containerRuntimeVersion?: string}}
+  }
   const list = await client.request<{items?: Node[]}>('GET', '/api/v1/nodes', {signal})
   return (list.items ?? []).map((n) => ({
     containerRuntimeVersion: n.status?.nodeInfo?.containerRuntimeVersion ?? '',
+    deviceAllocatable: Object.fromEntries(Object.entries(n.status?.allocatable ?? {}).filter(([resource]) => resource.startsWith(`${resourceDomain}/`))),
     kubeletVersion: n.status?.nodeInfo?.kubeletVersion ?? '',
     labels: n.metadata.labels ?? {},
     name: n.metadata.name,

@@ -6,8 +6,9 @@ import {crdVersionsDigest, type ClassFacts, type ClusterFacts} from '../../../sr
 import {doctorExitCode, type Finding} from '../../../src/lib/doctor/findings.js'
 import {deviceClassCrd} from '../../../src/lib/devices/device-class-crd.js'
 
-const node = (name: string, kubelet = 'v1.37.2', runtime = 'containerd://2.4.2', labels: Record<string, string> = {}) => ({
+const node = (name: string, kubelet = 'v1.37.2', runtime = 'containerd://2.4.2', labels: Record<string, string> = {}, deviceAllocatable: Record<string, string> = {}) => ({
   containerRuntimeVersion: runtime,
+  deviceAllocatable,
   kubeletVersion: kubelet,
   labels,
   name,
@@ -188,5 +189,30 @@ describe('doctor: an API server that emulates an older minor', function () {
     expect(findings.find((f) => f.feature === 'gc')?.found).to.equal('API server v1.37.2 (emulating 1.33)')
     expect(findings.find((f) => f.feature === 'DRA' && f.check === 'API server version')?.status).to.equal('warn')
     expect(judgeCluster({...healthy, emulatedMinor: 37}).find((f) => f.feature === 'gc')?.found).to.equal('API server v1.37.2')
+  })
+})
+
+describe('doctor: a DRA class a node still lists as a device-plugin resource', function () {
+  const cams = [{deviceClass: deviceClass('cams', 'DRA'), reports: reportedBy('a', 'b')}]
+  const listedAt = (capacity: string) => [node('a', 'v1.34.4', undefined, {}, {'devices.nfdctl.io/cams': capacity}), node('b', 'v1.34.4')]
+
+  it('1.34 with DRAExtendedResource on: a node listing it at 0 (a device plugin served it before) fails, with the patch that removes it', function () {
+    const findings = judgeCluster({...healthy, classes: cams, nodes: listedAt('0'), serverVersion: 'v1.34.4'})
+    const stale = findings.find((f) => f.check === 'pods asking by limit reach DRA (devices.nfdctl.io/cams)')
+    expect(stale).to.include({feature: 'DRA by limit', status: 'fail'})
+    expect(stale?.found).to.match(/^a list devices.nfdctl.io\/cams at 0 allocatable/)
+    expect(stale?.fix).to.include(`kubectl patch node a --subresource=status --type=json -p '[{"op":"remove","path":"/status/capacity/devices.nfdctl.io~1cams"},`)
+    expect(doctorExitCode(findings)).to.equal(1)
+  })
+
+  it('1.35 on, a listing at 0 routes nothing away from DRA; one above 0 does on every release', function () {
+    expect(judgeCluster({...healthy, classes: cams, nodes: listedAt('0'), serverVersion: 'v1.35.4'}).filter((f) => f.check.startsWith('pods asking by limit'))).to.deep.equal([])
+    const served = judgeCluster({...healthy, classes: cams, nodes: listedAt('2')}).find((f) => f.check.startsWith('pods asking by limit'))
+    expect(served).to.include({found: 'a (2) advertise devices.nfdctl.io/cams by device plugin, so pods asking by limit get the plugin\'s devices, not DRA\'s', status: 'fail'})
+  })
+
+  it('where extendedResourceName is dropped no limit reaches DRA anyway: only the dropped field is said', function () {
+    const findings = judgeCluster({...gatesOff, classes: cams, nodes: listedAt('0')})
+    expect(findings.filter((f) => f.check.startsWith('pods asking by limit'))).to.deep.equal([])
   })
 })
