@@ -208,7 +208,7 @@ describe('doctor: a DRA class a node still lists as a device-plugin resource', f
   it('1.35 on, a listing at 0 routes nothing away from DRA; one above 0 does on every release', function () {
     expect(judgeCluster({...healthy, classes: cams, nodes: listedAt('0'), serverVersion: 'v1.35.4'}).filter((f) => f.check.startsWith('pods asking by limit'))).to.deep.equal([])
     const served = judgeCluster({...healthy, classes: cams, nodes: listedAt('2')}).find((f) => f.check.startsWith('pods asking by limit'))
-    expect(served).to.include({found: 'a (2) advertise devices.nfdctl.io/cams by device plugin, so pods asking by limit get the plugin\'s devices, not DRA\'s', status: 'fail'})
+    expect(served).to.include({found: "a (2) advertise devices.nfdctl.io/cams by device plugin, so pods asking by limit get the plugin's devices, not DRA's", status: 'fail'})
   })
 
   it('where extendedResourceName is dropped no limit reaches DRA anyway: only the dropped field is said', function () {
