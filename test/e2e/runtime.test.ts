@@ -127,6 +127,9 @@ describe('runtime: containerd, cgroup v1 device rules and device nodes on the re
   })
 
   it('hot-plugs a loop device into a running container (cgroup v1 rule + node through /proc/<pid>/root) and takes it away again', async function () {
+    // A pod start on a busy node can take most of mocha's default 30 s; a test that times out runs its finally
+    // later, beside the next suite, which then sees this loop device vanish under it.
+    this.timeout(120_000)
     if (!canUseLoopControl()) missingPrerequisite(this, '/dev/loop-control is not usable')
     const index = firstLoop('test/e2e/runtime.test.ts')
     const dir = await mkdtemp(join(tmpdir(), 'nfdctl-hotplug-'))
