@@ -37,16 +37,25 @@ if ! command -v go >/dev/null; then
 fi
 
 mkdir -p "$BIN"
-# One build at a time: two builds of the same binary (a test's prepare beside `npm run demo`, or two Kubernetes
-# versions sharing etcd) would move each other's .tmp output away. The second waits, then finds them cached.
-exec {lock}>"$CACHE/controlplane/.build.lock"
-flock "$lock"
+
+# locked <lock file> <command...>: two builds of the same binary (a test's prepare beside `npm run demo`, or two
+# Kubernetes versions sharing etcd) would move each other's .tmp output away, so the second waits, then finds
+# it cached. Only a build takes a lock: a cached binary never waits for another one's build.
+locked() {
+  local fd
+  exec {fd}>"$1"
+  flock "$fd"
+  "${@:2}"
+  exec {fd}>&-
+}
 
 build_etcd() {
-  if [[ -x "$ETCD_DIR/etcd" ]]; then
-    ln -sf "$ETCD_DIR/etcd" "$BIN/etcd"
-    return 0
-  fi
+  [[ -x "$ETCD_DIR/etcd" ]] || locked "$ETCD_DIR.lock" build_etcd_now
+  ln -sf "$ETCD_DIR/etcd" "$BIN/etcd"
+}
+
+build_etcd_now() {
+  [[ -x "$ETCD_DIR/etcd" ]] && return 0
   local mod; mod="$(mktemp -d)"
   log "building etcd $ETCD_VERSION (module dir $mod)"
   mkdir -p "$ETCD_DIR.tmp"
@@ -58,12 +67,15 @@ build_etcd() {
   )
   rm -rf "$ETCD_DIR"
   mv "$ETCD_DIR.tmp" "$ETCD_DIR"
-  ln -sf "$ETCD_DIR/etcd" "$BIN/etcd"
   rm -rf "$mod"
 }
 
 # kube-apiserver and kubelet live in k8s.io/kubernetes, whose staging modules need replace lines.
 build_kubernetes_command() {
+  [[ -x "$BIN/$1" ]] || locked "$BIN/.build.lock" build_kubernetes_command_now "$1"
+}
+
+build_kubernetes_command_now() {
   local command="$1"
   [[ -x "$BIN/$command" ]] && return 0
   local mod minor v0; mod="$(mktemp -d)"
@@ -92,10 +104,12 @@ build_kubernetes_command() {
 }
 
 build_helm() {
-  if [[ -x "$HELM_DIR/helm" ]]; then
-    ln -sf "$HELM_DIR/helm" "$BIN/helm"
-    return 0
-  fi
+  [[ -x "$HELM_DIR/helm" ]] || locked "$HELM_DIR.lock" build_helm_now
+  ln -sf "$HELM_DIR/helm" "$BIN/helm"
+}
+
+build_helm_now() {
+  [[ -x "$HELM_DIR/helm" ]] && return 0
   local mod major; mod="$(mktemp -d)"
   major="$(cut -d. -f1 <<<"$HELM_VERSION")"
   log "building helm $HELM_VERSION (module dir $mod)"
@@ -109,18 +123,23 @@ build_helm() {
   )
   rm -rf "$HELM_DIR"
   mv "$HELM_DIR.tmp" "$HELM_DIR"
-  ln -sf "$HELM_DIR/helm" "$BIN/helm"
   rm -rf "$mod"
 }
 
 # containerd's go.mod has no replace lines, so `go install module@version` builds it as released. No cgo:
 # btrfs is the only part that needs it, and the node runs overlayfs.
+containerd_built() {
+  [[ -x "$CONTAINERD_DIR/containerd" && -x "$CONTAINERD_DIR/ctr" && -x "$CONTAINERD_DIR/containerd-shim-runc-v2" ]]
+}
+
 build_containerd() {
+  containerd_built || locked "$CONTAINERD_DIR.lock" build_containerd_now
+  ln -sfn "$CONTAINERD_DIR" "$BIN/containerd"
+}
+
+build_containerd_now() {
+  containerd_built && return 0
   local dir="$CONTAINERD_DIR" pkg=github.com/containerd/containerd/v2
-  if [[ -x "$dir/containerd" && -x "$dir/ctr" && -x "$dir/containerd-shim-runc-v2" ]]; then
-    ln -sfn "$dir" "$BIN/containerd"
-    return 0
-  fi
   local out; out="$(mktemp -d)"
   local ldflags="-s -w -X $pkg/version.Version=$CONTAINERD_VERSION -X $pkg/version.Revision=goproxy -X $pkg/version.Package=$pkg"
   log "building containerd, ctr and containerd-shim-runc-v2 $CONTAINERD_VERSION (into $out)"
@@ -130,7 +149,6 @@ build_containerd() {
   rm -rf "$dir"
   mv "$out" "$dir"
   chmod 755 "$dir"
-  ln -sfn "$dir" "$BIN/containerd"
 }
 
 start=$(date +%s)
