@@ -14,6 +14,8 @@ export interface DraAgentDirs {
   /** The agent's udev database (--udev-data-dir): where a test disk's serial is recorded. */
   readonly udevDir: string
   readonly stateDir: string
+  /** Where the agent writes claims' CDI specs (--cdi-dir); default the directory the node's containerd reads. */
+  readonly cdiDir?: string
 }
 
 /** `devices agent` on the test node: its containerd, kubelet's PodResources and device-plugin directory, a state dir, JSON logs, `extra` last. */
@@ -41,7 +43,7 @@ export function nodeAgentArgs(node: TestNode, dirs: Pick<DraAgentDirs, 'kubeconf
 
 /** `devices agent --dra` on the test node: its kubelet's root, its containerd's CDI directory, JSON logs. */
 export function draAgentArgs(node: TestNode, dirs: DraAgentDirs): string[] {
-  return nodeAgentArgs(node, dirs, ['--dra', '--kubelet-dir', node.kubelet.rootDir, '--cdi-dir', node.containerd.cdiDir, '--udev-data-dir', dirs.udevDir, '--metrics-port', '0'])
+  return nodeAgentArgs(node, dirs, ['--dra', '--kubelet-dir', node.kubelet.rootDir, '--cdi-dir', dirs.cdiDir ?? node.containerd.cdiDir, '--udev-data-dir', dirs.udevDir, '--metrics-port', '0'])
 }
 
 /**

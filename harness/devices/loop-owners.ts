@@ -36,6 +36,7 @@ export const loopOwners = {
   'test/e2e/storage-members.test.ts': [[820, 829]],
   'test/e2e/physical-devices.test.ts': [[840, 849]],
   'test/e2e/dra-all-devices.test.ts': [[850, 869]],
+  'test/e2e/dra-runtime-cdi.test.ts': [[870, 879]],
   'bench/devices.ts': [[900, 949]],
   /** `npm run demo`'s class; `npm run node:down` removes them. */
   'scripts/demo/device-half.ts': [[950, 959]],

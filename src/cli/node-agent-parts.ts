@@ -31,6 +31,7 @@ import type {Logger} from '../lib/observe/logger.js'
 import type {Registry} from '../lib/observe/prometheus.js'
 import {listPodResources} from '../lib/kubelet/pod-resources.js'
 import {ContainerdClient} from '../lib/runtime/containerd-client.js'
+import {runtimeCdiProblem} from '../lib/runtime/runtime-cdi.js'
 import {Signal} from '../lib/signal.js'
 import {SourceSupervisor, type SourceReport} from '../lib/source-supervisor.js'
 import {classPlugins, type RawPluginFlags} from './plugin-flags.js'
@@ -110,6 +111,8 @@ export function buildNodeAgent({client, fileClasses, flags, logger, options, reg
         onClaimsChanged: () => changes.emit('claims changed'),
         // Said in the DRA classes' status by the next batch.
         onDroppedChanged: () => changes.emit('dropped features changed'),
+        // containerd's own CRI configuration says whether claims' CDI devices reach containers.
+        runtimeCdi: async () => runtimeCdiProblem(await containerd.criConfig(), flags['cdi-dir']),
         stateDir,
         supervisor,
       })
@@ -138,6 +141,7 @@ export function buildNodeAgent({client, fileClasses, flags, logger, options, reg
   const reconciler = new NodeReconciler({
     claimed: dra === undefined ? undefined : (container) => dra.claimed(container),
     dropped: dra === undefined ? undefined : () => dra.dropped(),
+    runtimeProblem: dra === undefined ? undefined : () => dra.runtimeProblem(),
     classes: () => classStore.view,
     containers: () => sources.containers(),
     logger,

@@ -8,7 +8,10 @@ import {judgeCluster} from '../lib/doctor/cluster-checks.js'
 import {readClusterFacts} from '../lib/doctor/cluster-facts.js'
 import {doctorExitCode, type DoctorReport, type Finding} from '../lib/doctor/findings.js'
 import {cgroupModeOf, judgeNode} from '../lib/doctor/node-checks.js'
+import {errorMessage} from '../lib/errors.js'
 import {openCluster} from '../lib/kube/connect.js'
+import {ContainerdClient} from '../lib/runtime/containerd-client.js'
+import {runtimeCdiProblem} from '../lib/runtime/runtime-cdi.js'
 
 export default class Doctor extends NfdctlCommand {
   static override description =
@@ -16,7 +19,7 @@ export default class Doctor extends NfdctlCommand {
 
 Reads the API server's and kubelets' versions, what the API server serves (resource.k8s.io/v1, ValidatingAdmissionPolicy), whether it keeps a DeviceClass's extendedResourceName and device taints (server-side dry-run creates, which persist nothing and need create permission: a refusal is a warning), the DeviceClass CRD against the one this nfdctl ships, which selected nodes' agents report each class and whether the agents' pods are Ready, and whether each DRA class is published as a resource.k8s.io DeviceClass.
 
-With --node (the agent's image on a node, with the agent's pod spec): also this host as the agent needs it (the host's PID namespace, /dev and writable cgroups, the same check the agent makes at start) and the cgroup mode.
+With --node (the agent's image on a node, with the agent's pod spec): also this host as the agent needs it (the host's PID namespace, /dev and writable cgroups, the same check the agent makes at start), the cgroup mode, and whether containerd hands claims' CDI devices to containers (its CRI configuration: enable_cdi, and cdi_spec_dirs against --cdi-dir).
 
 A feature a class of the cluster uses that does not work fails; one no class uses is a warning. Without the DeviceClass CRD, the device features are reported not installed (a warning: gc needs no CRD of its own).
 
@@ -29,6 +32,7 @@ Exit codes: 0 every feature the cluster's classes use works, 1 some does not, or
   ]
   static override flags = {
     ...clusterFlags,
+    'cdi-dir': Flags.string({default: '/var/run/cdi', description: "with --node: where the agent writes claims' CDI specs (its --cdi-dir)"}),
     'containerd-address': Flags.string({default: '/run/containerd/containerd.sock', description: "with --node: containerd's gRPC socket"}),
     node: Flags.boolean({description: "also check this host as the agent needs it (run in the agent's pod)"}),
     output: Flags.option({char: 'o', default: 'table', description: 'output format', options: ['table', 'json', 'yaml'] as const})(),
@@ -38,7 +42,9 @@ Exit codes: 0 every feature the cluster's classes use works, 1 some does not, or
     const {flags} = await this.parse(Doctor)
     const {client, origin} = await openCluster({context: flags.context, kubeconfig: flags.kubeconfig}, {maxConnections: 8})
     try {
-      const findings = [...judgeCluster(await readClusterFacts(client, this.signal)), ...(flags.node ? await this.nodeFindings(flags['containerd-address']) : [])]
+      const facts = await readClusterFacts(client, this.signal)
+      const draUsed = facts.classes.some((c) => c.deviceClass.spec.allocation === 'DRA')
+      const findings = [...judgeCluster(facts), ...(flags.node ? await this.nodeFindings(flags['containerd-address'], flags['cdi-dir'], draUsed) : [])]
       const report: DoctorReport = {findings, server: origin}
       if (!this.jsonEnabled()) this.log(renderDoctor(report, flags.output as OutputFormat))
       process.exitCode = doctorExitCode(findings)
@@ -49,11 +55,17 @@ Exit codes: 0 every feature the cluster's classes use works, 1 some does not, or
   }
 
   /** The agent's own host reader and check, reported instead of refused. */
-  private async nodeFindings(containerdAddress: string): Promise<Finding[]> {
+  private async nodeFindings(containerdAddress: string, cdiDir: string, draUsed: boolean): Promise<Finding[]> {
     // Loaded only here: the host check's system calls load koffi, which the cluster checks need not pay for.
     const {hostProblems, readHostFacts} = await import('../lib/agent/host-check.js')
     const facts = await readHostFacts({containerdAddress})
     const pidNamespaceUnknown = typeof facts.pidNamespace === 'object' ? facts.pidNamespace.unknown : undefined
-    return judgeNode({cgroupMode: await cgroupModeOf(), pidNamespaceUnknown, problems: hostProblems(facts)})
+    const containerd = new ContainerdClient({address: containerdAddress, namespace: 'k8s.io', timeoutMs: 3000})
+    const runtimeCdi = await containerd.criConfig().then(
+      (config) => ({problem: runtimeCdiProblem(config, cdiDir)}),
+      (error: unknown) => ({unread: errorMessage(error)}),
+    )
+    containerd.close()
+    return judgeNode({cgroupMode: await cgroupModeOf(), draUsed, pidNamespaceUnknown, problems: hostProblems(facts), runtimeCdi})
   }
 }

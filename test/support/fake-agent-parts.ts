@@ -67,6 +67,11 @@ export class FakeClaimDriver implements ClaimDriver {
   dropped(): DroppedFeatures {
     return this.droppedFeatures
   }
+  /** What runtimeProblem() says: set by the test. */
+  runtimeIssue: string | undefined
+  runtimeProblem(): string | undefined {
+    return this.runtimeIssue
+  }
 }
 
 /** One container's apply, as NodeReconciler hands it to a ContainerReconciler. */

@@ -39,6 +39,8 @@ export interface ClaimDriver {
   claimed(container: RuntimeContainer): ReadonlyMap<string, readonly string[]> | undefined
   /** What the API server drops of what the driver writes: said in the DRA classes' status. */
   dropped(): DroppedFeatures
+  /** Why the node's runtime would not hand claims' devices to containers, as last read; undefined when it would. */
+  runtimeProblem(): string | undefined
 }
 
 /** A part the agent only stops. */

@@ -41,7 +41,9 @@ export interface NodeReconcilerOptions {
   readonly claimed?: ClaimedDevices
   /** What the API server drops of what the DRA driver writes; nothing without it. */
   readonly dropped?: () => DroppedFeatures
-  readonly notices: Pick<RefusalNotices, 'tell' | 'tellDevices' | 'tellDropped'>
+  /** Why the node's runtime would not hand claims' devices to containers (the DRA driver's runtimeProblem()). */
+  readonly runtimeProblem?: () => string | undefined
+  readonly notices: Pick<RefusalNotices, 'tell' | 'tellDevices' | 'tellDropped' | 'tellRuntime'>
   readonly status: Pick<StatusReporter, 'report'>
   readonly logger: Logger
   readonly metrics: AgentMetrics
@@ -234,13 +236,15 @@ export class NodeReconciler {
     return outcome
   }
 
-  /** Devices refused by their classes and what the API server drops told once, and the node's entry of each class's status. */
+  /** Devices refused by their classes, what the API server drops and the runtime's problem told once, and the node's entry of each class's status. */
   #report({classes, view}: Gathered, plan: BatchPlan, members: NodeView['members']): void {
     const refused = this.options.members.refusals()
     const dropped = this.options.dropped?.() ?? noneDropped
     this.options.notices.tellDevices(refused, classes)
+    const runtimeProblem = this.options.runtimeProblem?.()
     this.options.notices.tellDropped(dropped, classes)
-    this.options.status.report({classes, dropped, holding: plan.holding, invalid: view.invalid, members, refused})
+    this.options.notices.tellRuntime(runtimeProblem, classes)
+    this.options.status.report({classes, dropped, holding: plan.holding, invalid: view.invalid, members, refused, runtimeProblem})
   }
 
   /** kubelet's allocations; undefined when it does not answer (containers asking by limit keep their access meanwhile). */

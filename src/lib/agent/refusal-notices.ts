@@ -26,6 +26,9 @@ export class RefusalNotices {
   #toldDevices = new Set<string>()
   /** The dropped features already told, by class and reason. */
   #toldDropped = new Set<string>()
+  /** The runtime's problem already told, by class and message, and as logged. */
+  #toldRuntime = new Set<string>()
+  #runtimeProblem: string | undefined
 
   constructor(readonly options: RefusalNoticesOptions) {}
 
@@ -98,5 +101,24 @@ export class RefusalNotices {
       }
     }
     this.#toldDropped = now
+  }
+
+  /**
+   * Why the node's runtime would not hand claims' devices to containers: a log line, and an Event on each DRA
+   * class of the node (RuntimeWithoutCDI), once while it lasts.
+   */
+  tellRuntime(problem: string | undefined, classes: ReadonlyMap<string, DeviceClass>): void {
+    if (problem !== this.#runtimeProblem && problem !== undefined) this.options.logger.warn({}, `claims are refused on this node: ${problem}`)
+    this.#runtimeProblem = problem
+    const now = new Set<string>()
+    for (const [name, deviceClass] of problem === undefined ? [] : classes) {
+      if (deviceClass.spec.allocation !== 'DRA') continue
+      const key = `${name}/${problem}`
+      now.add(key)
+      if (this.#toldRuntime.has(key)) continue
+      const uid = deviceClass.metadata.uid
+      this.options.events.warnAbout({apiVersion: deviceClassApiVersion, kind: 'DeviceClass', name, ...(uid === undefined ? {} : {uid})}, 'RuntimeWithoutCDI', `${problem}`)
+    }
+    this.#toldRuntime = now
   }
 }

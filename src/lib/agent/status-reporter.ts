@@ -23,12 +23,15 @@ export interface NodeClassesSeen {
   readonly refused?: readonly MemberRefusal[]
   /** What the API server drops of what the DRA driver writes: said on the DRA classes. */
   readonly dropped?: DroppedFeatures
+  /** Why the node's runtime would not hand claims' devices to containers (runtime-cdi.ts): said in the DRA classes' node entries. */
+  readonly runtimeProblem?: string
 }
 
 /**
  * Pure. Per class: the node's entry when the class applies here, and whether its spec is valid. A class
  * whose new spec is invalid keeps its entry at the generation still in use, and says so. A DRA class also
- * gets a condition for each feature the API server drops (droppedFeatureConditions).
+ * gets a condition for each feature the API server drops (droppedFeatureConditions), and in its node entry
+ * the runtime's problem, if any (its claims are refused on this node).
  */
 export function classReports(nodeName: string, seen: NodeClassesSeen): Map<string, ClassReport> {
   const reports = new Map<string, ClassReport>()
@@ -44,6 +47,7 @@ export function classReports(nodeName: string, seen: NodeClassesSeen): Map<strin
         seen.holding.get(name) ?? 0,
         generation,
         (seen.refused ?? []).filter((r) => r.className === name),
+        deviceClass.spec.allocation === 'DRA' && seen.runtimeProblem !== undefined ? [{message: seen.runtimeProblem, reason: 'RuntimeWithoutCDI'}] : [],
       ),
     })
   }

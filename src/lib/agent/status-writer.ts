@@ -17,10 +17,25 @@ export interface NodeClassStatus {
   readonly holders: number
   /** Devices the class matches on this node but does not serve, and why; absent when there are none. */
   readonly refused?: ReadonlyArray<{id: string; devName: string; reason: MemberRefusal['reason']; message: string}>
+  /** What keeps this node from serving the class as asked, whatever the device; absent when nothing does. */
+  readonly problems?: ReadonlyArray<NodeProblem>
   readonly observedGeneration?: number
 }
 
-export function nodeClassStatus(node: string, devices: readonly Device[], holders: number, generation?: number, refused: readonly MemberRefusal[] = []): NodeClassStatus {
+/** A reason this node cannot serve a class as asked, beyond any one device (RuntimeWithoutCDI). */
+export interface NodeProblem {
+  readonly reason: 'RuntimeWithoutCDI'
+  readonly message: string
+}
+
+export function nodeClassStatus(
+  node: string,
+  devices: readonly Device[],
+  holders: number,
+  generation?: number,
+  refused: readonly MemberRefusal[] = [],
+  problems: readonly NodeProblem[] = [],
+): NodeClassStatus {
   return {
     devices: [...devices].sort((a, b) => a.id.localeCompare(b.id)).map((d) => ({devName: d.devName, id: d.id, major: d.major, minor: d.minor})),
     holders,
@@ -29,6 +44,7 @@ export function nodeClassStatus(node: string, devices: readonly Device[], holder
     ...(refused.length === 0
       ? {}
       : {refused: [...refused].sort((a, b) => a.device.id.localeCompare(b.device.id)).map((r) => ({devName: r.device.devName, id: r.device.id, message: r.message, reason: r.reason}))}),
+    ...(problems.length === 0 ? {} : {problems: [...problems]}),
   }
 }
 

@@ -521,6 +521,19 @@ const nodeStatus: SchemaNode = {
         },
       },
     },
+    problems: {
+      description: 'What keeps this node from serving the class as asked, whatever the device (RuntimeWithoutCDI: claims of a DRA class are refused).',
+      type: 'array',
+      'x-kubernetes-list-type': 'atomic',
+      items: {
+        type: 'object',
+        required: ['reason'],
+        properties: {
+          reason: {type: 'string'},
+          message: {type: 'string'},
+        },
+      },
+    },
     holders: {
       description: 'How many running containers on this node hold the class (a count, not names: see docs/security.md).',
       type: 'integer',

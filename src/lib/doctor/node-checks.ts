@@ -24,6 +24,13 @@ export interface NodeHost {
   readonly problems: readonly string[]
   /** Why containerd's PID namespace could not be compared (containerd did not answer), when it could not. */
   readonly pidNamespaceUnknown?: string
+  /**
+   * Whether claims' CDI devices reach containers on this runtime, read from its CRI configuration
+   * (runtimeCdiProblem): the problem, none, or why it could not be read.
+   */
+  readonly runtimeCdi: {readonly problem?: string} | {readonly unread: string}
+  /** Whether a class of the cluster is a DRA class: a runtime without CDI then fails, else warns. */
+  readonly draUsed: boolean
 }
 
 export function judgeNode(host: NodeHost): Finding[] {
@@ -47,7 +54,24 @@ export function judgeNode(host: NodeHost): Finding[] {
       status: 'warn',
     })
   }
-  return [mode, ...problems]
+  return [mode, ...problems, cdiFinding(host)]
+}
+
+function cdiFinding(host: NodeHost): Finding {
+  const check = "containerd's CDI (DRA claims)"
+  if ('unread' in host.runtimeCdi) {
+    return {
+      check,
+      feature: 'DRA',
+      fix: "mount containerd's socket (--containerd-address) into the pod",
+      found: `containerd's CRI configuration cannot be read: ${host.runtimeCdi.unread}`,
+      status: 'warn',
+    }
+  }
+  const {problem} = host.runtimeCdi
+  if (problem === undefined) return {check, feature: 'DRA', found: "containerd applies CDI devices from the agent's --cdi-dir", status: 'ok'}
+  const [found, fix] = splitFix(problem)
+  return {check, feature: 'DRA', fix, found, status: host.draUsed ? 'fail' : 'warn'}
 }
 
 /** The agent's host problems read "what is wrong: how to fix it"; the last ": " parts them. */

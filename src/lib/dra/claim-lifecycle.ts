@@ -34,6 +34,11 @@ export interface ClaimLifecycleOptions {
   readonly onClaimsChanged: () => void
   /** Awaited before a claim's CDI spec is written: its device numbers are recorded as the agent's. */
   readonly beforePrepare?: () => Promise<void>
+  /**
+   * Why no claim can be prepared on this node now (the runtime would not hand its devices to the containers),
+   * read before each call; every claim of the call is then answered with it (kubelet shows it on the pod).
+   */
+  readonly refusal?: () => Promise<string | undefined>
 }
 
 /**
@@ -77,9 +82,16 @@ export class ClaimLifecycle {
   async prepare(claims: readonly ClaimRef[]): Promise<NodePrepareResourcesResponse> {
     const response: NodePrepareResourcesResponse = {claims: {}}
     const started = performance.now()
+    // Read once per call, under the first claim's lock: a call's claims keep their order with others' calls.
+    let refusal: Promise<string | undefined> | undefined
+    const refused = (): Promise<string | undefined> => (refusal ??= this.options.refusal?.().catch(() => undefined) ?? Promise.resolve(undefined))
     for (const ref of claims) {
       try {
-        const prepared = await this.#locks.run(ref.uid, () => this.#prepareOne(ref))
+        const prepared = await this.#locks.run(ref.uid, async () => {
+          const why = await refused()
+          if (why !== undefined) throw new Error(`node ${this.options.nodeName}: ${why}`)
+          return this.#prepareOne(ref)
+        })
         response.claims[ref.uid] = {
           // kubelet matches a container's claim request by its base name (no `/subrequest`).
           devices: prepared.devices.map((d) => ({cdi_device_ids: [d.cdiId], device_name: d.device, pool_name: this.options.nodeName, request_names: [d.request.split('/')[0]]})),

@@ -45,8 +45,13 @@ export interface DraDriverOptions {
   readonly beforePrepare?: () => Promise<void>
   /** Serves the plugin sockets again with back-off when they cannot be (given up on: the agent exits 1), and retries the DeviceClasses. */
   readonly supervisor: SourceSupervisor
-  /** What the API server drops (dropped()) changed: the agent reports the classes' status again. */
+  /** What the API server drops (dropped()) or the runtime's problem (runtimeProblem()) changed: the agent reports the classes' status again. */
   readonly onDroppedChanged?: () => void
+  /**
+   * Why the node's runtime would not hand claims' devices to containers (runtimeCdiProblem over its CRI
+   * configuration); read at start and before each prepare, whose claims are refused with it.
+   */
+  readonly runtimeCdi?: () => Promise<string | undefined>
 }
 
 /**
@@ -58,6 +63,7 @@ export interface DraDriverOptions {
  * claim's containers through claimed()), and kubelet's plugin sockets, kept by a SocketKeeper.
  */
 export class DraDriver {
+  #runtimeProblem: string | undefined
   readonly #slices: SlicePublisher
   readonly #deviceClasses: DraDeviceClasses
   readonly #pool: DevicePool
@@ -125,6 +131,7 @@ export class DraDriver {
     })
     this.#claims = new ClaimLifecycle({
       beforePrepare: options.beforePrepare,
+      refusal: () => this.#readRuntime(),
       health: this.#health,
       logger: log,
       members,
@@ -151,6 +158,7 @@ export class DraDriver {
 
   /** Loads the prepared claims, publishes the pool, then serves kubelet (which may call at once). */
   async start(signal: AbortSignal): Promise<void> {
+    await this.#readRuntime().catch(() => undefined)
     await this.#claims.load()
     this.#pool.compute()
     this.#health.recompute()
@@ -197,6 +205,22 @@ export class DraDriver {
   /** Devices of these classes came or went: the pool, health and claim statuses follow (only when a DRA class is among them). */
   publish(classes: ReadonlySet<string>, everything = false): void {
     this.#pool.publish(classes, everything)
+  }
+
+  /** Why the node's runtime would not hand claims' devices to containers, as last read. */
+  runtimeProblem(): string | undefined {
+    return this.#runtimeProblem
+  }
+
+  /** Reads the runtime's problem again; a change is reported (onDroppedChanged). A read that fails keeps the last. */
+  async #readRuntime(): Promise<string | undefined> {
+    if (this.options.runtimeCdi === undefined) return undefined
+    const problem = await this.options.runtimeCdi()
+    if (problem !== this.#runtimeProblem) {
+      this.#runtimeProblem = problem
+      this.options.onDroppedChanged?.()
+    }
+    return problem
   }
 
   /** What the API server was seen to drop of the DeviceClasses and slices this driver wrote. */

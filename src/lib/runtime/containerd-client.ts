@@ -53,6 +53,7 @@ const protoDir = fileURLToPath(new URL('../../../proto/containerd/', import.meta
 
 interface Loaded {
   readonly grpc: typeof grpc
+  readonly cri: grpc.ServiceClientConstructor
   readonly containers: grpc.ServiceClientConstructor
   readonly tasks: grpc.ServiceClientConstructor
   readonly events: grpc.ServiceClientConstructor
@@ -71,6 +72,7 @@ async function containerdApi(): Promise<Loaded> {
     const payloads = await new protobufjs.default.Root().load(`${protoDir}event-payloads.proto`, {keepCase: true})
     return {
       containers: service(packageOf('containers.proto'), 'containerd.services.containers.v1.Containers'),
+      cri: service(packageOf('cri-status.proto'), 'runtime.v1.RuntimeService'),
       events: service(packageOf('events.proto'), 'containerd.services.events.v1.Events'),
       grpc: grpcModule,
       payloads,
@@ -135,6 +137,26 @@ export class ContainerdClient {
   }
 
   /**
+   * The CRI plugin's configuration (CRI Status, verbose: its info["config"], JSON), or undefined when the
+   * socket serves no CRI or says no configuration. Not namespaced; a channel of its own, closed after the call.
+   */
+  async criConfig(): Promise<Record<string, unknown> | undefined> {
+    await this.#load()
+    const client = this.#client('cri')
+    try {
+      const {info} = await unary<object, {info: Record<string, string>}>(client, 'Status', {verbose: true}, this.options.timeoutMs ?? 10_000)
+      const config: unknown = info.config === undefined ? undefined : JSON.parse(info.config)
+      return typeof config === 'object' && config !== null ? (config as Record<string, unknown>) : undefined
+    } catch (error) {
+      if ((error as grpc.ServiceError).code === 12) return undefined // UNIMPLEMENTED: no CRI plugin on this socket
+      throw error
+    } finally {
+      client.close()
+      this.#clients.splice(this.#clients.indexOf(client), 1)
+    }
+  }
+
+  /**
    * Subscribes to the namespace's container and task events. `onEvent` gets each one decoded; `onEnd` is called
    * once when the stream ends for any reason (containerd stopped or restarted): re-list, then subscribe again.
    * Resolves once the stream is open, so that a list made after it misses nothing.
@@ -185,7 +207,7 @@ export class ContainerdClient {
     return this.#api
   }
 
-  #client(service: 'containers' | 'tasks' | 'events'): grpc.Client {
+  #client(service: 'containers' | 'tasks' | 'events' | 'cri'): grpc.Client {
     const api = this.#api!
     const client = new api[service](`unix:${this.options.address}`, api.grpc.credentials.createInsecure())
     this.#clients.push(client)

@@ -83,7 +83,7 @@ function node(options: {dra?: FakeClaimDriver} = {}) {
     namespaceLabels: () => ({}),
     nodeName: 'n1',
     owned,
-    notices: {tell: () => {}, tellDevices: () => {}, tellDropped: () => {}},
+    notices: {tell: () => {}, tellDevices: () => {}, tellDropped: () => {}, tellRuntime: () => {}},
     outcome: (outcome) => {
       outcomes.push(outcome)
       health.batchDone(outcome)

@@ -41,3 +41,21 @@ describe('RefusalNotices.tellDropped', function () {
     expect(told.map((t) => `${t.object.name}/${t.reason}`)).to.deep.equal(['fpga/ExtendedResourceDropped', 'fpga/ExtendedResourceDropped', 'serial/ExtendedResourceDropped'])
   })
 })
+
+describe('RefusalNotices.tellRuntime', function () {
+  it('an Event RuntimeWithoutCDI on each DRA class, once while the problem lasts, again when it comes back', function () {
+    const told: Array<{name: string; reason: string; message: string}> = []
+    const events = {warnAbout: (object: ObjectRef, reason: string, message: string) => void told.push({message, name: object.name, reason})} as unknown as PodEvents
+    const classes = new Map<string, DeviceClass>([
+      ['fpga', deviceClass('fpga', {allocation: 'DRA'})],
+      ['serial', deviceClass('serial')],
+    ])
+    const notices = new RefusalNotices({events, logger: noopLogger, metrics: createAgentMetrics(new Registry())})
+    notices.tellRuntime('CDI off', classes)
+    notices.tellRuntime('CDI off', classes)
+    expect(told).to.deep.equal([{message: 'CDI off', name: 'fpga', reason: 'RuntimeWithoutCDI'}])
+    notices.tellRuntime(undefined, classes)
+    notices.tellRuntime('CDI off', classes)
+    expect(told).to.have.lengthOf(2)
+  })
+})

@@ -71,4 +71,21 @@ describe('classReports', function () {
     expect(classReports('worker-1', {...seen, dropped: {extendedResourceName: false, taints: false}}).get('dra')).to.not.have.property('dropped')
     expect(classReports('worker-1', seen).get('dra')).to.not.have.property('dropped')
   })
+
+  it("the runtime's problem goes into a DRA class's node entry, never a Device class's", function () {
+    const draClass = {...loopClass, metadata: {generation: 1, name: 'dra'}, spec: {...loopClass.spec, allocation: 'DRA' as const}}
+    const seen = {
+      classes: new Map([
+        ['loop', loopClass],
+        ['dra', draClass],
+      ]),
+      holding: new Map(),
+      invalid: [],
+      members: new Map(),
+    }
+    const reports = classReports('worker-1', {...seen, runtimeProblem: 'the container runtime has CDI off'})
+    expect(reports.get('dra')?.entry?.problems).to.deep.equal([{message: 'the container runtime has CDI off', reason: 'RuntimeWithoutCDI'}])
+    expect(reports.get('loop')?.entry).to.not.have.property('problems')
+    expect(classReports('worker-1', seen).get('dra')?.entry).to.not.have.property('problems')
+  })
 })

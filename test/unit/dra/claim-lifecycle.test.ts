@@ -87,6 +87,16 @@ describe('ClaimLifecycle', function () {
       .and.include(claimMarkerPath(uidA, draNameOf(deviceA)))
   })
 
+  it('a runtime that would not hand the devices over: every claim of the call is refused with why, nothing recorded or written', async function () {
+    api.put(allocatedClaim(uidA, 'a', deviceA, 'serial', node))
+    const claims = new ClaimLifecycle({...lifecycle().options, refusal: async () => 'the container runtime has CDI off'})
+    const response = await claims.prepare([claimRef(uidA, 'a')])
+    expect(response.claims[uidA]).to.deep.equal({devices: [], error: `node ${node}: the container runtime has CDI off`})
+    expect(claims.claims()).to.deep.equal([])
+    expect(await specOf(uidA)).to.equal(undefined)
+    expect(told).to.deep.equal([])
+  })
+
   it('prepare and unprepare of one claim never interleave: unprepare waits for the prepare before it, and wins', async function () {
     api.put(allocatedClaim(uidA, 'a', deviceA, 'serial', node))
     const release = api.hold('lab', 'a')
