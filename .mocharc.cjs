@@ -23,6 +23,7 @@ const parts = {
     'test/e2e/dra-all-devices.test.ts',
     'test/e2e/dra-extended-resources.test.ts',
     'test/e2e/dra-dropped-features.test.ts',
+    'test/e2e/dra-runtime-cdi.test.ts',
     'test/e2e/dra-workloads.test.ts',
   ],
 }
