@@ -7,7 +7,9 @@ import {type BackedLoops, loopData, readLoop} from '../../harness/devices/loop-d
 import {allocatable, createNamespace, deletePods, waitForPod, type NodeEnv, type RunningPod} from '../../harness/node/pods.js'
 import {CliProcess} from '../../harness/process/cli-process.js'
 import {waitFor} from '../../harness/process/wait.js'
-import {clusterGates, describeWhere} from '../support/kube-version.js'
+import type {DoctorReport} from '../../src/lib/doctor/findings.js'
+import {clusterGates, describeWhere, kubeMinor} from '../support/kube-version.js'
+import {nfdctl} from '../support/run-cli.js'
 import {serialDiskNode} from '../support/test-node.js'
 
 // Loop devices 670-689 belong to these tests (the class drax takes loop670-679, the migrated class loop680-689). Each test disk has a udev serial
@@ -309,6 +311,43 @@ describeWhere(clusterGates.extendedResource, 'DRAExtendedResource is off by defa
       await env.client.request('DELETE', `/apis/apps/v1/namespaces/${namespace}/deployments/modem`, {body: {propagationPolicy: 'Background'}}).catch(() => {})
       await env.client.request('DELETE', `${classesPath}/${migrated}`).catch(() => {})
     })
+
+    // kube-scheduler 1.34 sends a limit to DRA only where the node's allocatable has no entry for the resource,
+    // and kubelet keeps a stopped plugin's resource listed (at 0) for good: doctor names the node and the patch,
+    // which sticks once kubelet has let the plugin go (5 minutes, its endpointStopGracePeriod).
+    if (kubeMinor === 34) {
+      it('1.34: after the switch a new pod asking by limit stays Pending (Insufficient) while the node lists the resource at 0; doctor says so with the patch, and once kubelet lets the plugin go and the entry is removed, the pod gets the device through DRA', async function () {
+        this.timeout(12 * 60_000)
+        await setAllocation('DRA')
+        await switchedToDra()
+        const stoppedAt = Date.now()
+        await createPod('new')
+        const pending = await waitFor('new unschedulable', async () => (await pod('new')).status?.conditions?.find((c) => c.type === 'PodScheduled' && c.status === 'False'), {timeoutMs: 30_000})
+        expect(pending.message).to.include(`Insufficient ${migratedResource}`)
+        const run = await nfdctl<DoctorReport>(['doctor', '--kubeconfig', env.plane.kubeconfig, '-o', 'json'])
+        const stale = (JSON.parse(run.stdout) as DoctorReport).findings.find((f) => f.check === `pods asking by limit reach DRA (${migratedResource})`)
+        expect(stale).to.include({feature: 'DRA by limit', status: 'fail'})
+        expect(stale?.found).to.include(env.node.name)
+        expect(stale?.fix).to.include(`kubectl patch node ${env.node.name} --subresource=status --type=json`)
+        expect(run.exitCode).to.equal(1)
+
+        // What the fix says, as kubectl would send it: the patch in doctor's fix line, once kubelet let the plugin go.
+        const patch = JSON.parse(/-p '(\[.*\])'/.exec(stale!.fix!)![1]) as object[]
+        await waitFor(
+          'kubelet letting the plugin go (capacity 0)',
+          async () => (await env.client.request<{status: {capacity: Record<string, string>}}>('GET', `/api/v1/nodes/${env.node.name}`)).status.capacity[migratedResource] === '0',
+          {intervalMs: 5000, timeoutMs: 7 * 60_000},
+        )
+        process.stderr.write(`      kubelet let the plugin go ${Math.round((Date.now() - stoppedAt) / 1000)} s after the switch\n`)
+        await env.client.request('PATCH', `/api/v1/nodes/${env.node.name}/status`, {body: patch, contentType: 'application/json-patch+json'})
+        const fresh = await waitForPod(env, `${namespace}/new`, 60_000)
+        expect(await scheduledThroughDra('new')).to.equal(disks.deviceOf('m'))
+        await readsDisk(fresh, 681)
+        const node = await env.client.request<{status: {allocatable: Record<string, string>}}>('GET', `/api/v1/nodes/${env.node.name}`)
+        expect(node.status.allocatable, 'kubelet did not list it again').to.not.have.property(migratedResource)
+      })
+      return
+    }
 
     it('on the switch the agent takes the device from the running pod (it runs on without it), kubelet takes the resource to 0, the device joins the slice, and a new pod asking by limit gets it through DRA', async function () {
       this.timeout(90_000)
