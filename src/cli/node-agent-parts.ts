@@ -31,7 +31,7 @@ import type {Logger} from '../lib/observe/logger.js'
 import type {Registry} from '../lib/observe/prometheus.js'
 import {listPodResources} from '../lib/kubelet/pod-resources.js'
 import {ContainerdClient} from '../lib/runtime/containerd-client.js'
-import {runtimeCdiProblem} from '../lib/runtime/runtime-cdi.js'
+import {runtimeCdiProblem, runtimeSeesDir} from '../lib/runtime/runtime-cdi.js'
 import {Signal} from '../lib/signal.js'
 import {SourceSupervisor, type SourceReport} from '../lib/source-supervisor.js'
 import {classPlugins, type RawPluginFlags} from './plugin-flags.js'
@@ -112,7 +112,7 @@ export function buildNodeAgent({client, fileClasses, flags, logger, options, reg
         // Said in the DRA classes' status by the next batch.
         onDroppedChanged: () => changes.emit('dropped features changed'),
         // containerd's own CRI configuration says whether claims' CDI devices reach containers.
-        runtimeCdi: async () => runtimeCdiProblem(await containerd.criConfig(), flags['cdi-dir']),
+        runtimeCdi: async () => runtimeCdiProblem(await containerd.criConfig(), flags['cdi-dir'], runtimeSeesDir(flags['containerd-address'], flags['cdi-dir'])),
         stateDir,
         supervisor,
       })

@@ -10,8 +10,6 @@ import {doctorExitCode, type DoctorReport, type Finding} from '../lib/doctor/fin
 import {cgroupModeOf, judgeNode} from '../lib/doctor/node-checks.js'
 import {errorMessage} from '../lib/errors.js'
 import {openCluster} from '../lib/kube/connect.js'
-import {ContainerdClient} from '../lib/runtime/containerd-client.js'
-import {runtimeCdiProblem} from '../lib/runtime/runtime-cdi.js'
 
 export default class Doctor extends NfdctlCommand {
   static override description =
@@ -57,12 +55,16 @@ Exit codes: 0 every feature the cluster's classes use works, 1 some does not, or
   /** The agent's own host reader and check, reported instead of refused. */
   private async nodeFindings(containerdAddress: string, cdiDir: string, draUsed: boolean): Promise<Finding[]> {
     // Loaded only here: the host check's system calls load koffi, which the cluster checks need not pay for.
-    const {hostProblems, readHostFacts} = await import('../lib/agent/host-check.js')
+    const [{hostProblems, readHostFacts}, {ContainerdClient}, {runtimeCdiProblem, runtimeSeesDir}] = await Promise.all([
+      import('../lib/agent/host-check.js'),
+      import('../lib/runtime/containerd-client.js'),
+      import('../lib/runtime/runtime-cdi.js'),
+    ])
     const facts = await readHostFacts({containerdAddress})
     const pidNamespaceUnknown = typeof facts.pidNamespace === 'object' ? facts.pidNamespace.unknown : undefined
     const containerd = new ContainerdClient({address: containerdAddress, namespace: 'k8s.io', timeoutMs: 3000})
     const runtimeCdi = await containerd.criConfig().then(
-      (config) => ({problem: runtimeCdiProblem(config, cdiDir)}),
+      (config) => ({problem: runtimeCdiProblem(config, cdiDir, runtimeSeesDir(containerdAddress, cdiDir))}),
       (error: unknown) => ({unread: errorMessage(error)}),
     )
     containerd.close()
