@@ -158,7 +158,7 @@ describe('devices agent --dra on a real node: an unplugged device stays in the s
       await readsDisk(running, 511)
     })
 
-    it('each DRA class says in its status and an Event that unplugged devices are not tainted here, and resource.k8s.io/v1 serves no DeviceTaintRule', async function () {
+    it('each DRA class says in its status and an Event that unplugged devices are not tainted here', async function () {
       this.timeout(60_000)
       for (const name of ['drat', 'drax']) {
         const condition = await waitFor(`UnpluggedDevicesTainted on ${name}`, async () => {
@@ -172,11 +172,6 @@ describe('devices agent --dra on a real node: an unplugged device stays in the s
         })
         expect(events.items, `the Event on ${name}`).to.not.be.empty
       }
-      const refused = await env.client.request('GET', `${dra}/devicetaintrules`).then(
-        () => undefined,
-        (error: Error) => error,
-      )
-      expect(String(refused)).to.match(/404|not found/i)
     })
     return
   }
@@ -208,27 +203,38 @@ describe('devices agent --dra on a real node: an unplugged device stays in the s
     await readsDisk(running, 511)
   })
 
-  it("an operator's DeviceTaintRule (resource.k8s.io/v1) on one of the driver's devices keeps claims off it until it is deleted", async function () {
-    this.timeout(120_000)
-    await plug(512, 'b')
-    await onWatch('disk b in the slice', 0, (d) => d.has(deviceOf('b')))
-    await env.client.request('POST', `${dra}/devicetaintrules`, {
-      body: {
-        apiVersion: 'resource.k8s.io/v1',
-        kind: 'DeviceTaintRule',
-        metadata: {name: 'nfdctl-e2e-maintenance'},
-        spec: {deviceSelector: {device: deviceOf('b'), driver: 'devices.nfdctl.io', pool: env.node.name}, taint: {effect: 'NoSchedule', key: 'example.com/maintenance'}},
-      },
+  if (!clusterGates.deviceTaintRules) {
+    it("resource.k8s.io/v1 serves no DeviceTaintRule on this release: an operator's rule is not an option here", async function () {
+      const refused = await env.client.request('GET', `${dra}/devicetaintrules`).then(
+        () => undefined,
+        (error: Error) => error,
+      )
+      expect(String(refused)).to.match(/404|not found/i)
     })
-    // Disk a is held by the first test's pod: disk b, tainted by the rule, is the only one left.
-    await createClaimPod('ruled', 'one-disk')
-    await unschedulable('ruled')
-    await env.client.request('DELETE', `${dra}/devicetaintrules/nfdctl-e2e-maintenance`)
-    const running = await waitForPod(env, `${namespace}/ruled`, 60_000)
-    expect(await allocatedTo('ruled')).to.deep.equal([deviceOf('b')])
-    await readsDisk(running, 512)
-    await forget('ruled')
-  })
+  }
+
+  if (clusterGates.deviceTaintRules)
+    it("an operator's DeviceTaintRule (resource.k8s.io/v1) on one of the driver's devices keeps claims off it until it is deleted", async function () {
+      this.timeout(120_000)
+      await plug(512, 'b')
+      await onWatch('disk b in the slice', 0, (d) => d.has(deviceOf('b')))
+      await env.client.request('POST', `${dra}/devicetaintrules`, {
+        body: {
+          apiVersion: 'resource.k8s.io/v1',
+          kind: 'DeviceTaintRule',
+          metadata: {name: 'nfdctl-e2e-maintenance'},
+          spec: {deviceSelector: {device: deviceOf('b'), driver: 'devices.nfdctl.io', pool: env.node.name}, taint: {effect: 'NoSchedule', key: 'example.com/maintenance'}},
+        },
+      })
+      // Disk a is held by the first test's pod: disk b, tainted by the rule, is the only one left.
+      await createClaimPod('ruled', 'one-disk')
+      await unschedulable('ruled')
+      await env.client.request('DELETE', `${dra}/devicetaintrules/nfdctl-e2e-maintenance`)
+      const running = await waitForPod(env, `${namespace}/ruled`, 60_000)
+      expect(await allocatedTo('ruled')).to.deep.equal([deviceOf('b')])
+      await readsDisk(running, 512)
+      await forget('ruled')
+    })
 
   it('a class with unplugged NoExecute after 3s: the taint turns NoExecute 3 s after the unplug and kube-controller-manager evicts the pod holding the device', async function () {
     this.timeout(120_000)

@@ -16,6 +16,11 @@ if (!Number.isInteger(kubeMinor)) throw new Error(`KUBE_VERSION ${kubeVersion} i
 export const clusterGates = {
   /** DRADeviceTaints: alpha and off in 1.33-1.35, beta and on in 1.36, GA in 1.37. Off, device taints are dropped on write. */
   deviceTaints: kubeFeatureGates.DRADeviceTaints ?? kubeMinor >= 36,
+  /**
+   * DRADeviceTaintRules: absent in 1.34, alpha and off in 1.35, beta and off in 1.36 (served only by the beta
+   * APIs, off), GA in 1.37: resource.k8s.io/v1 serves DeviceTaintRules from 1.37.
+   */
+  deviceTaintRules: kubeFeatureGates.DRADeviceTaintRules ?? kubeMinor >= 37,
   /** DRAExtendedResource: alpha and off in 1.34-1.35, beta and on in 1.36, GA and locked on in 1.37. Off, extendedResourceName is dropped. */
   extendedResource: kubeFeatureGates.DRAExtendedResource ?? kubeMinor >= 36,
   /** ResourceHealthStatus: alpha and off through 1.35, beta and on in 1.36: kubelet writes device health into the pod's status. */
