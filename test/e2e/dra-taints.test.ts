@@ -141,6 +141,16 @@ describe('devices agent --dra on a real node: an unplugged device stays in the s
     await rm(dir, {force: true, recursive: true})
   })
 
+  if (!clusterGates.deviceTaintRules) {
+    it("resource.k8s.io/v1 serves no DeviceTaintRule on this release: an operator's rule is not an option here", async function () {
+      const refused = await env.client.request('GET', `${dra}/devicetaintrules`).then(
+        () => undefined,
+        (error: Error) => error,
+      )
+      expect(String(refused)).to.match(/404|not found/i)
+    })
+  }
+
   if (!clusterGates.deviceTaints) {
     it('no device taints on this release: unplugged, the device leaves the slice and a claim made meanwhile is not allocated; re-plugged under another loop number, the claim gets it', async function () {
       this.timeout(120_000)
@@ -202,16 +212,6 @@ describe('devices agent --dra on a real node: an unplugged device stays in the s
     expect(await allocatedTo('waiter')).to.deep.equal([deviceOf('a')])
     await readsDisk(running, 511)
   })
-
-  if (!clusterGates.deviceTaintRules) {
-    it("resource.k8s.io/v1 serves no DeviceTaintRule on this release: an operator's rule is not an option here", async function () {
-      const refused = await env.client.request('GET', `${dra}/devicetaintrules`).then(
-        () => undefined,
-        (error: Error) => error,
-      )
-      expect(String(refused)).to.match(/404|not found/i)
-    })
-  }
 
   if (clusterGates.deviceTaintRules)
     it("an operator's DeviceTaintRule (resource.k8s.io/v1) on one of the driver's devices keeps claims off it until it is deleted", async function () {
