@@ -11,7 +11,7 @@ import {freePort} from '../process/free-port.js'
 import {waitFor} from '../process/wait.js'
 import {createCertificates, mintClientCertificate} from './certs.js'
 import {applyCrds, readCrds} from './crds.js'
-import {crdDir, featureGatesFlag} from './paths.js'
+import {apiserverGateFlags, crdDir, featureGatesFlag} from './paths.js'
 
 export interface ControlPlaneOptions {
   /** Working directory: certificates, etcd data, logs, kubeconfigs, state.json. */
@@ -284,7 +284,7 @@ function apiserverArgs(options: ControlPlaneOptions, ports: State['ports'], etcd
     '--authorization-mode=Node,RBAC',
     '--allow-privileged=true',
     `--cert-dir=${file('apiserver-certs')}`,
-    ...featureGatesFlag(),
+    ...apiserverGateFlags(),
     ...(options.apiserverFlags ?? []),
   ]
 }

@@ -34,6 +34,17 @@ export const kubeFeatureGates: Readonly<Record<string, boolean>> = Object.fromEn
     }),
 )
 
+/**
+ * kube-apiserver's flags for the gates set: with DRADeviceTaints on, kube-scheduler and kube-controller-manager
+ * 1.34 watch DeviceTaintRules at resource.k8s.io/v1alpha3 (1.35 with DRADeviceTaintRules), which the API server
+ * serves only when asked; unserved, their informers never sync and no claim is scheduled.
+ */
+export const apiserverGateFlags = (): string[] => {
+  const minor = Number.parseInt(kubeVersion.split('.')[1] ?? '', 10)
+  const watchesAlpha = (minor === 34 && kubeFeatureGates.DRADeviceTaints) || (minor === 35 && kubeFeatureGates.DRADeviceTaintRules)
+  return [...featureGatesFlag(), ...(watchesAlpha ? ['--runtime-config=resource.k8s.io/v1alpha3=true'] : [])]
+}
+
 /** kubeFeatureGates as the components' --feature-gates flag (none when no gate is set). */
 export const featureGatesFlag = (): string[] => {
   const gates = Object.entries(kubeFeatureGates)

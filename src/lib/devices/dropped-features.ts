@@ -16,7 +16,11 @@ export const noneDropped: DroppedFeatures = {extendedResourceName: false, taints
 /** The feature gate behind each field the API server may drop, and the components that must have it on. */
 export const droppedFeatureGates: Readonly<Record<keyof DroppedFeatures, {readonly gate: string; readonly components: string}>> = {
   extendedResourceName: {components: 'kube-apiserver, kube-scheduler, kube-controller-manager and kubelet', gate: 'DRAExtendedResource'},
-  taints: {components: 'kube-apiserver, kube-scheduler and kube-controller-manager', gate: 'DRADeviceTaints'},
+  // kube-scheduler and kube-controller-manager 1.34 then watch DeviceTaintRules at resource.k8s.io/v1alpha3: unserved, no claim is scheduled.
+  taints: {
+    components: 'kube-apiserver, kube-scheduler and kube-controller-manager (on 1.34 also serve resource.k8s.io/v1alpha3: --runtime-config=resource.k8s.io/v1alpha3=true)',
+    gate: 'DRADeviceTaints',
+  },
 }
 
 /** A class-wide condition of a devices.nfdctl.io DeviceClass's status (metav1.Condition without its times). */
