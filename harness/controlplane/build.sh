@@ -7,7 +7,8 @@
 #   build.sh [kubelet] [kube-scheduler] [kube-controller-manager] [kubectl] [helm] [containerd] [node]
 #
 #   containerd     containerd, ctr and containerd-shim-runc-v2, linked as containerd/
-#   node           containerd, kubelet, kube-scheduler, kube-controller-manager, kubectl and helm: all the node harness runs
+#   containerd-1.7 containerd $CONTAINERD_17_VERSION alone (its CRI plugin's configuration is what a test reads), linked as containerd-1.7
+#   node           containerd (2 and 1.7), kubelet, kube-scheduler, kube-controller-manager, kubectl and helm: all the node harness runs
 #
 #   KUBE_VERSION        Kubernetes release to build (default: the newest in kube-versions beside this script)
 #   ETCD_VERSION        etcd server release (default v3.7.3)
@@ -20,11 +21,13 @@ KUBE_VERSION="${KUBE_VERSION:-$(grep -v '^#' "$(dirname "${BASH_SOURCE[0]}")/kub
 ETCD_VERSION="${ETCD_VERSION:-v3.7.3}"
 HELM_VERSION="${HELM_VERSION:-v4.3.2}"
 CONTAINERD_VERSION="${CONTAINERD_VERSION:-v2.4.2}"
+CONTAINERD_17_VERSION="${CONTAINERD_17_VERSION:-v1.7.35}"
 CACHE="${NFDCTL_CACHE:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/nfdctl}"
 BIN="$CACHE/controlplane/kube-$KUBE_VERSION-etcd-$ETCD_VERSION"
 ETCD_DIR="$CACHE/controlplane/etcd-$ETCD_VERSION"
 HELM_DIR="$CACHE/controlplane/helm-$HELM_VERSION"
 CONTAINERD_DIR="$CACHE/controlplane/containerd-$CONTAINERD_VERSION"
+CONTAINERD_17_DIR="$CACHE/controlplane/containerd-$CONTAINERD_17_VERSION"
 
 # A dependency that wants a newer Go must fail loudly instead of fetching a toolchain.
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-buildvcs=false
@@ -151,6 +154,33 @@ build_containerd_now() {
   chmod 755 "$dir"
 }
 
+build_containerd_17() {
+  [[ -x "$CONTAINERD_17_DIR/containerd" ]] || locked "$CONTAINERD_17_DIR.lock" build_containerd_17_now
+  ln -sfn "$CONTAINERD_17_DIR/containerd" "$BIN/containerd-1.7"
+}
+
+# containerd 1.x's go.mod has an exclude line, which `go install module@version` refuses: a module of our own
+# carries it instead.
+build_containerd_17_now() {
+  [[ -x "$CONTAINERD_17_DIR/containerd" ]] && return 0
+  local mod pkg=github.com/containerd/containerd; mod="$(mktemp -d)"
+  log "building containerd $CONTAINERD_17_VERSION (module dir $mod)"
+  mkdir -p "$CONTAINERD_17_DIR.tmp"
+  (
+    cd "$mod"
+    go mod init nfdctl.local/containerd-17-build >/dev/null 2>&1
+    local gomod
+    gomod="$(go mod download -json "$pkg@$CONTAINERD_17_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')"
+    grep -oE '^exclude [^ ]+ [^ ]+' "$gomod" | while read -r _ module version; do go mod edit "-exclude=$module@$version"; done
+    go get -tool "$pkg/cmd/containerd@$CONTAINERD_17_VERSION"
+    go build -trimpath -tags "urfave_cli_no_docs no_btrfs no_devmapper no_zfs no_aufs" -ldflags "-s -w -X $pkg/version.Version=$CONTAINERD_17_VERSION" \
+      -o "$CONTAINERD_17_DIR.tmp/containerd" "$pkg/cmd/containerd"
+  )
+  rm -rf "$CONTAINERD_17_DIR"
+  mv "$CONTAINERD_17_DIR.tmp" "$CONTAINERD_17_DIR"
+  rm -rf "$mod"
+}
+
 start=$(date +%s)
 build_etcd
 build_kubernetes_command kube-apiserver
@@ -159,8 +189,9 @@ for extra in "$@"; do
     kubelet | kube-scheduler | kube-controller-manager | kubectl) build_kubernetes_command "$extra" ;;
     helm) build_helm ;;
     containerd) build_containerd ;;
-    node) build_containerd; for c in kubelet kube-scheduler kube-controller-manager kubectl; do build_kubernetes_command "$c"; done; build_helm ;;
-    *) log "unknown component $extra (kubelet, kube-scheduler, kube-controller-manager, kubectl, helm, containerd or node)"; exit 2 ;;
+    containerd-1.7) build_containerd_17 ;;
+    node) build_containerd; build_containerd_17; for c in kubelet kube-scheduler kube-controller-manager kubectl; do build_kubernetes_command "$c"; done; build_helm ;;
+    *) log "unknown component $extra (kubelet, kube-scheduler, kube-controller-manager, kubectl, helm, containerd, containerd-1.7 or node)"; exit 2 ;;
   esac
 done
 log "binaries ready in $BIN ($(( $(date +%s) - start ))s)"

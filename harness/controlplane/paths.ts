@@ -52,7 +52,7 @@ export const featureGatesFlag = (): string[] => {
 }
 
 /** What build.sh builds beside kube-apiserver and etcd, when asked; `containerd` is containerd, ctr and the runc shim. */
-export type ExtraBinary = 'kubelet' | 'kube-scheduler' | 'kube-controller-manager' | 'kubectl' | 'helm' | 'containerd'
+export type ExtraBinary = 'kubelet' | 'kube-scheduler' | 'kube-controller-manager' | 'kubectl' | 'helm' | 'containerd' | 'containerd-1.7'
 
 const containerdBinaries = ['containerd', 'ctr', 'containerd-shim-runc-v2'] as const
 
