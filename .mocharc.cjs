@@ -24,7 +24,6 @@ const parts = {
     'test/e2e/dra-extended-resources.test.ts',
     'test/e2e/dra-dropped-features.test.ts',
     'test/e2e/dra-runtime-cdi.test.ts',
-    'test/e2e/containerd17-cdi.test.ts',
     'test/e2e/dra-workloads.test.ts',
   ],
 }
