@@ -1,5 +1,8 @@
 import {expect} from 'chai'
 import {execFile} from 'node:child_process'
+import {mkdtemp, readFile, rm} from 'node:fs/promises'
+import {tmpdir} from 'node:os'
+import {join} from 'node:path'
 import {fileURLToPath} from 'node:url'
 
 import {startedEarly} from '../../support/started-early.js'
@@ -15,8 +18,8 @@ interface FixtureRun {
  * The reporter fixture in its own mocha, with the reporter and the TypeScript loader `npm test` uses (given
  * to node itself, so mocha needs no second process for it); CI as given (undefined = unset).
  */
-async function runFixture(ci: string | undefined): Promise<FixtureRun> {
-  const env = {...process.env, CI: ci}
+async function runFixture(ci: string | undefined, tally?: string): Promise<FixtureRun> {
+  const env = {...process.env, CI: ci, ...(tally === undefined ? {} : {NFDCTL_TEST_TALLY: tally})}
   if (ci === undefined) delete env.CI
   const args = ['--import', 'tsx', 'node_modules/mocha/bin/mocha.js', '--no-config', '--no-color', '--reporter', './test/support/spec-with-summary.cjs', 'test/fixtures/reporter/skips.spec.ts']
   return new Promise((resolve) => {
@@ -54,5 +57,15 @@ describe('test reporter (spec-with-summary.cjs) and missingPrerequisite', functi
     expect(stdout).to.include('prerequisite missing under CI=true: needs root')
     expect(stdout).to.include('prerequisite missing under CI=true: needs /dev/loop-control')
     expect(stdout.trimEnd().split('\n').at(-1)).to.equal('1 passed, 3 failed, 1 skipped')
+  })
+
+  it('with NFDCTL_TEST_TALLY, appends its one closing count to that file as a JSON line (test/run.ts adds runs up)', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'nfdctl-tally-'))
+    try {
+      await runFixture(undefined, join(dir, 'tally.jsonl'))
+      expect(await readFile(join(dir, 'tally.jsonl'), 'utf8')).to.equal('{"failed":0,"passed":2,"skipped":5}\n')
+    } finally {
+      await rm(dir, {force: true, recursive: true})
+    }
   })
 })
