@@ -17,6 +17,9 @@ export const kubeVersions: readonly string[] = readFileSync(fileURLToPath(new UR
 /** The release every component the harness starts runs: KUBE_VERSION, as build.sh builds it, else the newest. */
 export const kubeVersion: string = process.env.KUBE_VERSION || (kubeVersions.at(-1) as string)
 
+/** The minor version of kubeVersion (v1.34.4 → 34). */
+export const kubeMinor: number = Number.parseInt(kubeVersion.split('.')[1] ?? '', 10)
+
 /**
  * Feature gates every component the harness starts gets (kube-apiserver, kube-controller-manager, kube-scheduler
  * and kubelet), from KUBE_FEATURE_GATES in --feature-gates form (`DRAExtendedResource=true,DRADeviceTaints=true`):
@@ -40,8 +43,7 @@ export const kubeFeatureGates: Readonly<Record<string, boolean>> = Object.fromEn
  * serves only when asked; unserved, their informers never sync and no claim is scheduled.
  */
 export const apiserverGateFlags = (): string[] => {
-  const minor = Number.parseInt(kubeVersion.split('.')[1] ?? '', 10)
-  const watchesAlpha = (minor === 34 && kubeFeatureGates.DRADeviceTaints) || (minor === 35 && kubeFeatureGates.DRADeviceTaintRules)
+  const watchesAlpha = (kubeMinor === 34 && kubeFeatureGates.DRADeviceTaints) || (kubeMinor === 35 && kubeFeatureGates.DRADeviceTaintRules)
   return [...featureGatesFlag(), ...(watchesAlpha ? ['--runtime-config=resource.k8s.io/v1alpha3=true'] : [])]
 }
 

@@ -4,7 +4,7 @@ import {clusterFlags} from '../cli/kube-flags.js'
 import {NfdctlCommand} from '../cli/nfdctl-command.js'
 import {renderDoctor} from '../cli/render-doctor.js'
 import type {OutputFormat} from '../cli/render-sweep.js'
-import {judgeCluster} from '../lib/doctor/cluster-checks.js'
+import {judgeCluster, usedFeatures} from '../lib/doctor/cluster-checks.js'
 import {readClusterFacts} from '../lib/doctor/cluster-facts.js'
 import {doctorExitCode, type DoctorReport, type Finding} from '../lib/doctor/findings.js'
 import {cgroupModeOf, judgeNode} from '../lib/doctor/node-checks.js'
@@ -41,8 +41,7 @@ Exit codes: 0 every feature the cluster's classes use works, 1 some does not, or
     const {client, origin} = await openCluster({context: flags.context, kubeconfig: flags.kubeconfig}, {maxConnections: 8})
     try {
       const facts = await readClusterFacts(client, this.signal)
-      const draUsed = facts.classes.some((c) => c.deviceClass.spec.allocation === 'DRA')
-      const findings = [...judgeCluster(facts), ...(flags.node ? await this.nodeFindings(flags['containerd-address'], flags['cdi-dir'], draUsed) : [])]
+      const findings = [...judgeCluster(facts), ...(flags.node ? await this.nodeFindings(flags['containerd-address'], flags['cdi-dir'], usedFeatures(facts.classes).dra) : [])]
       const report: DoctorReport = {findings, server: origin}
       if (!this.jsonEnabled()) this.log(renderDoctor(report, flags.output as OutputFormat))
       process.exitCode = doctorExitCode(findings)

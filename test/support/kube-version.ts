@@ -3,13 +3,10 @@
 // staging/src/k8s.io/apiserver/pkg/features/kube_features.go, and with the gates KUBE_FEATURE_GATES sets on
 // every component. The suites choose their expectations from this table, never from what the agent or doctor
 // finds: those are what the tests check.
-import {kubeFeatureGates, kubeVersion, kubeVersions} from '../../harness/controlplane/paths.js'
+import {kubeFeatureGates, kubeMinor, kubeVersion, kubeVersions} from '../../harness/controlplane/paths.js'
 import {skipReasonKey} from './prerequisites.js'
 
-export {kubeVersion}
-
-/** The minor version of KUBE_VERSION (v1.34.4 → 34). */
-export const kubeMinor: number = Number.parseInt(kubeVersion.split('.')[1] ?? '', 10)
+export {kubeMinor, kubeVersion}
 if (!Number.isInteger(kubeMinor)) throw new Error(`KUBE_VERSION ${kubeVersion} is not a release such as ${kubeVersions.at(-1)}`)
 
 /** What the cluster's gates turn on that the DRA driver's features depend on: the release's default, or KUBE_FEATURE_GATES. */

@@ -46,7 +46,8 @@ export function judgeCluster(facts: ClusterFacts): Finding[] {
   ]
 }
 
-function usedFeatures(classes: readonly ClassFacts[]): {any: boolean; dra: boolean} {
+/** Whether the cluster's classes use any device feature, and DRA. */
+export function usedFeatures(classes: readonly ClassFacts[]): {any: boolean; dra: boolean} {
   const dra = classes.some((c) => c.deviceClass.spec.allocation === 'DRA')
   return {any: classes.length > 0, dra}
 }
@@ -212,7 +213,7 @@ function limitRoutedToPlugins(c: ClassFacts, facts: ClusterFacts): Finding[] {
   const check = `pods asking by limit reach DRA (${resource})`
   const findings: Finding[] = []
   if (stale.length > 0) {
-    const path = `${resource.replace('/', '~1')}`
+    const path = resource.replace('/', '~1')
     findings.push({
       check,
       feature: 'DRA by limit',
